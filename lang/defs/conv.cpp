@@ -1,0 +1,8 @@
+// conv family: descriptions not yet written.
+#include "defs.h"
+
+namespace tessera::lang::defs {
+
+void register_conv(std::vector<Description> &) {}
+
+}  // namespace tessera::lang::defs

@@ -1,0 +1,8 @@
+// misc family: descriptions not yet written.
+#include "defs.h"
+
+namespace tessera::lang::defs {
+
+void register_misc(std::vector<Description> &) {}
+
+}  // namespace tessera::lang::defs

@@ -1,0 +1,8 @@
+// optim family: descriptions not yet written.
+#include "defs.h"
+
+namespace tessera::lang::defs {
+
+void register_optim(std::vector<Description> &) {}
+
+}  // namespace tessera::lang::defs

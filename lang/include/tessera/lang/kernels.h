@@ -1,0 +1,26 @@
+// CPU kernels. Every operator runs through one entry point; the kernels behind it
+// were generated ahead of time by Halide from the descriptions in lang/defs/.
+// Tensors are dense and row-major.
+#pragma once
+
+#include <vector>
+
+#include "tessera/lang/op.h"
+
+namespace tessera {
+
+struct TensorRef {
+    void *data = nullptr;
+    TensorType type;
+};
+
+// Runs `call` on the CPU. Checks that the output types are what infer_types()
+// gives for the inputs, and throws tessera::Error otherwise. Outputs must not
+// alias inputs unless the operator is element-wise.
+void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
+            const std::vector<TensorRef> &outputs);
+
+// The names of the compiled Halide kernels, for inspection and tests.
+std::vector<std::string> kernel_names();
+
+}  // namespace tessera

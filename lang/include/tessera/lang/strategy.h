@@ -1,0 +1,107 @@
+// Partition strategies of every operator, as plain data.
+//
+// The table was derived at build time by tools/strategyc.cpp, which runs Halide's
+// bounds inference over each operator's description (Tofu's interval analysis):
+// it splits one index variable's range into [lo, hi] and asks which region of each
+// input is needed. The runtime only reads the result; it never links libHalide.
+//
+// Regions are affine: along a split input dimension, [scale*lo + lo_offset,
+// scale*hi + hi_offset]. The coefficients are polynomials over symbols: attribute
+// names ("stride_h") and input extents ("in0.2" is input 0's dimension 2).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/op.h"
+
+namespace tessera {
+
+// Values of the symbols a SymPoly may mention.
+using SymEnv = std::map<std::string, int64_t>;
+
+struct Monomial {
+    int64_t coef = 0;
+    std::vector<std::string> syms;  // a product; empty for a constant
+    bool operator==(const Monomial &) const = default;
+};
+
+struct SymPoly {
+    std::vector<Monomial> terms;
+    int64_t eval(const SymEnv &env) const;  // throws InternalError on an unbound symbol
+    std::string str() const;                // "kernel_h - stride_h", "0"
+    bool operator==(const SymPoly &) const = default;
+};
+
+enum class NeedKind { Replicated, Split };
+
+// How one input is needed when the index variable is split.
+struct InputNeed {
+    NeedKind kind = NeedKind::Replicated;
+    int dim = -1;             // Tessera dimension of the input, for Split
+    SymPoly scale, lo_offset, hi_offset;
+    SymPoly halo;             // overlap between neighbouring parts: hi_off - lo_off - scale + 1
+    bool operator==(const InputNeed &) const = default;
+};
+
+enum class OutKind { Split, Partial, Replicated };
+
+struct OutputResult {
+    OutKind kind = OutKind::Replicated;
+    int dim = -1;             // for Split
+    std::string reduce;       // for Partial: "sum", "max" or "min"
+    bool operator==(const OutputResult &) const = default;
+};
+
+// A reduction inside the operator (batch norm's mean, softmax's sum) whose
+// partial results must be combined across devices before the operator continues.
+struct StageReduction {
+    std::string stage;
+    std::string reduce;
+    SymPoly elements;         // size of the combined value, in elements
+    bool operator==(const StageReduction &) const = default;
+};
+
+struct Strategy {
+    std::string var;          // the split index variable: "m", "n", "k", ...
+    bool reduction_var = false;
+    std::vector<InputNeed> inputs;
+    std::vector<OutputResult> outputs;
+    std::vector<StageReduction> reductions;
+    bool operator==(const Strategy &) const = default;
+};
+
+// The analysis result for one variant of an operator (its structural attributes).
+struct OpStrategies {
+    std::string variant;      // "matmul[transpose_a=0,transpose_b=0]"
+    bool opaque = false;      // some index depends on data (gathers)
+    std::vector<Strategy> strategies;
+    // Index variables the analysis could not split, each with the reason.
+    std::vector<std::pair<std::string, std::string>> rejected;
+};
+
+using StructMap = std::map<std::string, int>;
+
+// "op[k=v,...]" with keys sorted; the build tool and the runtime agree on it.
+std::string variant_key(OpKind op, const StructMap &structural);
+
+// The structural attributes that select the description variant for this call.
+StructMap structural_attrs(const OpCall &call, const std::vector<TensorType> &inputs);
+
+// The strategies of this call's variant; nullptr if that variant was not analysed
+// (an unusual rank, say), in which case the operator can only be replicated.
+const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs);
+
+// Every analysed variant, in table order.
+const std::vector<OpStrategies> &all_strategies();
+
+// The symbol values of a call: its scalar attributes and its input extents.
+SymEnv symbol_env(const OpCall &call, const std::vector<TensorType> &inputs);
+
+std::string strategy_str(const Strategy &s);  // one line, for tables and logs
+
+// JSON text of the table, or of one entry (used by tessera-plan --ops).
+std::string strategies_json(const std::vector<const OpStrategies *> &entries, int indent = 2);
+
+}  // namespace tessera

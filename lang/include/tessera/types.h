@@ -1,0 +1,36 @@
+// Tensor types: element type and shape. Shapes are row-major, outermost first
+// ([N, C, H, W]); Halide's dimension order is the reverse, and only lang/ ever
+// sees Halide's order.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+enum class DType : uint8_t { F32, I32 };
+
+const char *dtype_name(DType t);
+size_t dtype_size(DType t);
+
+using Shape = std::vector<int64_t>;
+
+std::string shape_str(const Shape &s);   // "[32, 64, 56, 56]"
+int64_t num_elements(const Shape &s);
+
+struct TensorType {
+    DType dtype = DType::F32;
+    Shape shape;
+
+    int rank() const { return static_cast<int>(shape.size()); }
+    int64_t elements() const { return num_elements(shape); }
+    int64_t bytes() const { return elements() * static_cast<int64_t>(dtype_size(dtype)); }
+    bool operator==(const TensorType &) const = default;
+};
+
+std::string type_str(const TensorType &t);  // "f32[32, 64]"
+std::ostream &operator<<(std::ostream &os, const TensorType &t);
+
+}  // namespace tessera

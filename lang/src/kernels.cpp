@@ -1,0 +1,125 @@
+#include "tessera/lang/kernels.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernel_table.h"
+
+namespace tessera {
+
+namespace {
+
+// Halide reports kernel failures through halide_error(); keep the last message of
+// this thread so that the exception can carry it.
+thread_local std::string last_halide_error;
+
+void capture_halide_error(void *, const char *msg) { last_halide_error = msg ? msg : ""; }
+
+const std::unordered_map<std::string, const lang::gen::KernelEntry *> &kernel_index() {
+    static const auto index = [] {
+        halide_set_error_handler(capture_halide_error);
+        std::unordered_map<std::string, const lang::gen::KernelEntry *> m;
+        for (const auto *family :
+             {&lang::gen::kernels_matmul(), &lang::gen::kernels_elementwise(),
+              &lang::gen::kernels_softmax(), &lang::gen::kernels_norm(), &lang::gen::kernels_conv(),
+              &lang::gen::kernels_layout(), &lang::gen::kernels_misc(), &lang::gen::kernels_optim()})
+            for (const auto &e : *family) m[e.name] = &e;
+        return m;
+    }();
+    return index;
+}
+
+// A halide_buffer_t describing a dense row-major tensor, dimensions reversed into
+// Halide's innermost-first order.
+struct HalideView {
+    halide_buffer_t buf{};
+    halide_dimension_t dims[8]{};
+
+    explicit HalideView(const lang::KernelArg &a) {
+        const Shape &shape = a.view.empty() ? a.t.type.shape : a.view;
+        TESSERA_INTERNAL_ASSERT(shape.size() <= 8, "rank ", shape.size(), " view");
+        TESSERA_INTERNAL_ASSERT(num_elements(shape) == a.t.type.elements(), "view ", shape_str(shape),
+                                " of ", type_str(a.t.type));
+        int rank = static_cast<int>(shape.size());
+        int64_t stride = 1;
+        for (int k = 0; k < rank; k++) {
+            int64_t extent = shape[rank - 1 - k];
+            dims[k].min = 0;
+            dims[k].extent = static_cast<int32_t>(extent);
+            dims[k].stride = static_cast<int32_t>(stride);
+            stride *= extent;
+        }
+        buf.host = static_cast<uint8_t *>(a.t.data);
+        buf.dimensions = rank;
+        buf.dim = dims;
+        buf.type = a.t.type.dtype == DType::F32 ? halide_type_t(halide_type_float, 32)
+                                                 : halide_type_t(halide_type_int, 32);
+    }
+};
+
+}  // namespace
+
+namespace lang {
+
+double Scalars::get(const std::string &k) const {
+    auto it = values.find(k);
+    TESSERA_INTERNAL_ASSERT(it != values.end(), "kernel scalar '", k, "' was not supplied");
+    return it->second;
+}
+
+void call_kernel(const std::string &name, const std::vector<KernelArg> &in, const Scalars &s,
+                 const std::vector<KernelArg> &out) {
+    const auto &index = kernel_index();
+    auto it = index.find(name);
+    TESSERA_INTERNAL_ASSERT(it != index.end(), "no kernel named '", name, "'");
+    const gen::KernelEntry &k = *it->second;
+    TESSERA_INTERNAL_ASSERT(static_cast<int>(in.size()) == k.num_inputs &&
+                                static_cast<int>(out.size()) == k.num_outputs,
+                            name, " takes ", k.num_inputs, " inputs and ", k.num_outputs, " outputs");
+    std::vector<HalideView> views;
+    views.reserve(in.size() + out.size());
+    std::vector<halide_buffer_t *> ib, ob;
+    for (const auto &a : in) ib.push_back(&views.emplace_back(a).buf);
+    for (const auto &a : out) ob.push_back(&views.emplace_back(a).buf);
+    last_halide_error.clear();
+    int rc = k.call(ib.data(), s, ob.data());
+    TESSERA_INTERNAL_ASSERT(rc == 0, "kernel ", name, " failed with code ", rc, ": ", last_halide_error);
+}
+
+}  // namespace lang
+
+void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
+            const std::vector<TensorRef> &outputs) {
+    std::vector<TensorType> in_types;
+    for (const auto &t : inputs) in_types.push_back(t.type);
+    std::vector<TensorType> expect = infer_types(call, in_types);
+    TESSERA_CHECK(outputs.size() == expect.size(), call.who(), ": expects ", expect.size(),
+                  " output tensors, got ", outputs.size());
+    for (size_t i = 0; i < expect.size(); i++)
+        TESSERA_CHECK(outputs[i].type == expect[i], call.who(), ": output ", i, " must be ",
+                      type_str(expect[i]), ", got ", type_str(outputs[i].type));
+    std::string family = op_info(call.kind).family;
+#define TESSERA_FAMILY(f) \
+    if (family == #f) return lang::run_##f(call, inputs, outputs);
+    TESSERA_FAMILY(matmul)
+    TESSERA_FAMILY(elementwise)
+    TESSERA_FAMILY(softmax)
+    TESSERA_FAMILY(norm)
+    TESSERA_FAMILY(conv)
+    TESSERA_FAMILY(layout)
+    TESSERA_FAMILY(misc)
+    TESSERA_FAMILY(optim)
+#undef TESSERA_FAMILY
+    TESSERA_INTERNAL_ASSERT(false, "no family '", family, "'");
+}
+
+std::vector<std::string> kernel_names() {
+    std::vector<std::string> names;
+    for (const auto &[n, e] : kernel_index()) names.push_back(n);
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+}  // namespace tessera

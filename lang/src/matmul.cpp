@@ -1,0 +1,52 @@
+// matmul and batch_matmul: shapes, variant selection and kernel dispatch.
+#include "family.h"
+
+namespace tessera::lang {
+
+namespace {
+
+bool flag(const OpCall &c, const char *name) {
+    int64_t v = c.attrs.get_int(c.who(), name, 0);
+    TESSERA_CHECK(v == 0 || v == 1, c.who(), ": attribute '", name, "' must be 0 or 1, got ", v);
+    return v == 1;
+}
+
+}  // namespace
+
+std::vector<TensorType> infer_matmul(const OpCall &c, const std::vector<TensorType> &in) {
+    bool batched = c.kind == OpKind::BatchMatmul;
+    int rank = batched ? 3 : 2;
+    expect_dtype(c, in, 0, "x", DType::F32);
+    expect_dtype(c, in, 1, "w", DType::F32);
+    expect_rank(c, in, 0, "x", rank);
+    expect_rank(c, in, 1, "w", rank);
+    bool ta = flag(c, "transpose_a"), tb = flag(c, "transpose_b");
+    const Shape &x = in[0].shape, &w = in[1].shape;
+    int xm = ta ? rank - 1 : rank - 2, xk = ta ? rank - 2 : rank - 1;
+    int wk = tb ? rank - 1 : rank - 2, wn = tb ? rank - 2 : rank - 1;
+    TESSERA_CHECK(x[xk] == w[wk], c.who(), ": x ", shape_str(x), " has K=", x[xk], " (its dim ", xk,
+                  ") but w ", shape_str(w), " has K=", w[wk], " (its dim ", wk, ")");
+    if (batched) {
+        TESSERA_CHECK(x[0] == w[0], c.who(), ": x has batch ", x[0], " but w has batch ", w[0]);
+        return {{DType::F32, {x[0], x[xm], w[wn]}}};
+    }
+    return {{DType::F32, {x[xm], w[wn]}}};
+}
+
+StructMap structural_matmul(const OpCall &c, const std::vector<TensorType> &) {
+    return {{"transpose_a", flag(c, "transpose_a")}, {"transpose_b", flag(c, "transpose_b")}};
+}
+
+void fill_defaults_matmul(OpCall &c) {
+    if (!c.attrs.has("transpose_a")) c.attrs.set("transpose_a", int64_t{0});
+    if (!c.attrs.has("transpose_b")) c.attrs.set("transpose_b", int64_t{0});
+}
+
+void run_matmul(const OpCall &c, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
+    std::string name = c.kind == OpKind::BatchMatmul ? "tk_batch_matmul_" : "tk_matmul_";
+    name += flag(c, "transpose_a") ? "t" : "n";
+    name += flag(c, "transpose_b") ? "t" : "n";
+    call_kernel(name, {{in[0], {}}, {in[1], {}}}, {}, {{out[0], {}}});
+}
+
+}  // namespace tessera::lang

@@ -1,0 +1,15 @@
+// misc family: not yet implemented.
+#include "family.h"
+
+namespace tessera::lang {
+
+std::vector<TensorType> infer_misc(const OpCall &c, const std::vector<TensorType> &) {
+    fail(c.who(), ": not implemented yet");
+}
+StructMap structural_misc(const OpCall &, const std::vector<TensorType> &) { return {}; }
+void fill_defaults_misc(OpCall &) {}
+void run_misc(const OpCall &c, const std::vector<TensorRef> &, const std::vector<TensorRef> &) {
+    fail(c.who(), ": not implemented yet");
+}
+
+}  // namespace tessera::lang

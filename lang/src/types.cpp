@@ -1,0 +1,43 @@
+#include "tessera/types.h"
+
+#include <sstream>
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+const char *dtype_name(DType t) {
+    switch (t) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    }
+    TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
+}
+
+size_t dtype_size(DType t) {
+    switch (t) {
+    case DType::F32: return 4;
+    case DType::I32: return 4;
+    }
+    TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
+}
+
+std::string shape_str(const Shape &s) {
+    std::ostringstream os;
+    os << "[";
+    for (size_t i = 0; i < s.size(); i++) os << (i ? ", " : "") << s[i];
+    os << "]";
+    return os.str();
+}
+
+int64_t num_elements(const Shape &s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+}
+
+std::string type_str(const TensorType &t) { return dtype_name(t.dtype) + shape_str(t.shape); }
+
+std::ostream &operator<<(std::ostream &os, const TensorType &t) { return os << type_str(t); }
+
+}  // namespace tessera

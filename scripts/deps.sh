@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs Tessera's build and run dependencies from Debian packages.
+set -euo pipefail
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  build-essential cmake ninja-build ccache pkg-config \
+  libhalide14-0-dev llvm-14-dev \
+  libopenmpi-dev openmpi-bin \
+  googletest libgtest-dev libgmock-dev libbenchmark-dev \
+  nlohmann-json3-dev libcli11-dev libfmt-dev \
+  libopenblas-dev zlib1g-dev \
+  dataset-fashion-mnist graphviz >/dev/null
