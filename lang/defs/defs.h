@@ -36,6 +36,8 @@ enum class Boundary {
     None,   // never read outside its extent
     Zero,   // reads outside the extent give 0 (padding)
     Lowest, // reads outside give the lowest float (max pooling's padding)
+    Clamp,  // reads outside repeat the edge; for schedules that over-compute a
+            // tile whose extra results are never stored (results are unchanged)
 };
 
 class Ctx {

@@ -14,7 +14,7 @@ namespace {
 // The CPU schedule: register-blocked tiles of the output, vectorised along n,
 // with the reduction innermost over a small unrolled block (after Halide's
 // matrix-multiplication performance test, re-derived for the target's vector width).
-void schedule_gemm(Func out, Func prod, Func W, bool pack_w, const Target &t, bool batched) {
+void schedule_gemm(Func out, Func prod, Func W, const Target &t, bool batched) {
     const int L = t.natural_vector_size<float>();
     Var n = out.args()[0], m = out.args()[1];
     Var ni("ni"), mi("mi"), mii("mii"), tile("tile");
@@ -31,13 +31,15 @@ void schedule_gemm(Func out, Func prod, Func W, bool pack_w, const Target &t, bo
         .vectorize(prod.args()[0], L)
         .unroll(prod.args()[0])
         .unroll(prod.args()[1]);
-    if (pack_w) W.compute_root().parallel(W.args()[1]).vectorize(W.args()[0], L, TailStrategy::GuardWithIf);
+    // Pack w (transposing it when needed) over the tile-rounded region the tiles
+    // read, so that the inner loop makes contiguous vector loads without bounds checks.
+    W.compute_root().vectorize(W.args()[0], L).parallel(W.args()[1]);
 }
 
 OpDef define_matmul(Ctx &c, bool batched) {
     bool ta = c.structural("transpose_a"), tb = c.structural("transpose_b");
     int rank = batched ? 3 : 2;
-    Func x = c.input(0, Float(32), rank), w = c.input(1, Float(32), rank);
+    Func x = c.input(0, Float(32), rank, Boundary::Clamp), w = c.input(1, Float(32), rank, Boundary::Clamp);
     // Tessera dims (row-major): x [.., M, K] or [.., K, M]; w [.., K, N] or [.., N, K].
     Expr M = c.extent(0, ta ? rank - 1 : rank - 2), K = c.extent(0, ta ? rank - 2 : rank - 1);
     Expr N = c.extent(1, tb ? rank - 2 : rank - 1);
@@ -68,7 +70,7 @@ OpDef define_matmul(Ctx &c, bool batched) {
     prod(ov) = 0.0f;
     prod(ov) += at(X, k, m) * at(W, n, k);
     y(ov) = prod(ov);
-    if (c.scheduling()) schedule_gemm(y, prod, W, tb, c.target(), batched);
+    if (c.scheduling()) schedule_gemm(y, prod, W, c.target(), batched);
 
     OpDef d;
     d.outputs = {y};

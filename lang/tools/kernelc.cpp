@@ -31,6 +31,7 @@ public:
         ImageParam &p = it->second;
         if (b == Boundary::Zero) return BoundaryConditions::constant_exterior(p, cast(t, 0));
         if (b == Boundary::Lowest) return BoundaryConditions::constant_exterior(p, t.min());
+        if (b == Boundary::Clamp) return BoundaryConditions::repeat_edge(p);
         Func f("in" + std::to_string(i) + "_view");
         std::vector<Var> v = dim_vars(rank, "i");
         f(v) = p(as_exprs(v));

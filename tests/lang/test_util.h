@@ -1,0 +1,117 @@
+// Shared helpers for the operator tests: host tensors, seeded random data, and
+// central finite differences in double precision.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "tessera/error.h"
+#include "tessera/lang/kernels.h"
+
+namespace tessera::test {
+
+// A host tensor that owns its storage.
+struct HostTensor {
+    TensorType type;
+    std::vector<float> f;
+    std::vector<int32_t> i;
+
+    HostTensor() = default;
+    explicit HostTensor(Shape s, DType t = DType::F32) : type{t, std::move(s)} {
+        if (t == DType::F32) f.assign(type.elements(), 0.0f);
+        else i.assign(type.elements(), 0);
+    }
+    TensorRef ref() { return {type.dtype == DType::F32 ? (void *)f.data() : (void *)i.data(), type}; }
+    int64_t size() const { return type.elements(); }
+};
+
+inline HostTensor random_tensor(Shape s, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    HostTensor t(std::move(s));
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> d(lo, hi);
+    for (float &v : t.f) v = d(g);
+    return t;
+}
+
+inline HostTensor random_ints(Shape s, uint32_t seed, int lo, int hi) {
+    HostTensor t(std::move(s), DType::I32);
+    std::mt19937 g(seed);
+    std::uniform_int_distribution<int> d(lo, hi);
+    for (int32_t &v : t.i) v = d(g);
+    return t;
+}
+
+// Runs the op on the given inputs and returns freshly allocated outputs with the
+// inferred types.
+inline std::vector<HostTensor> run(const OpCall &call, std::vector<HostTensor> &inputs) {
+    std::vector<TensorType> types;
+    std::vector<TensorRef> refs;
+    for (auto &t : inputs) {
+        types.push_back(t.type);
+        refs.push_back(t.ref());
+    }
+    std::vector<HostTensor> outs;
+    for (const TensorType &t : infer_types(call, types)) outs.emplace_back(t.shape, t.dtype);
+    std::vector<TensorRef> orefs;
+    for (auto &o : outs) orefs.push_back(o.ref());
+    run_op(call, refs, orefs);
+    return outs;
+}
+
+// Expects |a - b| <= atol + rtol*|b| elementwise.
+inline void expect_near(const std::vector<float> &a, const std::vector<double> &b, double atol, double rtol,
+                        const char *what = "") {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    int bad = 0;
+    for (size_t k = 0; k < a.size(); k++) {
+        double err = std::abs(double(a[k]) - b[k]);
+        if (!(err <= atol + rtol * std::abs(b[k]))) {
+            if (bad++ < 5) ADD_FAILURE() << what << " element " << k << ": got " << a[k] << ", want " << b[k];
+        }
+    }
+    EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << a.size() << " elements out of tolerance";
+}
+
+// Central finite differences of a scalar function of a double vector.
+// Returns d f / d x_k for every k.
+inline std::vector<double> finite_diff(const std::function<double(const std::vector<double> &)> &f,
+                                       std::vector<double> x, double h = 1e-6) {
+    std::vector<double> g(x.size());
+    for (size_t k = 0; k < x.size(); k++) {
+        double x0 = x[k];
+        x[k] = x0 + h;
+        double fp = f(x);
+        x[k] = x0 - h;
+        double fm = f(x);
+        x[k] = x0;
+        g[k] = (fp - fm) / (2 * h);
+    }
+    return g;
+}
+
+inline std::vector<double> to_double(const std::vector<float> &v) { return {v.begin(), v.end()}; }
+
+// sum_k w[k] * y[k]: the scalar "loss" whose gradient checks a backward op, where
+// w is a fixed random upstream gradient dy.
+inline double dot(const std::vector<double> &w, const std::vector<double> &y) {
+    double s = 0;
+    for (size_t k = 0; k < y.size(); k++) s += w[k] * y[k];
+    return s;
+}
+
+// Expects run(call) to throw tessera::Error whose message contains `needle`.
+inline void expect_error(const std::function<void()> &fn, const std::string &needle) {
+    try {
+        fn();
+        ADD_FAILURE() << "expected an error containing '" << needle << "'";
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message was: " << e.what();
+    }
+}
+
+}  // namespace tessera::test
