@@ -14,16 +14,22 @@ namespace {
 // The CPU schedule: register-blocked tiles of the output, vectorised along n,
 // with the reduction innermost over a small unrolled block (after Halide's
 // matrix-multiplication performance test, re-derived for the target's vector width).
-void schedule_gemm(Func out, Func prod, Func W, const Target &t, bool batched) {
+void schedule_gemm(Func out, Func prod, Func X, Func W, const Target &t, bool batched) {
     const int L = t.natural_vector_size<float>();
     Var n = out.args()[0], m = out.args()[1];
     Var ni("ni"), mi("mi"), mii("mii"), tile("tile");
-    out.tile(n, m, ni, mi, 2 * L, 24, TailStrategy::GuardWithIf)
-        .split(mi, mi, mii, 6, TailStrategy::GuardWithIf)
-        .vectorize(ni, L, TailStrategy::GuardWithIf)
-        .unroll(mii);
-    if (batched) out.fuse(m, out.args()[2], tile).fuse(n, tile, tile).parallel(tile);
-    else out.fuse(n, m, tile).parallel(tile);
+    // Large outputs shift their edge tiles inwards (recomputing a few results)
+    // so that every tile is full and the inner loops carry no guards; small
+    // outputs guard instead. Both branches keep the same loop names, so the
+    // accumulator can be computed at `mi` in either.
+    Expr N = out.output_buffer().dim(0).extent(), M = out.output_buffer().dim(1).extent();
+    auto tiles = [&](Stage s, TailStrategy tail) {
+        s.tile(n, m, ni, mi, 2 * L, 24, tail).split(mi, mi, mii, 6, tail).vectorize(ni, L, tail).unroll(mii);
+        if (batched) s.fuse(m, out.args()[2], tile).fuse(n, tile, tile).parallel(tile);
+        else s.fuse(n, m, tile).parallel(tile);
+    };
+    tiles(out.specialize(N >= 2 * L && M >= 24), TailStrategy::ShiftInwards);
+    tiles(out, TailStrategy::GuardWithIf);
     prod.compute_at(out, mi).vectorize(prod.args()[0], L).unroll(prod.args()[1]);
     RVar k(prod.update().get_schedule().rvars()[0].var);
     prod.update()
@@ -34,6 +40,9 @@ void schedule_gemm(Func out, Func prod, Func W, const Target &t, bool batched) {
     // Pack w (transposing it when needed) over the tile-rounded region the tiles
     // read, so that the inner loop makes contiguous vector loads without bounds checks.
     W.compute_root().vectorize(W.args()[0], L).parallel(W.args()[1]);
+    // Copy the tile's rows of x once per tile: the clamp of the boundary condition
+    // then stays out of the inner loop.
+    X.compute_at(out, tile).vectorize(X.args()[0], L, TailStrategy::GuardWithIf);
 }
 
 OpDef define_matmul(Ctx &c, bool batched) {
@@ -70,7 +79,7 @@ OpDef define_matmul(Ctx &c, bool batched) {
     prod(ov) = 0.0f;
     prod(ov) += at(X, k, m) * at(W, n, k);
     y(ov) = prod(ov);
-    if (c.scheduling()) schedule_gemm(y, prod, W, c.target(), batched);
+    if (c.scheduling()) schedule_gemm(y, prod, X, W, c.target(), batched);
 
     OpDef d;
     d.outputs = {y};

@@ -1,8 +1,327 @@
-// norm family: descriptions not yet written.
+// Normalisation layers, training mode (statistics from the data, biased variance).
+//   layer_norm(x [..., D], gamma [D], beta [D]; eps): normalise each row over its last axis.
+//   batch_norm(x [N, C] or [N, C, H, W], gamma [C], beta [C]; eps): normalise each
+//     channel over the batch (and the spatial positions).
+//   *_grad(dy, x, gamma; eps) -> (dx, dgamma, dbeta), recomputing the statistics from x.
+//
+// Means and variances are written as sums (the mean first, then the sum of squared
+// deviations from it), so that splitting an index variable they reduce over shows
+// each of them as a cross-device sum. Layer norm names its axes like the
+// element-wise ops ("d0".."d{rank-1}"); batch norm uses "n", "c", "h", "w".
+#include <optional>
+
 #include "defs.h"
 
 namespace tessera::lang::defs {
 
-void register_norm(std::vector<Description> &) {}
+using namespace Halide;
+
+namespace {
+
+std::string dim_name(int d) {
+    std::string s = "d";
+    s += std::to_string(d);
+    return s;
+}
+
+std::vector<Expr> at(Expr first, const std::vector<Var> &rest) {
+    std::vector<Expr> a = {std::move(first)};
+    a.insert(a.end(), rest.begin(), rest.end());
+    return a;
+}
+
+// (x - mean)^2 as a Func of its own: an update that mentioned x - mean twice
+// would have it factored into a Let by Halide, which hides the update's sum from
+// the analysis. `stat` is indexed by the rows (layer norm) or by `by` (batch norm).
+Func squared_deviation(Func x, Func stat, const std::vector<Var> &v, std::optional<Var> by = std::nullopt) {
+    std::vector<Expr> sv;
+    if (by) sv.push_back(*by);
+    else sv.assign(v.begin() + 1, v.end());
+    Func f("sq_dev");
+    Expr dev = x(as_exprs(v)) - stat(sv);
+    f(v) = dev * dev;
+    return f;
+}
+
+// A sum over the rows of a [rows, K] stage, one result per column: columns are
+// independent, so blocks of them run in parallel, each walking the rows with a
+// few vectors of contiguous columns.
+void schedule_column_sum(Func f, RVar rows, const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    Var k = f.args()[0], ko("ko"), ki("ki");
+    f.compute_root().vectorize(k, L, TailStrategy::GuardWithIf);
+    f.update()
+        .split(k, ko, ki, 4 * L, TailStrategy::GuardWithIf)
+        .reorder(ki, rows, ko)
+        .vectorize(ki, L, TailStrategy::GuardWithIf)
+        .parallel(ko);
+}
+
+// Rows of a [rows, K] output in parallel blocks, vectorised along K, with the
+// per-row stages computed just before each row.
+void schedule_rows(Func out, const std::vector<Func> &per_row, const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    Var k = out.args()[0], row = out.args()[1], ro("ro"), ri("ri");
+    out.split(row, ro, ri, 4, TailStrategy::GuardWithIf).parallel(ro).vectorize(k, L, TailStrategy::GuardWithIf);
+    for (Func f : per_row) f.compute_at(out, ri);
+}
+
+// ---- Layer norm ----------------------------------------------------------------
+
+struct RowNorm {
+    std::vector<Var> v, rows;  // v[0] is the normalised axis; rows the others
+    Expr D;
+    RDom rd;                   // over the normalised axis, named like v[0]
+    Func sum_x, mean, sq_dev, rstd;
+};
+
+RowNorm row_statistics(Ctx &c, Func x, int rank, Expr eps) {
+    RowNorm s;
+    s.v = dim_vars(rank);
+    s.rows.assign(s.v.begin() + 1, s.v.end());
+    s.D = c.extent(0, rank - 1);
+    s.rd = reduction({{dim_name(rank - 1), s.D}});
+    const auto &rows = s.rows;
+    Expr Df = cast<float>(s.D);
+    s.sum_x = Func("sum_x");
+    s.sum_x(rows) = 0.0f;
+    s.sum_x(rows) += x(at(s.rd.x, rows));
+    s.mean = Func("mean");
+    s.mean(rows) = s.sum_x(rows) / Df;
+    s.sq_dev = Func("sum_sq_dev");
+    s.sq_dev(rows) = 0.0f;
+    s.sq_dev(rows) += squared_deviation(x, s.mean, s.v)(at(s.rd.x, rows));
+    s.rstd = Func("rstd");
+    s.rstd(rows) = 1.0f / sqrt(s.sq_dev(rows) / Df + eps);
+    return s;
+}
+
+OpDef layer_norm(Ctx &c) {
+    int rank = c.structural("rank");
+    Func x = c.input(0, Float(32), rank), gamma = c.input(1, Float(32), 1), beta = c.input(2, Float(32), 1);
+    RowNorm s = row_statistics(c, x, rank, c.param_float("eps"));
+    const auto &v = s.v;
+    Func y("y");
+    y(v) = (x(as_exprs(v)) - s.mean(s.rows)) * s.rstd(s.rows) * gamma(v[0]) + beta(v[0]);
+    if (c.scheduling()) schedule_rows(y, {s.sum_x, s.mean, s.sq_dev, s.rstd}, c.target());
+    OpDef d;
+    d.outputs = {y};
+    std::vector<Expr> ext;
+    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
+    d.output_extents = {ext};
+    return d;
+}
+
+// With xhat = (x - mean) * rstd and g = dy * gamma:
+//   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  means over the row;
+//   dgamma = sum over rows of dy * xhat;  dbeta = sum over rows of dy.
+OpDef layer_norm_grad(Ctx &c) {
+    int rank = c.structural("rank");
+    Func dy = c.input(0, Float(32), rank), x = c.input(1, Float(32), rank), gamma = c.input(2, Float(32), 1);
+    RowNorm s = row_statistics(c, x, rank, c.param_float("eps"));
+    const auto &v = s.v;
+    const auto &rows = s.rows;
+    Expr Df = cast<float>(s.D);
+    Func xhat("xhat"), g("g");
+    xhat(v) = (x(as_exprs(v)) - s.mean(rows)) * s.rstd(rows);
+    g(v) = dy(as_exprs(v)) * gamma(v[0]);
+    Func sum_g("sum_g"), sum_gx("sum_g_xhat");
+    sum_g(rows) = 0.0f;
+    sum_g(rows) += g(at(s.rd.x, rows));
+    sum_gx(rows) = 0.0f;
+    sum_gx(rows) += g(at(s.rd.x, rows)) * xhat(at(s.rd.x, rows));
+    Func dx("dx");
+    dx(v) = s.rstd(rows) * (g(v) - (sum_g(rows) + xhat(v) * sum_gx(rows)) / Df);
+
+    // dgamma and dbeta reduce over every row dimension, innermost first.
+    std::vector<std::pair<std::string, Expr>> row_dims;
+    for (int t = rank - 2; t >= 0; t--) row_dims.emplace_back(dim_name(t), c.extent(0, t));
+    RDom rr = reduction(row_dims);
+    std::vector<Expr> pos = {v[0]};
+    for (int j = 0; j < rr.dimensions(); j++) pos.push_back(rr[j]);
+    Func dgamma("dgamma"), dbeta("dbeta");
+    dgamma(v[0]) = 0.0f;
+    dgamma(v[0]) += dy(pos) * xhat(pos);
+    dbeta(v[0]) = 0.0f;
+    dbeta(v[0]) += dy(pos);
+
+    if (c.scheduling()) {
+        // The row statistics are read by dx and by dgamma: compute them once.
+        Var row = rows[0], ro("ro"), ri("ri");
+        s.mean.compute_root().split(row, ro, ri, 16, TailStrategy::GuardWithIf).parallel(ro);
+        s.sum_x.compute_at(s.mean, ri);
+        s.rstd.compute_root().split(row, ro, ri, 16, TailStrategy::GuardWithIf).parallel(ro);
+        s.sq_dev.compute_at(s.rstd, ri);
+        schedule_rows(dx, {sum_g, sum_gx}, c.target());
+        schedule_column_sum(dgamma, rr.x, c.target());
+        schedule_column_sum(dbeta, rr.x, c.target());
+    }
+    OpDef d;
+    d.outputs = {dx, dgamma, dbeta};
+    std::vector<Expr> ext;
+    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
+    d.output_extents = {ext, {s.D}, {s.D}};
+    return d;
+}
+
+// ---- Batch norm ----------------------------------------------------------------
+
+// Indexing of [N, C] or [N, C, H, W] tensors by (n, c, h, w); h and w are ignored at rank 2.
+struct NCHW {
+    bool spatial;
+    std::vector<Expr> operator()(Expr n, Expr c, Expr h, Expr w) const {
+        if (spatial) return {w, h, c, n};
+        return {c, n};
+    }
+};
+
+struct ChannelNorm {
+    NCHW idx;
+    Var n{"n"}, c{"c"}, h{"h"}, w{"w"};
+    std::vector<Var> v;       // the pure vars of an [N, C(, H, W)] stage, Halide order
+    Expr N, C, H, W, M;       // M = N * H * W, the count each channel's statistics average over
+    RDom r;                   // over (w, h, n), innermost first
+    Expr rn, rh, rw;          // r's coordinates (0 for the missing spatial ones)
+    Func sum_x, mean, sq_dev, rstd;
+};
+
+ChannelNorm channel_statistics(Ctx &c, Func x, Expr eps) {
+    ChannelNorm s;
+    int rank = c.structural("rank");
+    s.idx = NCHW{rank == 4};
+    s.N = c.extent(0, 0);
+    s.C = c.extent(0, 1);
+    if (s.idx.spatial) {
+        s.H = c.extent(0, 2);
+        s.W = c.extent(0, 3);
+        s.r = reduction({{"w", s.W}, {"h", s.H}, {"n", s.N}});
+        s.rw = s.r.x;
+        s.rh = s.r.y;
+        s.rn = s.r.z;
+        s.v = {s.w, s.h, s.c, s.n};
+        s.M = cast<float>(s.N) * cast<float>(s.H) * cast<float>(s.W);
+    } else {
+        s.H = s.W = 1;
+        s.r = reduction({{"n", s.N}});
+        s.rw = s.rh = 0;
+        s.rn = s.r.x;
+        s.v = {s.c, s.n};
+        s.M = cast<float>(s.N);
+    }
+    Var ch = s.c;
+    s.sum_x = Func("sum_x");
+    s.sum_x(ch) = 0.0f;
+    s.sum_x(ch) += x(s.idx(s.rn, ch, s.rh, s.rw));
+    s.mean = Func("mean");
+    s.mean(ch) = s.sum_x(ch) / s.M;
+    s.sq_dev = Func("sum_sq_dev");
+    s.sq_dev(ch) = 0.0f;
+    s.sq_dev(ch) += squared_deviation(x, s.mean, s.v, ch)(s.idx(s.rn, ch, s.rh, s.rw));
+    s.rstd = Func("rstd");
+    s.rstd(ch) = 1.0f / sqrt(s.sq_dev(ch) / s.M + eps);
+    return s;
+}
+
+// A per-channel sum over (n, h, w). At rank 2 the channels are contiguous: sum
+// whole vectors of channels down the batch. At rank 4 a channel's values are a
+// set of contiguous planes: channels in parallel, each walking its planes.
+void schedule_channel_sum(Func f, const ChannelNorm &s, const Target &t) {
+    if (!s.idx.spatial) {
+        schedule_column_sum(f, RVar(s.r.x), t);
+        return;
+    }
+    f.compute_root();
+    f.update().parallel(s.c);
+}
+
+// Rows of planes: (c, n) pairs in parallel, each plane vectorised along w.
+void schedule_planes(Func out, const ChannelNorm &s, const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    if (!s.idx.spatial) {
+        schedule_rows(out, {}, t);
+        return;
+    }
+    Var cn("cn");
+    out.fuse(s.c, s.n, cn).parallel(cn).vectorize(s.w, L, TailStrategy::GuardWithIf);
+}
+
+std::vector<Expr> nchw_extents(const ChannelNorm &s) {
+    if (s.idx.spatial) return {s.N, s.C, s.H, s.W};
+    return {s.N, s.C};
+}
+
+OpDef batch_norm(Ctx &c) {
+    int rank = c.structural("rank");
+    Func x = c.input(0, Float(32), rank), gamma = c.input(1, Float(32), 1), beta = c.input(2, Float(32), 1);
+    ChannelNorm s = channel_statistics(c, x, c.param_float("eps"));
+    Var ch = s.c;
+    Func y("y");
+    y(s.v) = (x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch) * gamma(ch) + beta(ch);
+    if (c.scheduling()) {
+        schedule_channel_sum(s.sum_x, s, c.target());
+        schedule_channel_sum(s.sq_dev, s, c.target());
+        s.mean.compute_root();
+        s.rstd.compute_root();
+        schedule_planes(y, s, c.target());
+    }
+    OpDef d;
+    d.outputs = {y};
+    d.output_extents = {nchw_extents(s)};
+    return d;
+}
+
+// With xhat = (x - mean) * rstd, per channel:
+//   dbeta = sum dy,  dgamma = sum dy * xhat,
+//   dx = gamma * rstd * (dy - (dbeta + xhat * dgamma) / M).
+OpDef batch_norm_grad(Ctx &c) {
+    int rank = c.structural("rank");
+    Func dy = c.input(0, Float(32), rank), x = c.input(1, Float(32), rank), gamma = c.input(2, Float(32), 1);
+    ChannelNorm s = channel_statistics(c, x, c.param_float("eps"));
+    Var ch = s.c;
+    std::vector<Expr> rpos = s.idx(s.rn, ch, s.rh, s.rw);
+    Func sum_dy("sum_dy"), sum_dy_dev("sum_dy_dev");
+    sum_dy(ch) = 0.0f;
+    sum_dy(ch) += dy(rpos);
+    sum_dy_dev(ch) = 0.0f;
+    sum_dy_dev(ch) += dy(rpos) * (x(rpos) - s.mean(ch));
+    Func dgamma("dgamma"), dbeta("dbeta");
+    dgamma(ch) = sum_dy_dev(ch) * s.rstd(ch);
+    // Not a plain copy of sum_dy on purpose: the analysis reports an output that
+    // only copies a reduction stage as a partial output, and would then drop
+    // sum_dy from the cross-device reductions that dx needs before it runs.
+    dbeta(ch) = sum_dy(ch) + 0.0f;
+    Func dx("dx");
+    Expr xhat = (x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch);
+    Expr dgamma_c = sum_dy_dev(ch) * s.rstd(ch);
+    dx(s.v) = gamma(ch) * s.rstd(ch) * (dy(as_exprs(s.v)) - (sum_dy(ch) + xhat * dgamma_c) / s.M);
+    if (c.scheduling()) {
+        for (Func f : {s.sum_x, s.sq_dev, sum_dy, sum_dy_dev}) schedule_channel_sum(f, s, c.target());
+        s.mean.compute_root();
+        s.rstd.compute_root();
+        schedule_planes(dx, s, c.target());
+    }
+    OpDef d;
+    d.outputs = {dx, dgamma, dbeta};
+    d.output_extents = {nchw_extents(s), {s.C}, {s.C}};
+    return d;
+}
+
+std::vector<StructMap> ranks(std::vector<int> rs) {
+    std::vector<StructMap> v;
+    for (int r : rs) v.push_back({{"rank", r}});
+    return v;
+}
+
+}  // namespace
+
+void register_norm(std::vector<Description> &out) {
+    // Layer norm kernels see [rows, D]; batch norm has one kernel per layout.
+    std::vector<KernelVariant> rows = {{"", {{"rank", 2}}}};
+    std::vector<KernelVariant> layouts = {{"nc", {{"rank", 2}}}, {"nchw", {{"rank", 4}}}};
+    out.push_back({OpKind::LayerNorm, layer_norm, ranks({2, 3, 4}), rows});
+    out.push_back({OpKind::LayerNormGrad, layer_norm_grad, ranks({2, 3, 4}), rows});
+    out.push_back({OpKind::BatchNorm, batch_norm, ranks({2, 4}), layouts});
+    out.push_back({OpKind::BatchNormGrad, batch_norm_grad, ranks({2, 4}), layouts});
+}
 
 }  // namespace tessera::lang::defs

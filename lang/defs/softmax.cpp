@@ -1,8 +1,219 @@
-// softmax family: descriptions not yet written.
+// Softmax and cross-entropy.
+//   softmax(x), log_softmax(x): over the last axis of x (any rank >= 1).
+//   softmax_grad(dy, y):      dx = y * (dy - sum(dy * y)),   y = softmax(x)
+//   log_softmax_grad(dy, y):  dx = dy - exp(y) * sum(dy),    y = log_softmax(x)
+//   softmax_xent(logits [N, C], labels [N]) -> loss []: mean of -log_softmax(logits)[label]
+//   softmax_xent_grad(logits, labels, dloss []) -> dlogits = dloss * (softmax - onehot) / N
+//
+// The class index is named like the element-wise ops name the last dimension
+// ("d{rank-1}"), and every reduction over the classes uses the same name, so that
+// splitting the classes shows the row maximum and the row sum as cross-device
+// reductions. Cross-entropy uses "n" (batch) and "c" (classes).
 #include "defs.h"
 
 namespace tessera::lang::defs {
 
-void register_softmax(std::vector<Description> &) {}
+using namespace Halide;
+
+namespace {
+
+// The arguments of a row-wise stage with the class index replaced by `cls`.
+std::vector<Expr> at(Expr cls, const std::vector<Var> &rest) {
+    std::vector<Expr> a = {std::move(cls)};
+    a.insert(a.end(), rest.begin(), rest.end());
+    return a;
+}
+
+// The class reduction of a rank-r row-wise op, named like the class Var.
+RDom classes(Ctx &c, int rank) {
+    std::string name = "d";
+    name += std::to_string(rank - 1);
+    return reduction({{name, c.extent(0, rank - 1)}});
+}
+
+// Rows are independent: parallel over blocks of rows, each row's statistics
+// computed just before the row is written, and the row vectorised along the
+// classes. `per_row` are stages with one value per row; `per_elem` are stages
+// with one value per element that several loops of the row read.
+void schedule_rows(Func out, const std::vector<Func> &per_row, const std::vector<Func> &per_elem,
+                   const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    Var cls = out.args()[0], row = out.args()[1], ro("ro"), ri("ri");
+    out.split(row, ro, ri, 4, TailStrategy::GuardWithIf)
+        .parallel(ro)
+        .vectorize(cls, L, TailStrategy::GuardWithIf);
+    for (Func f : per_elem) f.compute_at(out, ri).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
+    for (Func f : per_row) f.compute_at(out, ri);
+}
+
+struct RowStats {
+    Func max, sum;  // row maximum, and the row sum of exp(x - max)
+    Func e;         // exp(x - max)
+};
+
+// Numerically stable: subtracting the row maximum keeps every exp() in (0, 1].
+RowStats row_stats(Func x, const std::vector<Var> &v, RDom r) {
+    std::vector<Var> rest(v.begin() + 1, v.end());
+    RowStats s{Func("row_max"), Func("row_sum"), Func("e")};
+    s.max(rest) = Float(32).min();
+    s.max(rest) = max(s.max(rest), x(at(r.x, rest)));
+    s.e(v) = exp(x(as_exprs(v)) - s.max(rest));
+    s.sum(rest) = 0.0f;
+    s.sum(rest) += s.e(at(r.x, rest));
+    return s;
+}
+
+OpDef same_shape_as_input(Ctx &c, Func y, int rank) {
+    OpDef d;
+    d.outputs = {y};
+    std::vector<Expr> ext;
+    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
+    d.output_extents = {ext};
+    return d;
+}
+
+OpDef softmax(Ctx &c) {
+    int rank = c.structural("rank");
+    Func x = c.input(0, Float(32), rank);
+    std::vector<Var> v = dim_vars(rank);
+    std::vector<Var> rest(v.begin() + 1, v.end());
+    RowStats s = row_stats(x, v, classes(c, rank));
+    Func y("y");
+    y(v) = s.e(v) / s.sum(rest);
+    if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.e}, c.target());
+    return same_shape_as_input(c, y, rank);
+}
+
+OpDef log_softmax(Ctx &c) {
+    int rank = c.structural("rank");
+    Func x = c.input(0, Float(32), rank);
+    std::vector<Var> v = dim_vars(rank);
+    std::vector<Var> rest(v.begin() + 1, v.end());
+    RowStats s = row_stats(x, v, classes(c, rank));
+    Func y("y");
+    y(v) = x(as_exprs(v)) - s.max(rest) - log(s.sum(rest));
+    if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {}, c.target());
+    return same_shape_as_input(c, y, rank);
+}
+
+OpDef softmax_grad(Ctx &c) {
+    int rank = c.structural("rank");
+    Func dy = c.input(0, Float(32), rank), y = c.input(1, Float(32), rank);
+    std::vector<Var> v = dim_vars(rank);
+    std::vector<Var> rest(v.begin() + 1, v.end());
+    RDom r = classes(c, rank);
+    Func dot("dot");
+    dot(rest) = 0.0f;
+    dot(rest) += dy(at(r.x, rest)) * y(at(r.x, rest));
+    Func dx("dx");
+    dx(v) = y(as_exprs(v)) * (dy(as_exprs(v)) - dot(rest));
+    if (c.scheduling()) schedule_rows(dx, {dot}, {}, c.target());
+    return same_shape_as_input(c, dx, rank);
+}
+
+OpDef log_softmax_grad(Ctx &c) {
+    int rank = c.structural("rank");
+    Func dy = c.input(0, Float(32), rank), y = c.input(1, Float(32), rank);
+    std::vector<Var> v = dim_vars(rank);
+    std::vector<Var> rest(v.begin() + 1, v.end());
+    RDom r = classes(c, rank);
+    Func total("dy_sum");
+    total(rest) = 0.0f;
+    total(rest) += dy(at(r.x, rest));
+    Func dx("dx");
+    dx(v) = dy(as_exprs(v)) - exp(y(as_exprs(v))) * total(rest);
+    if (c.scheduling()) schedule_rows(dx, {total}, {}, c.target());
+    return same_shape_as_input(c, dx, rank);
+}
+
+// Cross-entropy pieces shared by the loss and its gradient.
+struct Xent {
+    Func logits, label;  // label(n), clamped into [0, C)
+    RowStats stats;
+    Expr N, C;
+    Var n{"n"}, cls{"c"};
+};
+
+Xent xent_inputs(Ctx &c) {
+    Xent x;
+    x.logits = c.input(0, Float(32), 2);
+    Func labels = c.input(1, Int(32), 1);
+    x.N = c.extent(0, 0);
+    x.C = c.extent(0, 1);
+    // Labels are data: a bad one cannot be refused from shapes, so it is clamped
+    // into range, and it only ever selects a class (it never indexes memory).
+    x.label = Func("label");
+    x.label(x.n) = clamp(labels(x.n), 0, x.C - 1);
+    x.stats = row_stats(x.logits, {x.cls, x.n}, reduction({{"c", x.C}}));
+    return x;
+}
+
+OpDef softmax_xent(Ctx &c) {
+    Xent x = xent_inputs(c);
+    Var n = x.n;
+    // The logit at the label, picked by a sum over the classes rather than read at
+    // the label: the label is data, and an index read from data would leave the
+    // analysis unable to see that each row of logits is needed only by its own
+    // batch entry. The row is in cache for the max and the sum anyway.
+    RDom rc = reduction({{"c", x.C}});
+    Func picked("label_logit");
+    picked(n) = 0.0f;
+    picked(n) += select(rc.x == x.label(n), x.logits(rc.x, n), 0.0f);
+    // -log_softmax at the label: max + log(sum) - logit[label].
+    Func nll("nll");
+    nll(n) = x.stats.max(n) + log(x.stats.sum(n)) - picked(n);
+    // The batch mean as one sum whose terms are already divided by N, so that a
+    // split batch gives partial losses that simply add up.
+    RDom rn = reduction({{"n", x.N}});
+    Func loss("loss");
+    loss() = 0.0f;
+    loss() += nll(rn.x) / cast<float>(x.N);
+    if (c.scheduling()) {
+        Var no("no"), ni("ni");
+        nll.compute_root().split(n, no, ni, 16, TailStrategy::GuardWithIf).parallel(no);
+        x.stats.max.compute_at(nll, ni);
+        x.stats.sum.compute_at(nll, ni);
+        picked.compute_at(nll, ni);
+    }
+    OpDef d;
+    d.outputs = {loss};
+    d.output_extents = {{}};
+    return d;
+}
+
+OpDef softmax_xent_grad(Ctx &c) {
+    Xent x = xent_inputs(c);
+    Func dloss = c.input(2, Float(32), 0);
+    Var n = x.n, cls = x.cls;
+    Func dlogits("dlogits");
+    Expr onehot = select(cls == x.label(n), 1.0f, 0.0f);
+    dlogits(cls, n) = dloss() * (x.stats.e(cls, n) / x.stats.sum(n) - onehot) / cast<float>(x.N);
+    if (c.scheduling()) schedule_rows(dlogits, {x.stats.max, x.stats.sum}, {x.stats.e}, c.target());
+    OpDef d;
+    d.outputs = {dlogits};
+    d.output_extents = {{x.N, x.C}};
+    return d;
+}
+
+std::vector<StructMap> ranks() {
+    std::vector<StructMap> v;
+    for (int r = 1; r <= 4; r++) v.push_back({{"rank", r}});
+    return v;
+}
+
+}  // namespace
+
+void register_softmax(std::vector<Description> &out) {
+    // Kernels see [rows, classes]: every leading dimension folded into the rows.
+    std::vector<KernelVariant> rows = {{"", {{"rank", 2}}}};
+    std::vector<KernelVariant> plain = {{"", StructMap{}}};
+    std::vector<StructMap> one = {StructMap{}};
+    out.push_back({OpKind::Softmax, softmax, ranks(), rows});
+    out.push_back({OpKind::SoftmaxGrad, softmax_grad, ranks(), rows});
+    out.push_back({OpKind::LogSoftmax, log_softmax, ranks(), rows});
+    out.push_back({OpKind::LogSoftmaxGrad, log_softmax_grad, ranks(), rows});
+    out.push_back({OpKind::SoftmaxXent, softmax_xent, one, plain});
+    out.push_back({OpKind::SoftmaxXentGrad, softmax_xent_grad, one, plain});
+}
 
 }  // namespace tessera::lang::defs

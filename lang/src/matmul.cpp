@@ -1,4 +1,10 @@
 // matmul and batch_matmul: shapes, variant selection and kernel dispatch.
+#include <cblas.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
 #include "family.h"
 
 namespace tessera::lang {
@@ -42,7 +48,33 @@ void fill_defaults_matmul(OpCall &c) {
     if (!c.attrs.has("transpose_b")) c.attrs.set("transpose_b", int64_t{0});
 }
 
+std::atomic<GemmBackend> &gemm_backend_state() {
+    static std::atomic<GemmBackend> b = [] {
+        const char *e = std::getenv("TESSERA_GEMM");
+        return e && std::strcmp(e, "halide") == 0 ? GemmBackend::Halide : GemmBackend::Blas;
+    }();
+    return b;
+}
+
+namespace {
+
+// C[M, N] = op(A) . op(B), row-major, for each batch.
+void blas_gemm(const OpCall &c, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
+    bool ta = flag(c, "transpose_a"), tb = flag(c, "transpose_b");
+    const Shape &xs = in[0].type.shape, &ys = out[0].type.shape;
+    int r = static_cast<int>(xs.size());
+    int64_t batch = r == 3 ? xs[0] : 1, M = ys[r - 2], N = ys[r - 1], K = ta ? xs[r - 2] : xs[r - 1];
+    const float *x = static_cast<const float *>(in[0].data), *w = static_cast<const float *>(in[1].data);
+    float *y = static_cast<float *>(out[0].data);
+    for (int64_t b = 0; b < batch; b++)
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, 1.0f,
+                    x + b * M * K, ta ? M : K, w + b * K * N, tb ? K : N, 0.0f, y + b * M * N, N);
+}
+
+}  // namespace
+
 void run_matmul(const OpCall &c, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
+    if (gemm_backend_state() == GemmBackend::Blas) return blas_gemm(c, in, out);
     std::string name = c.kind == OpKind::BatchMatmul ? "tk_batch_matmul_" : "tk_matmul_";
     name += flag(c, "transpose_a") ? "t" : "n";
     name += flag(c, "transpose_b") ? "t" : "n";
@@ -50,3 +82,8 @@ void run_matmul(const OpCall &c, const std::vector<TensorRef> &in, const std::ve
 }
 
 }  // namespace tessera::lang
+
+namespace tessera {
+void set_gemm_backend(GemmBackend b) { lang::gemm_backend_state() = b; }
+GemmBackend gemm_backend() { return lang::gemm_backend_state(); }
+}  // namespace tessera

@@ -28,10 +28,17 @@ std::vector<double> ref_matmul(const std::vector<double> &x, const std::vector<d
 
 OpCall mm(bool ta, bool tb) { return {OpKind::Matmul, "fc", {{"transpose_a", int64_t(ta)}, {"transpose_b", int64_t(tb)}}}; }
 
-class MatmulShapes : public ::testing::TestWithParam<Dims> {};
+// Every test runs with both GEMM backends: the Halide kernel generated from the
+// description, and the OpenBLAS dispatch.
+class MatmulShapes : public ::testing::TestWithParam<std::tuple<Dims, GemmBackend>> {
+protected:
+    void SetUp() override { set_gemm_backend(std::get<1>(GetParam())); }
+    void TearDown() override { set_gemm_backend(GemmBackend::Blas); }
+    Dims dims() const { return std::get<0>(GetParam()); }
+};
 
 TEST_P(MatmulShapes, ForwardAllTransposes) {
-    Dims d = GetParam();
+    Dims d = dims();
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
             std::vector<HostTensor> in = {random_tensor(ta ? Shape{d.k, d.m} : Shape{d.m, d.k}, 1),
@@ -44,7 +51,7 @@ TEST_P(MatmulShapes, ForwardAllTransposes) {
 }
 
 TEST_P(MatmulShapes, BatchedForward) {
-    Dims d = GetParam();
+    Dims d = dims();
     const int64_t B = 3;
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) {
@@ -66,7 +73,7 @@ TEST_P(MatmulShapes, BatchedForward) {
 
 // Backward of y = x.w is dx = dy.w^T and dw = x^T.dy, both matmuls.
 TEST_P(MatmulShapes, BackwardMatchesFiniteDifferences) {
-    Dims d = GetParam();
+    Dims d = dims();
     if (d.m * d.k * d.n > 20000) GTEST_SKIP() << "finite differences only on small shapes";
     std::vector<HostTensor> in = {random_tensor({d.m, d.k}, 5), random_tensor({d.k, d.n}, 6)};
     HostTensor dy = random_tensor({d.m, d.n}, 7);
@@ -84,8 +91,10 @@ TEST_P(MatmulShapes, BackwardMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulShapes,
-                         ::testing::Values(Dims{1, 1, 1}, Dims{1, 7, 1}, Dims{7, 13, 5}, Dims{5, 1, 9},
-                                           Dims{33, 17, 65}, Dims{64, 64, 64}, Dims{100, 129, 31}));
+                         ::testing::Combine(::testing::Values(Dims{1, 1, 1}, Dims{1, 7, 1}, Dims{7, 13, 5},
+                                                              Dims{5, 1, 9}, Dims{33, 17, 65}, Dims{64, 64, 64},
+                                                              Dims{100, 129, 31}),
+                                            ::testing::Values(GemmBackend::Halide, GemmBackend::Blas)));
 
 TEST(MatmulErrors, MismatchedInnerDimension) {
     expect_error([] { infer_types(mm(false, false), {{DType::F32, {4, 5}}, {DType::F32, {6, 3}}}); },

@@ -20,6 +20,14 @@ struct TensorRef {
 void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs);
 
+// Which kernel runs GEMMs (matmul, batch_matmul). The Halide kernel generated from
+// the description is the definition; OpenBLAS sgemm is faster on CPUs (see the
+// README's benchmark) and is the default. TESSERA_GEMM=halide|blas overrides the
+// default at start-up; tests run both.
+enum class GemmBackend { Halide, Blas };
+void set_gemm_backend(GemmBackend b);
+GemmBackend gemm_backend();
+
 // The names of the compiled Halide kernels, for inspection and tests.
 std::vector<std::string> kernel_names();
 
