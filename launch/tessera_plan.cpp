@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
-        return app.exit(e);
+        return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
     try {
         if (!ops) {

@@ -114,10 +114,17 @@ StructMap perm_map(const std::vector<int> &p) {
 //
 // Structural: in_rank, out_rank and prefix, the number of leading dimensions whose
 // extents are equal in input and output. The prefix dimensions are the same index
-// variables on both sides (so the analysis shows them splittable); the rest of the
-// output is linearised and re-split into the input's remaining dimensions. The
-// output's own suffix extents are the "shape.<k>" symbols (entries of the list
-// attribute "shape"); they only bound the linear index and never reach a region.
+// variables on both sides, so the analysis shows them splittable. The rest of the
+// output reads a row-major linear index into the input's remaining dimensions,
+// x_flat. x_flat is written by a scatter over the input's suffix (an RDom named
+// "x<k>" after input dimension k) rather than by div/mod of the linear index:
+// Halide cannot bound f % E to [0, E-1] for a symbolic E (E might be negative),
+// and the analysis would then need the whole input even for a prefix split. The
+// scatter's reads are exactly [0, E-1], and it hides the suffix from the analysis,
+// which is the right answer: a split of a reshaped dimension is not a box of the
+// input, so it replicates the input. The output's suffix extents are the symbols
+// "shape.<k>" (entries of the list attribute "shape"); they only bound x_flat and
+// never reach a region of an input.
 // The kernel is a 1-D copy (the variant in_rank = out_rank = prefix = 1).
 
 OpDef reshape(Ctx &c) {
@@ -126,17 +133,36 @@ OpDef reshape(Ctx &c) {
     std::vector<Expr> out_ext;
     for (int k = 0; k < out_rank; k++)
         out_ext.push_back(k < prefix ? c.extent(0, k) : c.param_int("shape." + std::to_string(k)));
-    Expr flat = 0;  // row-major index within the suffix
-    for (int k = prefix; k < out_rank; k++) flat = flat * out_ext[k] + dvar(k);
-    std::vector<Expr> at(in_rank);
-    for (int k = 0; k < prefix; k++) at[k] = dvar(k);
-    for (int k = in_rank - 1; k >= prefix; k--) {
-        Expr e = c.extent(0, k);
-        at[k] = flat % e;
-        flat = flat / e;
+    std::vector<Var> pv;  // prefix vars, Halide order
+    for (int k = prefix - 1; k >= 0; k--) pv.push_back(dvar(k));
+    auto with_prefix = [&](std::vector<Expr> suffix) {  // suffix in Halide order
+        suffix.insert(suffix.end(), pv.begin(), pv.end());
+        return suffix;
+    };
+
+    Func source = x;  // x read as (suffix index, prefix...)
+    if (in_rank > prefix) {
+        std::vector<std::pair<std::string, Expr>> dims;
+        for (int k = in_rank - 1; k >= prefix; k--) dims.emplace_back("x" + std::to_string(k), c.extent(0, k));
+        RDom r = reduction(dims);
+        Expr flat = 0;
+        std::vector<Expr> at;
+        for (int k = prefix, j = in_rank - 1 - prefix; k < in_rank; k++, j--) {
+            flat = flat * c.extent(0, k) + r[j];
+            at.insert(at.begin(), r[j]);
+        }
+        Var f("flat");
+        Func xf("x_flat");
+        std::vector<Var> args = {f};
+        args.insert(args.end(), pv.begin(), pv.end());
+        xf(args) = undef<float>();
+        xf(with_prefix({flat})) = x(with_prefix(at));
+        source = xf;
     }
+    Expr flat = 0;
+    for (int k = prefix; k < out_rank; k++) flat = flat * out_ext[k] + dvar(k);
     Func y("y");
-    y(out_vars(out_rank)) = x(halide_order(at));
+    y(out_vars(out_rank)) = in_rank > prefix ? source(with_prefix({flat})) : source(with_prefix({}));
     if (c.scheduling()) schedule_elementwise(y, c.target());
     OpDef d;
     d.outputs = {y};
@@ -148,7 +174,9 @@ std::vector<StructMap> reshape_variants() {
     std::vector<StructMap> v;
     for (int i = 1; i <= 4; i++)
         for (int o = 1; o <= 4; o++)
-            for (int p = 0; p <= std::min(i, o); p++) v.push_back({{"in_rank", i}, {"out_rank", o}, {"prefix", p}});
+            for (int p = 0; p <= std::min(i, o); p++)
+                if (!(i == o && p == i - 1))  // equal counts: the last extents would match too
+                    v.push_back({{"in_rank", i}, {"out_rank", o}, {"prefix", p}});
     return v;
 }
 

@@ -89,10 +89,19 @@ OpDef log_softmax(Ctx &c) {
     Func x = c.input(0, Float(32), rank);
     std::vector<Var> v = dim_vars(rank);
     std::vector<Var> rest(v.begin() + 1, v.end());
-    RowStats s = row_stats(x, v, classes(c, rank));
+    RDom r = classes(c, rank);
+    // x - max as a stage of its own, subtracted before log(sum): left as one
+    // expression, Halide would fold max + log(sum) first, and that sum rounds at
+    // the magnitude of the logits rather than of the result.
+    Func mx("row_max"), z("shifted"), total("row_sum");
+    mx(rest) = Float(32).min();
+    mx(rest) = max(mx(rest), x(at(r.x, rest)));
+    z(v) = x(as_exprs(v)) - mx(rest);
+    total(rest) = 0.0f;
+    total(rest) += exp(z(at(r.x, rest)));
     Func y("y");
-    y(v) = x(as_exprs(v)) - s.max(rest) - log(s.sum(rest));
-    if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {}, c.target());
+    y(v) = z(v) - log(total(rest));
+    if (c.scheduling()) schedule_rows(y, {mx, total}, {z}, c.target());
     return same_shape_as_input(c, y, rank);
 }
 
@@ -155,13 +164,15 @@ OpDef softmax_xent(Ctx &c) {
     // the label: the label is data, and an index read from data would leave the
     // analysis unable to see that each row of logits is needed only by its own
     // batch entry. The row is in cache for the max and the sum anyway.
+    // It is picked already shifted by the row maximum, so that the large terms
+    // cancel exactly before log(sum) is added.
     RDom rc = reduction({{"c", x.C}});
     Func picked("label_logit");
     picked(n) = 0.0f;
-    picked(n) += select(rc.x == x.label(n), x.logits(rc.x, n), 0.0f);
-    // -log_softmax at the label: max + log(sum) - logit[label].
+    picked(n) += select(rc.x == x.label(n), x.logits(rc.x, n) - x.stats.max(n), 0.0f);
+    // -log_softmax at the label: log(sum) - (logit[label] - max).
     Func nll("nll");
-    nll(n) = x.stats.max(n) + log(x.stats.sum(n)) - picked(n);
+    nll(n) = log(x.stats.sum(n)) - picked(n);
     // The batch mean as one sum whose terms are already divided by N, so that a
     // split batch gives partial losses that simply add up.
     RDom rn = reduction({{"n", x.N}});

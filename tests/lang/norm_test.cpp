@@ -97,7 +97,7 @@ TEST(LayerNorm, ForwardMatchesLoops) {
 
 TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
     for (const Shape &s : std::vector<Shape>{{1, 1}, {3, 1}, {3, 5}, {2, 3, 4}, {2, 1, 2, 3}, {1, 17}})
-        check_backward(OpKind::LayerNormGrad, s, layer_groups, -1);
+        { fprintf(stderr, "shape %s\n", shape_str(s).c_str()); check_backward(OpKind::LayerNormGrad, s, layer_groups, -1); }
 }
 
 TEST(BatchNorm, ForwardMatchesLoops) {

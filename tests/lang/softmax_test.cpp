@@ -87,6 +87,14 @@ TEST(SoftmaxXent, ForwardMatchesLoops) {
     }
 }
 
+TEST(SoftmaxXent, LargeLogitsStayAccurate) {
+    const int64_t N = 4, C = 9;
+    std::vector<HostTensor> in = {random_tensor({N, C}, 10, -3, 3), random_ints({N}, 11, 0, int(C - 1))};
+    for (size_t k = 0; k < in[0].f.size(); k++) in[0].f[k] += 3000.0f * float(k / C % 2 ? 1 : -1);
+    auto loss = run({OpKind::SoftmaxXent, "", {}}, in);
+    expect_near(loss[0].f, {ref_xent(to_double(in[0].f), in[1].i, C)}, 1e-5, 1e-5, "large logits");
+}
+
 TEST(SoftmaxXent, BackwardMatchesFiniteDifferences) {
     for (XentCase xc : std::vector<XentCase>{{1, 1}, {1, 5}, {4, 1}, {6, 7}, {3, 33}}) {
         HostTensor logits = random_tensor({xc.N, xc.C}, 7, -2, 2);
