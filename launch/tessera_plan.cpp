@@ -12,8 +12,8 @@
 
 namespace {
 
-// The canonical variant shown for each operator: the first analysed one whose
-// rank reads naturally (rank 2 where there is a choice).
+// The canonical variant shown for each operator: the first analysed one, or where
+// ranks vary the last rank-2 one (for axis operators, the innermost axis).
 std::vector<const tessera::OpStrategies *> canonical_entries() {
     std::vector<const tessera::OpStrategies *> out;
     for (const tessera::OpInfo &o : tessera::all_ops()) {
@@ -21,7 +21,7 @@ std::vector<const tessera::OpStrategies *> canonical_entries() {
         for (const auto &s : tessera::all_strategies()) {
             if (s.variant.substr(0, s.variant.find('[')) != o.name) continue;
             bool rank2 = s.variant.find("rank=2") != std::string::npos;
-            if (!pick || (rank2 && pick->variant.find("rank=2") == std::string::npos)) pick = &s;
+            if (!pick || rank2) pick = &s;
         }
         if (pick) out.push_back(pick);
     }

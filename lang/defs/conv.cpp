@@ -26,24 +26,36 @@ struct Window {
     Expr sh, sw, ph, pw;
 };
 
+// The strides enter every index as oh * stride. Halide's bounds inference cannot
+// tell the sign of a free Param and would answer with a select on it, which the
+// analysis cannot read as affine; max(stride, 0) equals the stride (validated to be
+// at least 1) and lets Halide prove the sign.
 Window window(Ctx &c) {
-    return {c.param_int("stride_h"), c.param_int("stride_w"), c.param_int("pad_h"), c.param_int("pad_w")};
+    return {max(c.param_int("stride_h"), 0), max(c.param_int("stride_w"), 0), c.param_int("pad_h"),
+            c.param_int("pad_w")};
 }
 
-Expr out_extent(Expr in, Expr k, Expr pad, Expr stride) { return (in + 2 * pad - k) / stride + 1; }
+// Output extents as the analysis sees them. The exact count (in + 2*pad - k) /
+// stride + 1 divides, and the analysis only reads polynomial bounds; it uses
+// these extents solely as the ranges of the index variables it does not split,
+// so the stride-1 count, exact at stride 1 and an upper bound otherwise, serves.
+// (Shapes come from lang/src/conv.cpp, kernels from their output buffers.)
+Expr out_extent_bound(Expr in, Expr k, Expr pad) { return in + 2 * pad - k + 1; }
 
 // ---- Schedules ----------------------------------------------------------------
 
-// conv2d forward (and the stride-1 form of its input gradient, which is the same
-// loop nest): each task is a band of RB output rows of one image. Inside it, a
-// register tile of VW output columns (vectorised) by CB output channels is
-// accumulated over the whole reduction before it is stored: per reduction step
-// VW/L vector loads of x and CB broadcasts of w feed VW/L*CB fused multiply-adds.
-// The padded band of x is copied once per task, so the inner loop reads dense
-// vectors with no boundary test; w is repacked with the channel block innermost
-// so that the broadcasts of one step are adjacent. The stride is specialised to 1
-// and 2, where the vector loads of x are dense or a two-way deinterleave.
-void schedule_conv(Func y, Func acc, RDom r, Func xin, Func win, Expr sw, const Target &t) {
+// conv2d and its input gradient, which at stride 1 is the same loop nest (a
+// convolution of dy with the flipped kernel): each task is a band of RB output
+// rows of one image. Inside it, a register tile of VW output columns
+// (vectorised) by CB output channels is accumulated over the whole reduction
+// before it is stored: per reduction step, VW/L vector loads of the image and CB
+// broadcasts of the weight feed VW/L * CB fused multiply-adds. The padded band of
+// the image is copied once per task, so the inner loop reads dense vectors with
+// no boundary test; the weight is repacked with the blocked channel innermost
+// (`w_channel` is that dimension of w, Halide order) so that the broadcasts of one
+// step are adjacent. The horizontal stride is specialised to 1 and 2, where the
+// vector loads are dense or a two-way deinterleave.
+void schedule_conv(Func y, Func acc, RDom r, Func img, Func win, int w_channel, Expr sw, const Target &t) {
     const int L = t.natural_vector_size<float>();
     const int VW = 2 * L, CB = 8, RB = 8;
     Var ow = y.args()[0], oh = y.args()[1], co = y.args()[2], n = y.args()[3];
@@ -63,15 +75,75 @@ void schedule_conv(Func y, Func acc, RDom r, Func xin, Func win, Expr sw, const 
     acc.update().reorder(aw, ac, r[0], r[1], r[2]).vectorize(aw, L).unroll(aw).unroll(ac);
 
     Func wp = win.in(acc);
-    std::vector<Var> wv = wp.args();  // kw, kh, ci, co
-    wp.compute_root().reorder_storage(wv[3], wv[0], wv[1], wv[2]).parallel(wv[3]);
-    xin.compute_at(y, task).vectorize(xin.args()[0], L, TailStrategy::GuardWithIf);
+    std::vector<Var> wv = wp.args(), order = {wv[w_channel]};
+    for (int k = 0; k < 4; k++)
+        if (k != w_channel) order.push_back(wv[k]);
+    wp.compute_root().reorder_storage(order).parallel(wv[3]);
+    img.compute_at(y, task).vectorize(img.args()[0], L, TailStrategy::GuardWithIf);
 
     y.specialize(sw == 1);
     y.specialize(sw == 2);
 }
 
+// conv2d_grad_weight is a GEMM whose reduction (n, oh, ow) is long and whose
+// output (Co x Ci x KH x KW) is small. A register tile of VC output channels
+// (vectorised) by CI input channels at one kernel tap runs the whole reduction:
+// per step, VC/L vector loads of dy and CI broadcasts of x feed VC/L * CI fused
+// multiply-adds. For the channel vectors to be dense, dy is copied once with its
+// channels innermost; x is copied once with its padding. Both copies are zero
+// beyond the channel extents, so edge tiles over-compute without a boundary test.
+// No split of the reduction is needed, so the stride stays a plain scalar.
+void schedule_conv_grad_weight(Func dw, Func acc, RDom r, Func xin, Func dyin, const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    const int VC = 2 * L, CI = 8;
+    Var kw = dw.args()[0], kh = dw.args()[1], ci = dw.args()[2], co = dw.args()[3];
+    Var cio("cio"), cii("cii"), coo("coo"), coi("coi"), task("task");
+    dw.split(co, coo, coi, VC, TailStrategy::GuardWithIf)
+        .split(ci, cio, cii, CI, TailStrategy::GuardWithIf)
+        .reorder(coi, cii, kw, kh, cio, coo)
+        .fuse(cio, coo, task)
+        .parallel(task);
+    acc.compute_at(dw, kw)
+        .bound_extent(co, VC)
+        .bound_extent(ci, CI)
+        .reorder_storage(co, ci, kw, kh)
+        .vectorize(co, L)
+        .unroll(co)
+        .unroll(ci);
+    acc.update().reorder(co, ci, r[0], r[1], r[2]).vectorize(co, L).unroll(co).unroll(ci);
+
+    std::vector<Var> d = dyin.args();  // w, h, c, n
+    dyin.compute_root().reorder_storage(d[2], d[0], d[1], d[3]).reorder(d[2], d[0], d[1], d[3]);
+    dyin.vectorize(d[2], L, TailStrategy::GuardWithIf).parallel(d[3]);
+    xin.compute_root().vectorize(xin.args()[0], L, TailStrategy::GuardWithIf).parallel(xin.args()[3]);
+}
+
+// Window operations y = f(red), where red reduces over a window: y is vectorised
+// along its rows and parallel over the rows of all planes; red is computed per
+// vector of y (a fixed L lanes, over-computing at the row's end from padded or
+// in-range reads) so that the reduction runs in registers.
+void schedule_window(Func y, Func red, const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    Var w = y.args()[0], h = y.args()[1], c = y.args()[2], n = y.args()[3], p("plane");
+    y.fuse(c, n, p).fuse(h, p, p).vectorize(w, L, TailStrategy::GuardWithIf).parallel(p);
+    Var rw = red.args()[0];
+    red.compute_at(y, w).bound_extent(rw, L).vectorize(rw);
+    red.update().vectorize(rw);
+}
+
 // ---- conv2d and its gradients ---------------------------------------------------
+
+// Gathers: the output position whose kernel tap (kh, kw) reads input pixel
+// (ih, iw), and whether that position exists (the offsets divide by the stride).
+// Positions outside dy need no test: dy reads there give 0.
+struct Gather {
+    Expr ow, oh, hit;
+};
+
+Gather gather_at(const Window &g, Expr iw, Expr ih, Expr kw, Expr kh) {
+    Expr th = ih + g.ph - kh, tw = iw + g.pw - kw;
+    return {tw / g.sw, th / g.sh, th % g.sh == 0 && tw % g.sw == 0};
+}
 
 OpDef conv2d(Ctx &c) {
     Func x = c.input(0, Float(32), 4, Boundary::Zero), w = c.input(1, Float(32), 4, Boundary::Clamp);
@@ -84,19 +156,227 @@ OpDef conv2d(Ctx &c) {
     acc(ow, oh, co, n) = 0.0f;
     acc(ow, oh, co, n) += x(ow * g.sw + r[0] - g.pw, oh * g.sh + r[1] - g.ph, r[2], n) * w(r[0], r[1], r[2], co);
     y(ow, oh, co, n) = acc(ow, oh, co, n);
-    if (c.scheduling()) schedule_conv(y, acc, r, x, w, g.sw, c.target());
+    if (c.scheduling()) schedule_conv(y, acc, r, x, w, 3, c.param_int("stride_w"), c.target());
     OpDef d;
     d.outputs = {y};
-    d.output_extents = {{N, Co, out_extent(H, KH, g.ph, g.sh), out_extent(W, KW, g.pw, g.sw)}};
+    d.output_extents = {{N, Co, out_extent_bound(H, KH, g.ph), out_extent_bound(W, KW, g.pw)}};
+    return d;
+}
+
+// dx[n, ci, ih, iw] = sum over (co, kh, kw) of dy[n, co, oh, ow] * w[co, ci, kh, kw]
+// where ih = oh*stride_h + kh - pad_h, i.e. oh = (ih + pad_h - kh) / stride_h when
+// that divides exactly (and likewise along w). Output positions outside dy read 0.
+OpDef conv2d_grad_input(Ctx &c) {
+    Func dy = c.input(0, Float(32), 4, Boundary::Zero), w = c.input(1, Float(32), 4, Boundary::Clamp);
+    Expr N = c.extent(0, 0), Co = c.extent(0, 1);
+    Expr Ci = c.extent(1, 1), KH = c.extent(1, 2), KW = c.extent(1, 3);
+    Window g = window(c);
+    Expr IH = c.param_int("in_h"), IW = c.param_int("in_w");
+    Var n("n"), ci("ci"), ih("ih"), iw("iw"), co("co"), kh("kh"), kw("kw");
+    // dy gathered per tap, as a Func of its own so that the update below reads as
+    // a plain sum (the analysis classifies reductions by that form).
+    Gather at = gather_at(g, iw, ih, kw, kh);
+    Func tap("tap");
+    tap(iw, ih, kw, kh, co, n) = select(at.hit, dy(at.ow, at.oh, co, n), 0.0f);
+    RDom r = reduction({{"kw", KW}, {"kh", KH}, {"co", Co}});
+    Func acc("acc"), dx("dx");
+    acc(iw, ih, ci, n) = 0.0f;
+    acc(iw, ih, ci, n) += tap(iw, ih, r[0], r[1], r[2], n) * w(r[0], r[1], ci, r[2]);
+    dx(iw, ih, ci, n) = acc(iw, ih, ci, n);
+    if (c.scheduling()) schedule_conv(dx, acc, r, dy, w, 2, c.param_int("stride_w"), c.target());
+    OpDef d;
+    d.outputs = {dx};
+    d.output_extents = {{N, Ci, IH, IW}};
+    return d;
+}
+
+// dw[co, ci, kh, kw] = sum over (n, oh, ow) of dy[n, co, oh, ow] * x[n, ci, ih, iw]
+// at ih = oh*stride_h + kh - pad_h, iw = ow*stride_w + kw - pad_w.
+OpDef conv2d_grad_weight(Ctx &c) {
+    Func dy = c.input(0, Float(32), 4, Boundary::Zero), x = c.input(1, Float(32), 4, Boundary::Zero);
+    Expr N = c.extent(0, 0), Co = c.extent(0, 1), OH = c.extent(0, 2), OW = c.extent(0, 3);
+    Expr Ci = c.extent(1, 1);
+    Window g = window(c);
+    Expr KH = c.param_int("kernel_h"), KW = c.param_int("kernel_w");
+    Var co("co"), ci("ci"), kh("kh"), kw("kw");
+    RDom r = reduction({{"ow", OW}, {"oh", OH}, {"n", N}});
+    Func acc("acc"), dw("dw");
+    acc(kw, kh, ci, co) = 0.0f;
+    acc(kw, kh, ci, co) += dy(r[0], r[1], co, r[2]) * x(r[0] * g.sw + kw - g.pw, r[1] * g.sh + kh - g.ph, ci, r[2]);
+    dw(kw, kh, ci, co) = acc(kw, kh, ci, co);
+    if (c.scheduling()) schedule_conv_grad_weight(dw, acc, r, x, dy, c.target());
+    OpDef d;
+    d.outputs = {dw};
+    d.output_extents = {{Co, Ci, KH, KW}};
+    return d;
+}
+
+// ---- Pooling -----------------------------------------------------------------------
+
+struct Pool {
+    Expr KH, KW;
+    Window g;
+};
+
+Pool pool_attrs(Ctx &c) { return {c.param_int("kernel_h"), c.param_int("kernel_w"), window(c)}; }
+
+OpDef max_pool2d(Ctx &c) {
+    Func x = c.input(0, Float(32), 4, Boundary::Lowest);
+    Expr N = c.extent(0, 0), C = c.extent(0, 1), H = c.extent(0, 2), W = c.extent(0, 3);
+    Pool p = pool_attrs(c);
+    Var n("n"), ch("c"), oh("oh"), ow("ow");
+    RDom r = reduction({{"kw", p.KW}, {"kh", p.KH}});
+    Func mx("mx"), y("y");
+    mx(ow, oh, ch, n) = Float(32).min();
+    mx(ow, oh, ch, n) = max(mx(ow, oh, ch, n), x(ow * p.g.sw + r[0] - p.g.pw, oh * p.g.sh + r[1] - p.g.ph, ch, n));
+    y(ow, oh, ch, n) = mx(ow, oh, ch, n);
+    if (c.scheduling()) schedule_window(y, mx, c.target());
+    OpDef d;
+    d.outputs = {y};
+    d.output_extents = {{N, C, out_extent_bound(H, p.KH, p.g.ph), out_extent_bound(W, p.KW, p.g.pw)}};
+    return d;
+}
+
+// max_pool2d_grad(dy, x): each window's gradient goes to its argmax, the first
+// maximum in the window's row-major scan (kh outer, kw inner), so ties send the
+// whole gradient to one pixel. dx gathers, for each pixel, dy over the windows
+// whose argmax it is.
+OpDef max_pool2d_grad(Ctx &c) {
+    Func dy = c.input(0, Float(32), 4, Boundary::Zero), x = c.input(1, Float(32), 4, Boundary::Lowest);
+    Expr N = c.extent(1, 0), C = c.extent(1, 1), H = c.extent(1, 2), W = c.extent(1, 3);
+    Pool p = pool_attrs(c);
+    Var n("n"), ch("c"), oh("oh"), ow("ow"), ih("ih"), iw("iw");
+    RDom rw = reduction({{"kw", p.KW}, {"kh", p.KH}});
+    // argmax(ow, oh) = {max so far, its tap kh*KW + kw}; strict > keeps the first.
+    Func argmax("argmax");
+    argmax(ow, oh, ch, n) = {Float(32).min(), 0};
+    Expr v = x(ow * p.g.sw + rw[0] - p.g.pw, oh * p.g.sh + rw[1] - p.g.ph, ch, n);
+    Expr better = v > argmax(ow, oh, ch, n)[0];
+    argmax(ow, oh, ch, n) = {select(better, v, argmax(ow, oh, ch, n)[0]),
+                             select(better, rw[1] * p.KW + rw[0], argmax(ow, oh, ch, n)[1])};
+    Var kh("kh"), kw("kw");
+    Gather at = gather_at(p.g, iw, ih, kw, kh);
+    Func tap("tap");  // see conv2d_grad_input
+    tap(iw, ih, kw, kh, ch, n) =
+        select(at.hit && argmax(at.ow, at.oh, ch, n)[1] == kh * p.KW + kw, dy(at.ow, at.oh, ch, n), 0.0f);
+    RDom r = reduction({{"kw", p.KW}, {"kh", p.KH}});
+    Func sum("sum"), dx("dx");
+    sum(iw, ih, ch, n) = 0.0f;
+    sum(iw, ih, ch, n) += tap(iw, ih, r[0], r[1], ch, n);
+    dx(iw, ih, ch, n) = sum(iw, ih, ch, n);
+    if (c.scheduling()) {
+        const int L = c.target().natural_vector_size<float>();
+        Var p("plane");
+        argmax.compute_root().fuse(ch, n, p).parallel(p).vectorize(ow, L, TailStrategy::GuardWithIf);
+        argmax.update().fuse(ch, n, p).parallel(p).vectorize(ow, L, TailStrategy::GuardWithIf);
+        schedule_window(dx, sum, c.target());
+    }
+    OpDef d;
+    d.outputs = {dx};
+    d.output_extents = {{N, C, H, W}};
+    return d;
+}
+
+// avg_pool2d: the window sum over KH*KW, padding included in the count.
+OpDef avg_pool2d(Ctx &c) {
+    Func x = c.input(0, Float(32), 4, Boundary::Zero);
+    Expr N = c.extent(0, 0), C = c.extent(0, 1), H = c.extent(0, 2), W = c.extent(0, 3);
+    Pool p = pool_attrs(c);
+    Var n("n"), ch("c"), oh("oh"), ow("ow");
+    RDom r = reduction({{"kw", p.KW}, {"kh", p.KH}});
+    Func sum("sum"), y("y");
+    sum(ow, oh, ch, n) = 0.0f;
+    sum(ow, oh, ch, n) += x(ow * p.g.sw + r[0] - p.g.pw, oh * p.g.sh + r[1] - p.g.ph, ch, n);
+    y(ow, oh, ch, n) = sum(ow, oh, ch, n) / cast<float>(p.KH * p.KW);
+    if (c.scheduling()) schedule_window(y, sum, c.target());
+    OpDef d;
+    d.outputs = {y};
+    d.output_extents = {{N, C, out_extent_bound(H, p.KH, p.g.ph), out_extent_bound(W, p.KW, p.g.pw)}};
+    return d;
+}
+
+OpDef avg_pool2d_grad(Ctx &c) {
+    Func dy = c.input(0, Float(32), 4, Boundary::Zero);
+    Expr N = c.extent(0, 0), C = c.extent(0, 1);
+    Pool p = pool_attrs(c);
+    Expr IH = c.param_int("in_h"), IW = c.param_int("in_w");
+    Var n("n"), ch("c"), ih("ih"), iw("iw"), kh("kh"), kw("kw");
+    Gather at = gather_at(p.g, iw, ih, kw, kh);
+    Func tap("tap");  // see conv2d_grad_input
+    tap(iw, ih, kw, kh, ch, n) = select(at.hit, dy(at.ow, at.oh, ch, n), 0.0f);
+    RDom r = reduction({{"kw", p.KW}, {"kh", p.KH}});
+    Func sum("sum"), dx("dx");
+    sum(iw, ih, ch, n) = 0.0f;
+    sum(iw, ih, ch, n) += tap(iw, ih, r[0], r[1], ch, n);
+    dx(iw, ih, ch, n) = sum(iw, ih, ch, n) / cast<float>(p.KH * p.KW);
+    if (c.scheduling()) schedule_window(dx, sum, c.target());
+    OpDef d;
+    d.outputs = {dx};
+    d.output_extents = {{N, C, IH, IW}};
+    return d;
+}
+
+// global_avg_pool: y[n, c] = mean of x[n, c, :, :].
+OpDef global_avg_pool(Ctx &c) {
+    Func x = c.input(0, Float(32), 4);
+    Expr N = c.extent(0, 0), C = c.extent(0, 1), H = c.extent(0, 2), W = c.extent(0, 3);
+    Var n("n"), ch("c");
+    RDom r = reduction({{"w", W}, {"h", H}});
+    Func sum("sum"), y("y");
+    sum(ch, n) = 0.0f;
+    sum(ch, n) += x(r[0], r[1], ch, n);
+    y(ch, n) = sum(ch, n) / cast<float>(H * W);
+    if (c.scheduling()) {
+        // Sum each plane along its contiguous rows in L lanes, then across lanes.
+        const int L = c.target().natural_vector_size<float>();
+        RVar rwo("rwo"), rwi("rwi");
+        Var u("u");
+        Func lanes = sum.update().split(r[0], rwo, rwi, L, TailStrategy::GuardWithIf).rfactor(rwi, u);
+        Var p("plane");
+        y.fuse(ch, n, p).parallel(p);
+        sum.compute_at(y, p);
+        lanes.compute_at(y, p).vectorize(u);
+        lanes.update().vectorize(u);
+    }
+    OpDef d;
+    d.outputs = {y};
+    d.output_extents = {{N, C}};
+    return d;
+}
+
+// global_avg_pool_grad(dy [N, C]) -> dx [N, C, in_h, in_w] = dy / (in_h * in_w).
+OpDef global_avg_pool_grad(Ctx &c) {
+    Func dy = c.input(0, Float(32), 2);
+    Expr N = c.extent(0, 0), C = c.extent(0, 1);
+    Expr IH = c.param_int("in_h"), IW = c.param_int("in_w");
+    Var n("n"), ch("c"), h("h"), w("w");
+    Func dx("dx");
+    dx(w, h, ch, n) = dy(ch, n) / cast<float>(IH * IW);
+    if (c.scheduling()) {
+        Var p("plane");
+        dx.fuse(ch, n, p).fuse(h, p, p).vectorize(w, c.target().natural_vector_size<float>(), TailStrategy::GuardWithIf).parallel(p);
+    }
+    OpDef d;
+    d.outputs = {dx};
+    d.output_extents = {{N, C, IH, IW}};
     return d;
 }
 
 }  // namespace
 
 void register_conv(std::vector<Description> &out) {
+    // No structural attributes: every window attribute is a scalar Param.
     std::vector<StructMap> one = {{}};
     std::vector<KernelVariant> plain = {{"", {}}};
     out.push_back({OpKind::Conv2d, conv2d, one, plain});
+    out.push_back({OpKind::Conv2dGradInput, conv2d_grad_input, one, plain});
+    out.push_back({OpKind::Conv2dGradWeight, conv2d_grad_weight, one, plain});
+    out.push_back({OpKind::MaxPool2d, max_pool2d, one, plain});
+    out.push_back({OpKind::MaxPool2dGrad, max_pool2d_grad, one, plain});
+    out.push_back({OpKind::AvgPool2d, avg_pool2d, one, plain});
+    out.push_back({OpKind::AvgPool2dGrad, avg_pool2d_grad, one, plain});
+    out.push_back({OpKind::GlobalAvgPool, global_avg_pool, one, plain});
+    out.push_back({OpKind::GlobalAvgPoolGrad, global_avg_pool_grad, one, plain});
 }
 
 }  // namespace tessera::lang::defs

@@ -10,9 +10,10 @@
 //
 // Output vars are named "d<k>" after the output dimension k (reduce_sum: after the
 // input dimension, so that the summed axis keeps its name as the reduction var).
-// Where an input is read at an offset (concat, slice, slice_grad) the kernels apply
-// a boundary condition and the analysis sees the raw offset index, so a split along
-// the axis comes out as an affine region shifted by the offset.
+// slice and slice_grad read at an offset along the axis; the analysis sees the raw
+// offset index (slice_grad's kernel reads dy through a zero boundary), so a split
+// along the axis comes out as an affine region shifted by 'start'. concat writes
+// each input at its offset with an update, so its axis is never split.
 #include "defs.h"
 
 namespace tessera::lang::defs {
@@ -21,10 +22,10 @@ using namespace Halide;
 
 namespace {
 
-Var dvar(int k) { return Var("d" + std::to_string(k)); }
+// "d3": names built by appending (GCC 12 warns falsely on "literal" + std::string).
+std::string indexed(const char *prefix, int k) { return std::string(prefix).append(std::to_string(k)); }
 
-// Vars of a rank-r output in Halide order, named after Tessera dimensions.
-std::vector<Var> out_vars(int rank) { return dim_vars(rank); }
+Var dvar(int k) { return Var(indexed("d", k)); }
 
 std::vector<Expr> extents_of(Ctx &c, int input, int rank) {
     std::vector<Expr> e;
@@ -37,18 +38,13 @@ std::vector<Expr> halide_order(std::vector<Expr> tessera) { return {tessera.rbeg
 
 // ---- permute ----------------------------------------------------------------
 //
-// The structural attributes are p0..p{r-1}, the permutation itself. The analysis
-// runs on every permutation of rank 1 to 4. The kernels cover fewer: the runtime
-// first drops extent-1 dimensions and merges runs of input dimensions that stay
-// adjacent and in order in the output (they move as one block), which leaves a
-// permutation with no i followed by i+1. Of rank <= 4 there are 16 such
-// permutations (1 + 1 + 3 + 11), and each is compiled as its own small kernel.
-
-int perm_rank(const Ctx &c) {
-    int r = 0;
-    while (c.structurals().count("p" + std::to_string(r))) r++;
-    return r;
-}
+// The structural attributes are the rank and p0..p{r-1}, the permutation itself.
+// The analysis runs on every permutation of rank 1 to 4. The kernels cover
+// fewer: the runtime first drops extent-1 dimensions and merges runs of input
+// dimensions that stay adjacent and in order in the output (they move as one
+// block), which leaves a permutation with no i followed by i+1. Of rank <= 4 there
+// are 16 such permutations (1 + 1 + 3 + 11); each is compiled as its own small
+// kernel, and any rank whose permutation reduces to at most 4 blocks runs.
 
 // Transpose schedule: tile the output over its innermost dimension and the output
 // dimension that walks the input's innermost one, and stage each input tile so
@@ -75,15 +71,15 @@ void schedule_permute(Func y, Func x, const std::vector<int> &perm, const Target
 }
 
 OpDef permute(Ctx &c) {
-    int rank = perm_rank(c);
+    int rank = c.structural("rank");
     std::vector<int> perm;
-    for (int i = 0; i < rank; i++) perm.push_back(c.structural("p" + std::to_string(i)));
+    for (int i = 0; i < rank; i++) perm.push_back(c.structural(indexed("p", i)));
     Func x = c.input(0, Float(32), rank);
     // Output dim i reads input dim perm[i].
     std::vector<Expr> at(rank);
     for (int i = 0; i < rank; i++) at[perm[i]] = dvar(i);
     Func y("y");
-    y(out_vars(rank)) = x(halide_order(at));
+    y(dim_vars(rank)) = x(halide_order(at));
     if (c.scheduling()) schedule_permute(y, x, perm, c.target());
     OpDef d;
     d.outputs = {y};
@@ -105,8 +101,8 @@ void permutations(int r, bool canonical_only, std::vector<std::vector<int>> &out
 }
 
 StructMap perm_map(const std::vector<int> &p) {
-    StructMap m;
-    for (size_t i = 0; i < p.size(); i++) m["p" + std::to_string(i)] = p[i];
+    StructMap m{{"rank", static_cast<int>(p.size())}};
+    for (int i = 0; i < static_cast<int>(p.size()); i++) m[indexed("p", i)] = p[i];
     return m;
 }
 
@@ -132,7 +128,7 @@ OpDef reshape(Ctx &c) {
     Func x = c.input(0, Float(32), in_rank);
     std::vector<Expr> out_ext;
     for (int k = 0; k < out_rank; k++)
-        out_ext.push_back(k < prefix ? c.extent(0, k) : c.param_int("shape." + std::to_string(k)));
+        out_ext.push_back(k < prefix ? c.extent(0, k) : c.param_int(indexed("shape.", k)));
     std::vector<Var> pv;  // prefix vars, Halide order
     for (int k = prefix - 1; k >= 0; k--) pv.push_back(dvar(k));
     auto with_prefix = [&](std::vector<Expr> suffix) {  // suffix in Halide order
@@ -143,7 +139,7 @@ OpDef reshape(Ctx &c) {
     Func source = x;  // x read as (suffix index, prefix...)
     if (in_rank > prefix) {
         std::vector<std::pair<std::string, Expr>> dims;
-        for (int k = in_rank - 1; k >= prefix; k--) dims.emplace_back("x" + std::to_string(k), c.extent(0, k));
+        for (int k = in_rank - 1; k >= prefix; k--) dims.emplace_back(indexed("x", k), c.extent(0, k));
         RDom r = reduction(dims);
         Expr flat = 0;
         std::vector<Expr> at;
@@ -162,7 +158,7 @@ OpDef reshape(Ctx &c) {
     Expr flat = 0;
     for (int k = prefix; k < out_rank; k++) flat = flat * out_ext[k] + dvar(k);
     Func y("y");
-    y(out_vars(out_rank)) = in_rank > prefix ? source(with_prefix({flat})) : source(with_prefix({}));
+    y(dim_vars(out_rank)) = in_rank > prefix ? source(with_prefix({flat})) : source(with_prefix({}));
     if (c.scheduling()) schedule_elementwise(y, c.target());
     OpDef d;
     d.outputs = {y};
@@ -182,33 +178,43 @@ std::vector<StructMap> reshape_variants() {
 
 // ---- concat -----------------------------------------------------------------
 //
-// Structural: rank, axis and arity. Each input is read at its offset along the
-// axis under a select; the kernels clamp the reads (every branch of a select is
-// evaluated) and see every tensor as [outer, axis * inner], which keeps the
-// innermost loop long whatever the axis.
+// Structural: rank, axis and arity. Each input is copied to its offset along the
+// axis by an update over its own extent there (an RDom named after the axis), so
+// every copy is a plain contiguous loop; a select between the inputs would read
+// each of them at every position. The analysis splits every other dimension
+// across all inputs; the axis itself is rejected, as its positions are written by
+// the updates. The kernels see every tensor as [outer, axis * inner], which keeps
+// the copies long whatever the axis.
 
 OpDef concat(Ctx &c) {
     int rank = c.structural("rank"), axis = c.structural("axis"), arity = c.structural("arity");
-    std::vector<Func> x;
-    for (int i = 0; i < arity; i++) x.push_back(c.input(i, Float(32), rank, Boundary::Clamp));
-    std::vector<Var> v = out_vars(rank);
-    Var a = dvar(axis);
-    std::vector<Expr> offset = {Expr(0)};
-    for (int i = 0; i < arity; i++) offset.push_back(offset.back() + c.extent(i, axis));
-    auto read = [&](int i) {
-        std::vector<Expr> at(v.begin(), v.end());
-        at[rank - 1 - axis] = a - offset[i];
-        return x[i](at);
-    };
-    Expr value = read(arity - 1);
-    for (int i = arity - 2; i >= 0; i--) value = select(a < offset[i + 1], read(i), value);
+    std::vector<Var> v = dim_vars(rank);
+    int a = rank - 1 - axis;  // the axis, in Halide order
     Func y("y");
-    y(v) = value;
-    if (c.scheduling()) schedule_elementwise(y, c.target());
+    y(v) = undef<float>();
+    Expr offset = 0;
+    std::vector<RDom> rs;
+    for (int i = 0; i < arity; i++) {
+        Func x = c.input(i, Float(32), rank);
+        RDom r = reduction({{indexed("d", axis), c.extent(i, axis)}});
+        std::vector<Expr> to(v.begin(), v.end()), from(v.begin(), v.end());
+        to[a] = r.x + offset;
+        from[a] = r.x;
+        y(to) = x(from);
+        offset = offset + c.extent(i, axis);
+        rs.push_back(r);
+    }
+    if (c.scheduling()) {
+        const int L = c.target().natural_vector_size<float>();
+        for (int i = 0; i < arity; i++) {
+            y.update(i).vectorize(rs[i].x, L, TailStrategy::GuardWithIf);
+            if (rank > 1) y.update(i).parallel(v.back());
+        }
+    }
     OpDef d;
     d.outputs = {y};
     std::vector<Expr> ext = extents_of(c, 0, rank);
-    ext[axis] = offset.back();
+    ext[axis] = offset;
     d.output_extents = {ext};
     return d;
 }
@@ -222,7 +228,7 @@ OpDef slice(Ctx &c) {
     int rank = c.structural("rank"), axis = c.structural("axis");
     Func x = c.input(0, Float(32), rank);
     Expr start = c.param_int("start"), end = c.param_int("end");
-    std::vector<Var> v = out_vars(rank);
+    std::vector<Var> v = dim_vars(rank);
     std::vector<Expr> at(v.begin(), v.end());
     at[rank - 1 - axis] = v[rank - 1 - axis] + start;
     Func y("y");
@@ -242,7 +248,7 @@ OpDef slice_grad(Ctx &c) {
     int rank = c.structural("rank"), axis = c.structural("axis");
     Func dy = c.input(0, Float(32), rank, Boundary::Zero);
     Expr start = c.param_int("start"), extent = c.param_int("extent");
-    std::vector<Var> v = out_vars(rank);
+    std::vector<Var> v = dim_vars(rank);
     std::vector<Expr> at(v.begin(), v.end());
     at[rank - 1 - axis] = v[rank - 1 - axis] - start;
     Func dx("dx");
@@ -261,13 +267,14 @@ OpDef slice_grad(Ctx &c) {
 // reduce_sum structural: rank, axis, keepdims. The reduction var is named after
 // the summed input dimension; with keepdims the kept extent-1 output dimension
 // carries the same name, so splitting it is the same partial-sum strategy. The
-// kernel sees [outer, axis, inner] -> [outer, inner].
+// kernels see [outer, axis, inner] -> [outer, inner], or [outer, axis] -> [outer]
+// when inner is 1.
 
 OpDef reduce_sum(Ctx &c) {
     int rank = c.structural("rank"), axis = c.structural("axis");
     bool keep = c.structural("keepdims");
     Func x = c.input(0, Float(32), rank);
-    RDom r = reduction({{"d" + std::to_string(axis), c.extent(0, axis)}});
+    RDom r = reduction({{indexed("d", axis), c.extent(0, axis)}});
     std::vector<Var> ov;  // Halide order
     std::vector<Expr> at, ext;
     for (int k = rank - 1; k >= 0; k--) {
@@ -287,9 +294,20 @@ OpDef reduce_sum(Ctx &c) {
     y(ov) += x(at);
     if (c.scheduling() && !ov.empty()) {
         const int L = c.target().natural_vector_size<float>();
-        y.vectorize(ov[0], L, TailStrategy::GuardWithIf).parallel(ov.back());
-        y.update().reorder(ov[0], r.x).vectorize(ov[0], L, TailStrategy::GuardWithIf);
-        if (ov.size() > 1) y.update().parallel(ov.back());
+        if (axis == rank - 1 && !keep) {
+            // Along the innermost axis: vector partial sums (rfactor) per row.
+            RVar ro("ro"), ri("ri");
+            Var lane("lane");
+            Func partial = y.update().split(r.x, ro, ri, L, TailStrategy::GuardWithIf).rfactor(ri, lane);
+            partial.compute_at(y, ov.back()).vectorize(lane);
+            partial.update().vectorize(lane);
+            y.parallel(ov.back());
+            y.update().parallel(ov.back());
+        } else {
+            y.vectorize(ov[0], L, TailStrategy::GuardWithIf).parallel(ov.back());
+            y.update().reorder(ov[0], r.x).vectorize(ov[0], L, TailStrategy::GuardWithIf);
+            if (ov.size() > 1) y.update().parallel(ov.back());
+        }
     }
     OpDef d;
     d.outputs = {y};
@@ -306,9 +324,9 @@ OpDef broadcast(Ctx &c) {
     for (int k = 0; k <= rank; k++)
         if (k != axis) at.push_back(dvar(k));
     Func y("y");
-    std::vector<Var> v = out_vars(rank + 1);
+    std::vector<Var> v = dim_vars(rank + 1);
     y(v) = x(halide_order(at));
-    if (c.scheduling()) {
+    if (c.scheduling() && rank > 0) {
         // Along the last axis the inner extent is 1: vectorize the repeats instead.
         const int L = c.target().natural_vector_size<float>();
         Var inner = v[0], rep = v[rank - axis];
@@ -372,8 +390,10 @@ void register_layout(std::vector<Description> &out) {
             m["keepdims"] = keep;
             reduce_variants.push_back(m);
         }
+    // [outer, axis, inner], and [outer, axis] for sums along the innermost axis.
     out.push_back({OpKind::ReduceSum, reduce_sum, reduce_variants,
-                   {{"", {{"rank", 3}, {"axis", 1}, {"keepdims", 0}}}}});
+                   {{"", {{"rank", 3}, {"axis", 1}, {"keepdims", 0}}},
+                    {"last", {{"rank", 2}, {"axis", 1}, {"keepdims", 0}}}}});
     out.push_back({OpKind::Broadcast, broadcast, rank_axis(0, 3, true), {{"", {{"rank", 2}, {"axis", 1}}}}});
 }
 

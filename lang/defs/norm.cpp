@@ -45,7 +45,7 @@ Func squared_deviation(Func x, Func stat, const std::vector<Var> &v, std::option
 
 // A sum over the rows of a [rows, K] stage, one result per column: columns are
 // independent, so blocks of them run in parallel, each walking the rows with a
-// few vectors of contiguous columns.
+// few vectors of contiguous columns. `f` must not be an output (see dgamma_sum).
 void schedule_column_sum(Func f, RVar rows, const Target &t) {
     const int L = t.natural_vector_size<float>();
     Var k = f.args()[0], ko("ko"), ki("ki");
@@ -139,11 +139,17 @@ OpDef layer_norm_grad(Ctx &c) {
     RDom rr = reduction(row_dims);
     std::vector<Expr> pos = {v[0]};
     for (int j = 0; j < rr.dimensions(); j++) pos.push_back(rr[j]);
+    // Accumulated in stages of their own and then copied out: a vectorised update
+    // of an output Func reads the output back with masked loads that Halide 14
+    // emits as aligned, which faults on caller memory that is not 64-byte aligned.
+    Func gamma_sum("dgamma_sum"), beta_sum("dbeta_sum");
+    gamma_sum(v[0]) = 0.0f;
+    gamma_sum(v[0]) += dy(pos) * xhat(pos);
+    beta_sum(v[0]) = 0.0f;
+    beta_sum(v[0]) += dy(pos);
     Func dgamma("dgamma"), dbeta("dbeta");
-    dgamma(v[0]) = 0.0f;
-    dgamma(v[0]) += dy(pos) * xhat(pos);
-    dbeta(v[0]) = 0.0f;
-    dbeta(v[0]) += dy(pos);
+    dgamma(v[0]) = gamma_sum(v[0]);
+    dbeta(v[0]) = beta_sum(v[0]);
 
     if (c.scheduling()) {
         // The row statistics are read by dx and by dgamma: compute them once.
@@ -153,8 +159,10 @@ OpDef layer_norm_grad(Ctx &c) {
         s.rstd.compute_root().split(row, ro, ri, 16, TailStrategy::GuardWithIf).parallel(ro);
         s.sq_dev.compute_at(s.rstd, ri);
         schedule_rows(dx, {sum_g, sum_gx}, c.target());
-        schedule_column_sum(dgamma, rr.x, c.target());
-        schedule_column_sum(dbeta, rr.x, c.target());
+        schedule_column_sum(gamma_sum, rr.x, c.target());
+        schedule_column_sum(beta_sum, rr.x, c.target());
+        schedule_elementwise(dgamma, c.target());
+        schedule_elementwise(dbeta, c.target());
     }
     OpDef d;
     d.outputs = {dx, dgamma, dbeta};

@@ -47,17 +47,20 @@ void schedule_rows(Func out, const std::vector<Func> &per_row, const std::vector
 }
 
 struct RowStats {
-    Func max, sum;  // row maximum, and the row sum of exp(x - max)
-    Func e;         // exp(x - max)
+    Func max;      // the row maximum
+    Func shifted;  // x - max
+    Func e;        // exp(x - max)
+    Func sum;      // the row sum of e
 };
 
 // Numerically stable: subtracting the row maximum keeps every exp() in (0, 1].
 RowStats row_stats(Func x, const std::vector<Var> &v, RDom r) {
     std::vector<Var> rest(v.begin() + 1, v.end());
-    RowStats s{Func("row_max"), Func("row_sum"), Func("e")};
+    RowStats s{Func("row_max"), Func("shifted"), Func("e"), Func("row_sum")};
     s.max(rest) = Float(32).min();
     s.max(rest) = max(s.max(rest), x(at(r.x, rest)));
-    s.e(v) = exp(x(as_exprs(v)) - s.max(rest));
+    s.shifted(v) = x(as_exprs(v)) - s.max(rest);
+    s.e(v) = exp(s.shifted(v));
     s.sum(rest) = 0.0f;
     s.sum(rest) += s.e(at(r.x, rest));
     return s;
@@ -89,19 +92,13 @@ OpDef log_softmax(Ctx &c) {
     Func x = c.input(0, Float(32), rank);
     std::vector<Var> v = dim_vars(rank);
     std::vector<Var> rest(v.begin() + 1, v.end());
-    RDom r = classes(c, rank);
-    // x - max as a stage of its own, subtracted before log(sum): left as one
-    // expression, Halide would fold max + log(sum) first, and that sum rounds at
-    // the magnitude of the logits rather than of the result.
-    Func mx("row_max"), z("shifted"), total("row_sum");
-    mx(rest) = Float(32).min();
-    mx(rest) = max(mx(rest), x(at(r.x, rest)));
-    z(v) = x(as_exprs(v)) - mx(rest);
-    total(rest) = 0.0f;
-    total(rest) += exp(z(at(r.x, rest)));
+    RowStats s = row_stats(x, v, classes(c, rank));
+    // x - max is stored, and log(sum) subtracted from it: left as one expression,
+    // Halide would fold max + log(sum) first, and that sum rounds at the magnitude
+    // of the logits rather than of the result.
     Func y("y");
-    y(v) = z(v) - log(total(rest));
-    if (c.scheduling()) schedule_rows(y, {mx, total}, {z}, c.target());
+    y(v) = s.shifted(v) - log(s.sum(rest));
+    if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.shifted}, c.target());
     return same_shape_as_input(c, y, rank);
 }
 
@@ -160,16 +157,15 @@ Xent xent_inputs(Ctx &c) {
 OpDef softmax_xent(Ctx &c) {
     Xent x = xent_inputs(c);
     Var n = x.n;
-    // The logit at the label, picked by a sum over the classes rather than read at
-    // the label: the label is data, and an index read from data would leave the
-    // analysis unable to see that each row of logits is needed only by its own
+    // The logit at the label, already shifted by the row maximum (so that the
+    // large terms cancel exactly before log(sum) is added), picked by a sum over
+    // the classes rather than read at the label: an index read from data would
+    // hide from the analysis that each row of logits is needed only by its own
     // batch entry. The row is in cache for the max and the sum anyway.
-    // It is picked already shifted by the row maximum, so that the large terms
-    // cancel exactly before log(sum) is added.
     RDom rc = reduction({{"c", x.C}});
     Func picked("label_logit");
     picked(n) = 0.0f;
-    picked(n) += select(rc.x == x.label(n), x.logits(rc.x, n) - x.stats.max(n), 0.0f);
+    picked(n) += select(rc.x == x.label(n), x.stats.shifted(rc.x, n), 0.0f);
     // -log_softmax at the label: log(sum) - (logit[label] - max).
     Func nll("nll");
     nll(n) = log(x.stats.sum(n)) - picked(n);

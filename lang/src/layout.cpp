@@ -227,9 +227,9 @@ StructMap structural_layout(const OpCall &c, const std::vector<TensorType> &in) 
     int rank = in[0].rank();
     switch (c.kind) {
     case OpKind::Permute: {
-        StructMap s;
+        StructMap s{{"rank", rank}};
         std::vector<int> perm = permutation(c, rank);
-        for (int i = 0; i < rank; i++) s["p" + std::to_string(i)] = perm[i];
+        for (int i = 0; i < rank; i++) s[std::string("p").append(std::to_string(i))] = perm[i];
         return s;
     }
     case OpKind::Reshape: {
@@ -296,7 +296,8 @@ void run_layout(const OpCall &c, const std::vector<TensorRef> &in, const std::ve
     case OpKind::ReduceSum: {
         int axis = axis_of(c, rank);
         int64_t outer = extent_product(x, 0, axis), inner = inner_of(x, axis);
-        call_kernel(name, {{in[0], {outer, x[axis], inner}}}, {}, {{out[0], {outer, inner}}});
+        if (inner == 1) call_kernel(name + "_last", {{in[0], {outer, x[axis]}}}, {}, {{out[0], {outer}}});
+        else call_kernel(name, {{in[0], {outer, x[axis], inner}}}, {}, {{out[0], {outer, inner}}});
         return;
     }
     case OpKind::Broadcast: {

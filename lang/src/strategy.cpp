@@ -60,7 +60,8 @@ const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorT
 
 SymEnv symbol_env(const OpCall &call, const std::vector<TensorType> &inputs) {
     SymEnv env;
-    for (const auto &[k, v] : with_defaults(call).attrs.values())
+    const OpCall full = with_defaults(call);
+    for (const auto &[k, v] : full.attrs.values())
         if (auto *i = std::get_if<int64_t>(&v)) env[k] = *i;
     for (size_t i = 0; i < inputs.size(); i++)
         for (size_t d = 0; d < inputs[i].shape.size(); d++)

@@ -209,7 +209,8 @@ std::vector<Expr> def_exprs(const Definition &d) {
 }
 
 // Stages in consumer-before-producer order.
-std::vector<Function> stage_order(const std::vector<Func> &outputs, bool &opaque) {
+std::vector<Function> stage_order(const std::vector<Func> &outputs, bool &opaque,
+                                  std::map<std::string, std::set<std::string>> &consumers) {
     std::vector<Function> post;
     std::set<std::string> seen;
     std::function<void(const Function &)> dfs = [&](const Function &f) {
@@ -222,7 +223,10 @@ std::vector<Function> stage_order(const std::vector<Func> &outputs, bool &opaque
                     CollectCalls c;
                     e.accept(&c);
                     opaque = opaque || c.data_dependent;
-                    for (const Function &g : c.callees) dfs(g);
+                    for (const Function &g : c.callees) {
+                        if (g.name() != f.name()) consumers[g.name()].insert(f.name());
+                        dfs(g);
+                    }
                 }
         }
         post.push_back(f);
@@ -241,7 +245,8 @@ std::string reduce_kind(const Function &f, const Definition &u) {
         const Call *c = e.as<Call>();
         return c && c->call_type == Call::Halide && c->name == f.name();
     };
-    const Expr &v = u.values()[0];
+    // Halide hoists repeated subexpressions into Lets; look through them.
+    const Expr v = substitute_in_all_lets(u.values()[0]);
     if (const Add *a = v.as<Add>(); a && (is_self(a->a) || is_self(a->b))) return "sum";
     if (const Max *a = v.as<Max>(); a && (is_self(a->a) || is_self(a->b))) return "max";
     if (const Min *a = v.as<Min>(); a && (is_self(a->a) || is_self(a->b))) return "min";
@@ -254,7 +259,7 @@ struct Analysis {
 };
 
 Analysis analyse(const OpDef &def, const std::vector<Function> &order, const AnalysisCtx &ctx,
-                 const std::string &D) {
+                 const std::map<std::string, std::set<std::string>> &consumers, const std::string &D) {
     Expr lo = Variable::make(Int(32), kLo), w = Variable::make(Int(32), kW);
     Interval split(lo, lo + w);
     std::map<std::string, Box> required;
@@ -293,15 +298,15 @@ Analysis analyse(const OpDef &def, const std::vector<Function> &order, const Ana
                     const Variable *v = d.args()[k].as<Variable>();
                     bool pure = v && v->name == f.args()[k];
                     if (!pure && f.args()[k] == D)
-                        return {std::nullopt, "an update of '" + f.name() + "' writes positions along '" + D +
+                        return {std::nullopt, "an update of '" + plain_name(f.name()) + "' writes positions along '" + D +
                                                   "' that depend on data or on a reduction"};
                 }
             }
             if (split_rvar) {
                 std::string kind = di > 0 ? reduce_kind(f, d) : "";
                 if (kind.empty())
-                    return {std::nullopt, "stage '" + f.name() + "' reduces over '" + D +
-                                              "' with an operation that is not a sum, max or min"};
+                    return {std::nullopt, "stage '" + plain_name(f.name()) + "' iterates over '" + D +
+                                              "' in a way that is not a sum, max or min reduction"};
                 partial[f.name()] = kind;
                 reduction_var = true;
             }
@@ -341,10 +346,11 @@ Analysis analyse(const OpDef &def, const std::vector<Function> &order, const Ana
                     whole = true;  // an index read from data: cannot narrow this dimension
                     continue;
                 }
-                auto pmin = to_poly(simplify(iv.min)), pmax = to_poly(simplify(iv.max));
-                bool dep = !pmin || !pmax || mentions(*pmin, kLo) || mentions(*pmin, kW) ||
-                           mentions(*pmax, kLo) || mentions(*pmax, kW);
-                if (!dep) continue;
+                Expr mn = simplify(iv.min), mx = simplify(iv.max);
+                bool dep = expr_uses_var(mn, kLo) || expr_uses_var(mn, kW) || expr_uses_var(mx, kLo) ||
+                           expr_uses_var(mx, kW);
+                if (!dep) continue;  // this dimension is not narrowed by the split
+                auto pmin = to_poly(mn), pmax = to_poly(mx);
                 Poly a, b, a1, r1, a2, c;
                 if (!pmin || !pmax || mentions(*pmin, kW) || !linear_in(*pmin, kLo, a, b) ||
                     !linear_in(*pmax, kLo, a1, r1) || !linear_in(r1, kW, a2, c) || a != a1 || a != a2 ||
@@ -377,7 +383,11 @@ Analysis analyse(const OpDef &def, const std::vector<Function> &order, const Ana
         // An output that only copies a partial stage (a GEMM's accumulator) is partial too.
         if (!partial.count(f.name()) && f.updates().empty() && f.values().size() == 1) {
             const Call *c = f.values()[0].as<Call>();
-            bool copy = c && c->call_type == Call::Halide && partial.count(c->name) &&
+            // ...but only when nothing else reads the partial stage: another
+            // consumer needs the reduced value, so the all-reduce must stay.
+            auto cons = c ? consumers.find(c->name) : consumers.end();
+            bool sole = cons != consumers.end() && cons->second.size() == 1;
+            bool copy = c && c->call_type == Call::Halide && partial.count(c->name) && sole &&
                         static_cast<int>(c->args.size()) == f.dimensions();
             for (int k = 0; copy && k < f.dimensions(); k++) {
                 const Variable *v = c->args[k].as<Variable>();
@@ -396,7 +406,11 @@ Analysis analyse(const OpDef &def, const std::vector<Function> &order, const Ana
         any_out = any_out || r.kind != OutKind::Replicated;
         s.outputs.push_back(r);
     }
-    for (const auto &[stage, kind] : partial) {
+    // Reductions in dependency order (producers first): a variance needs its mean.
+    for (auto f = order.rbegin(); f != order.rend(); ++f) {
+        auto p = partial.find(f->name());
+        if (p == partial.end()) continue;
+        const std::string &stage = p->first, &kind = p->second;
         StageReduction red{plain_name(stage), kind, {}};
         const Box &b = required[stage];
         Poly elements{{{}, 1}};
@@ -418,7 +432,8 @@ OpStrategies analyse_variant(const Description &d, const StructMap &sm) {
     OpDef def = d.define(ctx);
     OpStrategies result;
     result.variant = tessera::variant_key(d.op, sm);
-    std::vector<Function> order = stage_order(def.outputs, result.opaque);
+    std::map<std::string, std::set<std::string>> consumers;
+    std::vector<Function> order = stage_order(def.outputs, result.opaque, consumers);
 
     // Candidate index variables: the outputs' pure vars and every RDom, by name.
     std::vector<std::string> candidates;
@@ -433,7 +448,7 @@ OpStrategies analyse_variant(const Description &d, const StructMap &sm) {
         for (const Definition &u : f.updates())
             for (const ReductionVariable &rv : u.schedule().rvars()) add(base_name(rv.var));
     for (const std::string &D : candidates) {
-        Analysis a = analyse(def, order, ctx, D);
+        Analysis a = analyse(def, order, ctx, consumers, D);
         if (a.strategy) result.strategies.push_back(*a.strategy);
         else result.rejected.emplace_back(D, a.why);
     }

@@ -1,6 +1,7 @@
 // layer_norm and batch_norm against plain double loops; their backward operators
 // (all three outputs) against central finite differences of those loops.
 #include <cmath>
+#include <cstring>
 
 #include "test_util.h"
 
@@ -90,14 +91,38 @@ void check_backward(OpKind bwd, const Shape &s, Groups (*groups)(const Shape &),
     expect_near(out[2].f, finite_diff(fb, bd), 1e-4, 1e-3, (what + " dbeta").c_str());
 }
 
+// Runs `call` with every input and output starting 4 bytes past a 64-byte
+// boundary (the executor's arena places tensors at any float offset) and expects
+// exactly the results of run(). Vectorised kernels must not assume aligned memory.
+void expect_same_unaligned(const OpCall &call, std::vector<HostTensor> &inputs) {
+    std::vector<HostTensor> want = run(call, inputs);
+    std::vector<std::vector<float>> storage;  // 4-byte elements, f32 or i32
+    auto place = [&](const TensorType &t, const void *src) {
+        std::vector<float> &s = storage.emplace_back(t.elements() + 32);
+        uintptr_t addr = reinterpret_cast<uintptr_t>(s.data());
+        float *p = s.data() + ((68 - addr % 64) % 64) / 4;
+        if (src) std::memcpy(p, src, t.elements() * 4);
+        return TensorRef{p, t};
+    };
+    storage.reserve(inputs.size() + want.size());
+    std::vector<TensorRef> in, out;
+    for (HostTensor &t : inputs) in.push_back(place(t.type, t.ref().data));
+    for (HostTensor &t : want) out.push_back(place(t.type, nullptr));
+    run_op(call, in, out);
+    for (size_t k = 0; k < want.size(); k++) {
+        const float *got = static_cast<const float *>(out[k].data);
+        EXPECT_EQ(std::vector<float>(got, got + want[k].size()), want[k].f) << op_name(call.kind) << " output " << k;
+    }
+}
+
 TEST(LayerNorm, ForwardMatchesLoops) {
     check_forward(OpKind::LayerNorm, {{1}, {9}, {1, 1}, {4, 1}, {3, 5}, {2, 3, 7}, {2, 1, 3, 4}, {9, 257}},
                   layer_groups, -1);
 }
 
 TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
-    for (const Shape &s : std::vector<Shape>{{1, 1}, {3, 1}, {3, 5}, {2, 3, 4}, {2, 1, 2, 3}, {1, 17}})
-        { fprintf(stderr, "shape %s\n", shape_str(s).c_str()); check_backward(OpKind::LayerNormGrad, s, layer_groups, -1); }
+    for (const Shape &s : std::vector<Shape>{{1, 1}, {3, 1}, {3, 5}, {2, 3, 4}, {2, 1, 2, 3}, {1, 17}, {3, 70}})
+        check_backward(OpKind::LayerNormGrad, s, layer_groups, -1);
 }
 
 TEST(BatchNorm, ForwardMatchesLoops) {
@@ -106,7 +131,7 @@ TEST(BatchNorm, ForwardMatchesLoops) {
 }
 
 TEST(BatchNorm, BackwardMatchesFiniteDifferences) {
-    for (const Shape &s : std::vector<Shape>{{1, 1}, {5, 3}, {2, 9}, {2, 3, 3, 2}, {1, 2, 1, 5}, {3, 1, 2, 1}})
+    for (const Shape &s : std::vector<Shape>{{1, 1}, {5, 3}, {2, 9}, {3, 70}, {2, 3, 3, 2}, {1, 2, 1, 5}, {3, 1, 2, 1}, {2, 2, 1, 19}})
         check_backward(OpKind::BatchNormGrad, s, batch_groups, 1);
 }
 
@@ -115,6 +140,20 @@ TEST(Norm, DefaultsFillEps) {
     EXPECT_EQ(c.attrs.get_float("ln", "eps"), 1e-5);
     OpCall kept = with_defaults(with_eps(OpKind::BatchNorm, 0.5));
     EXPECT_EQ(kept.attrs.get_float("norm", "eps"), 0.5);
+}
+
+TEST(Norm, KernelsAcceptUnalignedBuffers) {
+    for (const Shape &s : std::vector<Shape>{{3, 37}, {2, 70}, {2, 3, 70}, {4, 19, 1, 1}, {2, 3, 5, 37}}) {
+        bool batch_ok = s.size() == 2 || s.size() == 4;
+        for (bool batch : {false, true}) {
+            if (batch && !batch_ok) continue;
+            int64_t F = batch ? s[1] : s.back();
+            std::vector<HostTensor> fwd = {random_tensor(s, 30), random_tensor({F}, 31), random_tensor({F}, 32)};
+            std::vector<HostTensor> bwd = {random_tensor(s, 33), random_tensor(s, 34), random_tensor({F}, 35)};
+            expect_same_unaligned({batch ? OpKind::BatchNorm : OpKind::LayerNorm, "", {}}, fwd);
+            expect_same_unaligned({batch ? OpKind::BatchNormGrad : OpKind::LayerNormGrad, "", {}}, bwd);
+        }
+    }
 }
 
 // ---- User errors -------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // softmax, log_softmax and softmax cross-entropy against plain double loops;
 // their backward operators against central finite differences of those loops.
 #include <cmath>
+#include <cstring>
 
 #include "test_util.h"
 
@@ -27,6 +28,30 @@ double ref_xent(const std::vector<double> &logits, const std::vector<int32_t> &l
     double loss = 0;
     for (int64_t n = 0; n < N; n++) loss -= ls[n * C + labels[n]];
     return loss / N;
+}
+
+// Runs `call` with every input and output starting 4 bytes past a 64-byte
+// boundary (the executor's arena places tensors at any float offset) and expects
+// exactly the results of run(). Vectorised kernels must not assume aligned memory.
+void expect_same_unaligned(const OpCall &call, std::vector<HostTensor> &inputs) {
+    std::vector<HostTensor> want = run(call, inputs);
+    std::vector<std::vector<float>> storage;  // 4-byte elements, f32 or i32
+    auto place = [&](const TensorType &t, const void *src) {
+        std::vector<float> &s = storage.emplace_back(t.elements() + 32);
+        uintptr_t addr = reinterpret_cast<uintptr_t>(s.data());
+        float *p = s.data() + ((68 - addr % 64) % 64) / 4;
+        if (src) std::memcpy(p, src, t.elements() * 4);
+        return TensorRef{p, t};
+    };
+    storage.reserve(inputs.size() + want.size());
+    std::vector<TensorRef> in, out;
+    for (HostTensor &t : inputs) in.push_back(place(t.type, t.ref().data));
+    for (HostTensor &t : want) out.push_back(place(t.type, nullptr));
+    run_op(call, in, out);
+    for (size_t k = 0; k < want.size(); k++) {
+        const float *got = static_cast<const float *>(out[k].data);
+        EXPECT_EQ(std::vector<float>(got, got + want[k].size()), want[k].f) << op_name(call.kind) << " output " << k;
+    }
 }
 
 const std::vector<Shape> kShapes = {{1}, {7}, {1, 1}, {3, 5}, {4, 1}, {2, 3, 5}, {2, 1, 3, 4}, {9, 257}, {3, 1000}};
@@ -123,6 +148,20 @@ TEST(SoftmaxXent, OutOfRangeLabelsAreClamped) {
     EXPECT_EQ(run({OpKind::SoftmaxXent, "", {}}, a)[0].f, run({OpKind::SoftmaxXent, "", {}}, b)[0].f);
     std::vector<HostTensor> ga = {logits, bad, dloss}, gb = {logits, clamped, dloss};
     EXPECT_EQ(run({OpKind::SoftmaxXentGrad, "", {}}, ga)[0].f, run({OpKind::SoftmaxXentGrad, "", {}}, gb)[0].f);
+}
+
+TEST(SoftmaxFamily, KernelsAcceptUnalignedBuffers) {
+    for (const Shape &s : std::vector<Shape>{{5}, {3, 37}, {2, 2, 70}}) {
+        std::vector<HostTensor> x = {random_tensor(s, 20, -3, 3)}, grad = {random_tensor(s, 21), random_tensor(s, 22)};
+        for (OpKind k : {OpKind::Softmax, OpKind::LogSoftmax}) expect_same_unaligned({k, "", {}}, x);
+        for (OpKind k : {OpKind::SoftmaxGrad, OpKind::LogSoftmaxGrad}) expect_same_unaligned({k, "", {}}, grad);
+    }
+    HostTensor dloss(Shape{});
+    dloss.f[0] = 1.5f;
+    std::vector<HostTensor> xent = {random_tensor({6, 37}, 23), random_ints({6}, 24, 0, 36), dloss};
+    expect_same_unaligned({OpKind::SoftmaxXentGrad, "", {}}, xent);
+    xent.pop_back();
+    expect_same_unaligned({OpKind::SoftmaxXent, "", {}}, xent);
 }
 
 // ---- User errors -------------------------------------------------------------------
