@@ -35,12 +35,7 @@ Window window(Ctx &c) {
             c.param_int("pad_w")};
 }
 
-// Output extents as the analysis sees them. The exact count (in + 2*pad - k) /
-// stride + 1 divides, and the analysis only reads polynomial bounds; it uses
-// these extents solely as the ranges of the index variables it does not split,
-// so the stride-1 count, exact at stride 1 and an upper bound otherwise, serves.
-// (Shapes come from lang/src/conv.cpp, kernels from their output buffers.)
-Expr out_extent_bound(Expr in, Expr k, Expr pad) { return in + 2 * pad - k + 1; }
+Expr out_extent(Expr in, Expr k, Expr pad, Expr stride) { return (in + 2 * pad - k) / stride + 1; }
 
 // ---- Schedules ----------------------------------------------------------------
 
@@ -53,10 +48,10 @@ Expr out_extent_bound(Expr in, Expr k, Expr pad) { return in + 2 * pad - k + 1; 
 // the image is copied once per task, so the inner loop reads dense vectors with
 // no boundary test; the weight is repacked with the blocked channel innermost
 // (`w_channel` is that dimension of w, Halide order) so that the broadcasts of one
-// step are adjacent. The horizontal stride is specialised to 1 and 2, where the
-// vector loads are dense or a two-way deinterleave.
-void schedule_conv(Func y, Func acc, RDom r, Func img, Func win, int w_channel, Expr sw, const Target &t) {
-    const int L = t.natural_vector_size<float>();
+// step are adjacent. Strides (1, 1) and (2, 2) are specialised: the vector loads
+// become dense or a two-way deinterleave, and the gradient's divisions shifts.
+void schedule_conv(Ctx &c, Func y, Func acc, RDom r, Func img, Func win, int w_channel) {
+    const int L = c.target().natural_vector_size<float>();
     const int VW = 2 * L, CB = 8, RB = 8;
     Var ow = y.args()[0], oh = y.args()[1], co = y.args()[2], n = y.args()[3];
     Var owo("owo"), owi("owi"), coo("coo"), coi("coi"), oho("oho"), ohi("ohi"), task("task");
@@ -81,8 +76,9 @@ void schedule_conv(Func y, Func acc, RDom r, Func img, Func win, int w_channel, 
     wp.compute_root().reorder_storage(order).parallel(wv[3]);
     img.compute_at(y, task).vectorize(img.args()[0], L, TailStrategy::GuardWithIf);
 
-    y.specialize(sw == 1);
-    y.specialize(sw == 2);
+    Expr sh = c.param_int("stride_h"), sw = c.param_int("stride_w");
+    y.specialize(sh == 1 && sw == 1);
+    y.specialize(sh == 2 && sw == 2);
 }
 
 // conv2d_grad_weight is a GEMM whose reduction (n, oh, ow) is long and whose
@@ -118,17 +114,28 @@ void schedule_conv_grad_weight(Func dw, Func acc, RDom r, Func xin, Func dyin, c
     xin.compute_root().vectorize(xin.args()[0], L, TailStrategy::GuardWithIf).parallel(xin.args()[3]);
 }
 
-// Window operations y = f(red), where red reduces over a window: y is vectorised
-// along its rows and parallel over the rows of all planes; red is computed per
-// vector of y (a fixed L lanes, over-computing at the row's end from padded or
-// in-range reads) so that the reduction runs in registers.
-void schedule_window(Func y, Func red, const Target &t) {
-    const int L = t.natural_vector_size<float>();
-    Var w = y.args()[0], h = y.args()[1], c = y.args()[2], n = y.args()[3], p("plane");
-    y.fuse(c, n, p).fuse(h, p, p).vectorize(w, L, TailStrategy::GuardWithIf).parallel(p);
+// Window operations y = f(red), where red reduces over a window: each task is one
+// plane (n, c); y is vectorised along its rows, and red is computed per vector of
+// y (a fixed L lanes, over-computing at the row's end from padded or in-range
+// reads) so that the reduction runs in registers. The planes that the window
+// reads (`planes`: padded inputs, argmax) are computed once per task, so the inner
+// loop reads dense memory with no boundary test. The horizontal stride is
+// specialised to 1 and 2, where the gathers' divisions become shifts.
+void schedule_window(Ctx &c, Func y, Func red, const std::vector<Func> &planes) {
+    const int L = c.target().natural_vector_size<float>();
+    Var w = y.args()[0], ch = y.args()[2], n = y.args()[3], p("plane");
+    y.fuse(ch, n, p).vectorize(w, L, TailStrategy::GuardWithIf).parallel(p);
     Var rw = red.args()[0];
     red.compute_at(y, w).bound_extent(rw, L).vectorize(rw);
     red.update().vectorize(rw);
+    for (Func f : planes) {
+        f.compute_at(y, p).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
+        for (int u = 0; u < f.num_update_definitions(); u++)
+            f.update(u).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
+    }
+    Expr sw = c.param_int("stride_w");
+    y.specialize(sw == 1);
+    y.specialize(sw == 2);
 }
 
 // ---- conv2d and its gradients ---------------------------------------------------
@@ -156,10 +163,10 @@ OpDef conv2d(Ctx &c) {
     acc(ow, oh, co, n) = 0.0f;
     acc(ow, oh, co, n) += x(ow * g.sw + r[0] - g.pw, oh * g.sh + r[1] - g.ph, r[2], n) * w(r[0], r[1], r[2], co);
     y(ow, oh, co, n) = acc(ow, oh, co, n);
-    if (c.scheduling()) schedule_conv(y, acc, r, x, w, 3, c.param_int("stride_w"), c.target());
+    if (c.scheduling()) schedule_conv(c, y, acc, r, x, w, 3);
     OpDef d;
     d.outputs = {y};
-    d.output_extents = {{N, Co, out_extent_bound(H, KH, g.ph), out_extent_bound(W, KW, g.pw)}};
+    d.output_extents = {{N, Co, out_extent(H, KH, g.ph, g.sh), out_extent(W, KW, g.pw, g.sw)}};
     return d;
 }
 
@@ -173,17 +180,19 @@ OpDef conv2d_grad_input(Ctx &c) {
     Window g = window(c);
     Expr IH = c.param_int("in_h"), IW = c.param_int("in_w");
     Var n("n"), ci("ci"), ih("ih"), iw("iw"), co("co"), kh("kh"), kw("kw");
-    // dy gathered per tap, as a Func of its own so that the update below reads as
-    // a plain sum (the analysis classifies reductions by that form).
+    // dy gathered per kernel tap (inlined in the kernel).
     Gather at = gather_at(g, iw, ih, kw, kh);
     Func tap("tap");
     tap(iw, ih, kw, kh, co, n) = select(at.hit, dy(at.ow, at.oh, co, n), 0.0f);
     RDom r = reduction({{"kw", KW}, {"kh", KH}, {"co", Co}});
+    // Kernel rows that no output row reaches contribute nothing; skipping them
+    // halves the work at stride 2 (columns are vector lanes and stay a select).
+    r.where((ih + g.ph - r[1]) % g.sh == 0);
     Func acc("acc"), dx("dx");
     acc(iw, ih, ci, n) = 0.0f;
     acc(iw, ih, ci, n) += tap(iw, ih, r[0], r[1], r[2], n) * w(r[0], r[1], ci, r[2]);
     dx(iw, ih, ci, n) = acc(iw, ih, ci, n);
-    if (c.scheduling()) schedule_conv(dx, acc, r, dy, w, 2, c.param_int("stride_w"), c.target());
+    if (c.scheduling()) schedule_conv(c, dx, acc, r, dy, w, 2);
     OpDef d;
     d.outputs = {dx};
     d.output_extents = {{N, Ci, IH, IW}};
@@ -202,7 +211,8 @@ OpDef conv2d_grad_weight(Ctx &c) {
     RDom r = reduction({{"ow", OW}, {"oh", OH}, {"n", N}});
     Func acc("acc"), dw("dw");
     acc(kw, kh, ci, co) = 0.0f;
-    acc(kw, kh, ci, co) += dy(r[0], r[1], co, r[2]) * x(r[0] * g.sw + kw - g.pw, r[1] * g.sh + kh - g.ph, ci, r[2]);
+    acc(kw, kh, ci, co) +=
+        dy(r[0], r[1], co, r[2]) * x(r[0] * g.sw + kw - g.pw, r[1] * g.sh + kh - g.ph, ci, r[2]);
     dw(kw, kh, ci, co) = acc(kw, kh, ci, co);
     if (c.scheduling()) schedule_conv_grad_weight(dw, acc, r, x, dy, c.target());
     OpDef d;
@@ -230,10 +240,10 @@ OpDef max_pool2d(Ctx &c) {
     mx(ow, oh, ch, n) = Float(32).min();
     mx(ow, oh, ch, n) = max(mx(ow, oh, ch, n), x(ow * p.g.sw + r[0] - p.g.pw, oh * p.g.sh + r[1] - p.g.ph, ch, n));
     y(ow, oh, ch, n) = mx(ow, oh, ch, n);
-    if (c.scheduling()) schedule_window(y, mx, c.target());
+    if (c.scheduling()) schedule_window(c, y, mx, {x});
     OpDef d;
     d.outputs = {y};
-    d.output_extents = {{N, C, out_extent_bound(H, p.KH, p.g.ph), out_extent_bound(W, p.KW, p.g.pw)}};
+    d.output_extents = {{N, C, out_extent(H, p.KH, p.g.ph, p.g.sh), out_extent(W, p.KW, p.g.pw, p.g.sw)}};
     return d;
 }
 
@@ -256,7 +266,7 @@ OpDef max_pool2d_grad(Ctx &c) {
                              select(better, rw[1] * p.KW + rw[0], argmax(ow, oh, ch, n)[1])};
     Var kh("kh"), kw("kw");
     Gather at = gather_at(p.g, iw, ih, kw, kh);
-    Func tap("tap");  // see conv2d_grad_input
+    Func tap("tap");  // the gradient gathered per window tap
     tap(iw, ih, kw, kh, ch, n) =
         select(at.hit && argmax(at.ow, at.oh, ch, n)[1] == kh * p.KW + kw, dy(at.ow, at.oh, ch, n), 0.0f);
     RDom r = reduction({{"kw", p.KW}, {"kh", p.KH}});
@@ -264,13 +274,7 @@ OpDef max_pool2d_grad(Ctx &c) {
     sum(iw, ih, ch, n) = 0.0f;
     sum(iw, ih, ch, n) += tap(iw, ih, r[0], r[1], ch, n);
     dx(iw, ih, ch, n) = sum(iw, ih, ch, n);
-    if (c.scheduling()) {
-        const int L = c.target().natural_vector_size<float>();
-        Var p("plane");
-        argmax.compute_root().fuse(ch, n, p).parallel(p).vectorize(ow, L, TailStrategy::GuardWithIf);
-        argmax.update().fuse(ch, n, p).parallel(p).vectorize(ow, L, TailStrategy::GuardWithIf);
-        schedule_window(dx, sum, c.target());
-    }
+    if (c.scheduling()) schedule_window(c, dx, sum, {dy, argmax, x});
     OpDef d;
     d.outputs = {dx};
     d.output_extents = {{N, C, H, W}};
@@ -288,10 +292,10 @@ OpDef avg_pool2d(Ctx &c) {
     sum(ow, oh, ch, n) = 0.0f;
     sum(ow, oh, ch, n) += x(ow * p.g.sw + r[0] - p.g.pw, oh * p.g.sh + r[1] - p.g.ph, ch, n);
     y(ow, oh, ch, n) = sum(ow, oh, ch, n) / cast<float>(p.KH * p.KW);
-    if (c.scheduling()) schedule_window(y, sum, c.target());
+    if (c.scheduling()) schedule_window(c, y, sum, {x});
     OpDef d;
     d.outputs = {y};
-    d.output_extents = {{N, C, out_extent_bound(H, p.KH, p.g.ph), out_extent_bound(W, p.KW, p.g.pw)}};
+    d.output_extents = {{N, C, out_extent(H, p.KH, p.g.ph, p.g.sh), out_extent(W, p.KW, p.g.pw, p.g.sw)}};
     return d;
 }
 
@@ -302,14 +306,14 @@ OpDef avg_pool2d_grad(Ctx &c) {
     Expr IH = c.param_int("in_h"), IW = c.param_int("in_w");
     Var n("n"), ch("c"), ih("ih"), iw("iw"), kh("kh"), kw("kw");
     Gather at = gather_at(p.g, iw, ih, kw, kh);
-    Func tap("tap");  // see conv2d_grad_input
+    Func tap("tap");  // the gradient gathered per window tap
     tap(iw, ih, kw, kh, ch, n) = select(at.hit, dy(at.ow, at.oh, ch, n), 0.0f);
     RDom r = reduction({{"kw", p.KW}, {"kh", p.KH}});
     Func sum("sum"), dx("dx");
     sum(iw, ih, ch, n) = 0.0f;
     sum(iw, ih, ch, n) += tap(iw, ih, r[0], r[1], ch, n);
     dx(iw, ih, ch, n) = sum(iw, ih, ch, n) / cast<float>(p.KH * p.KW);
-    if (c.scheduling()) schedule_window(dx, sum, c.target());
+    if (c.scheduling()) schedule_window(c, dx, sum, {dy});
     OpDef d;
     d.outputs = {dx};
     d.output_extents = {{N, C, IH, IW}};
@@ -354,7 +358,8 @@ OpDef global_avg_pool_grad(Ctx &c) {
     dx(w, h, ch, n) = dy(ch, n) / cast<float>(IH * IW);
     if (c.scheduling()) {
         Var p("plane");
-        dx.fuse(ch, n, p).fuse(h, p, p).vectorize(w, c.target().natural_vector_size<float>(), TailStrategy::GuardWithIf).parallel(p);
+        const int L = c.target().natural_vector_size<float>();
+        dx.fuse(ch, n, p).vectorize(w, L, TailStrategy::GuardWithIf).parallel(p);
     }
     OpDef d;
     d.outputs = {dx};

@@ -402,7 +402,8 @@ TEST(ConvErrors, KernelLargerThanPaddedInput) {
 
 TEST(ConvErrors, GradInputNeedsTheInputSize) {
     OpCall c{OpKind::Conv2dGradInput, "c", {{"in_w", int64_t{5}}}};
-    expect_error([&] { infer_types(c, f32({{1, 3, 3, 3}, {3, 2, 3, 3}})); }, "conv2d_grad_input 'c': missing attribute 'in_h'");
+    expect_error([&] { infer_types(c, f32({{1, 3, 3, 3}, {3, 2, 3, 3}})); },
+                 "conv2d_grad_input 'c': missing attribute 'in_h'");
 }
 
 TEST(ConvErrors, GradInputChannelMismatch) {
