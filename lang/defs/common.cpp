@@ -43,6 +43,12 @@ std::string rvar_dim_name(const std::string &rvar) {
     return index < static_cast<int>(parts.size()) ? parts[index] : base + "#" + comp;
 }
 
+std::vector<Expr> extents_of(Ctx &c, int input, int rank) {
+    std::vector<Expr> ext;
+    for (int k = 0; k < rank; k++) ext.push_back(c.extent(input, k));
+    return ext;
+}
+
 std::vector<Expr> as_exprs(const std::vector<Var> &v) { return {v.begin(), v.end()}; }
 
 void schedule_elementwise(Func f, const Target &t) {

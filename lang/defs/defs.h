@@ -93,6 +93,8 @@ std::vector<Halide::Var> dim_vars(int rank, const std::string &prefix = "d");
 Halide::RDom reduction(const std::vector<std::pair<std::string, Halide::Expr>> &dims);
 // The index-variable name of an RVar made by reduction() (or by RDom(min, extent, name)).
 std::string rvar_dim_name(const std::string &rvar_name);
+// The extents of input i (Tessera order): the output extents of shape-preserving operators.
+std::vector<Halide::Expr> extents_of(Ctx &c, int input, int rank);
 // Convert a list of Vars to the Expr list a call takes.
 std::vector<Halide::Expr> as_exprs(const std::vector<Halide::Var> &v);
 // The standard CPU schedule for an element-wise Func of any rank: vectorize the

@@ -19,9 +19,7 @@ OpDef pointwise(Ctx &c, int arity, const std::function<Expr(const std::vector<Ex
     if (c.scheduling()) schedule_elementwise(y, c.target());
     OpDef d;
     d.outputs = {y};
-    std::vector<Expr> ext;
-    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
-    d.output_extents = {ext};
+    d.output_extents = {extents_of(c, 0, rank)};
     return d;
 }
 
@@ -67,9 +65,7 @@ OpDef bias_add(Ctx &c) {
     if (c.scheduling()) schedule_elementwise(y, c.target());
     OpDef d;
     d.outputs = {y};
-    std::vector<Expr> ext;
-    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
-    d.output_extents = {ext};
+    d.output_extents = {extents_of(c, 0, rank)};
     return d;
 }
 

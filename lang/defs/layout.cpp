@@ -27,12 +27,6 @@ std::string indexed(const char *prefix, int k) { return std::string(prefix).appe
 
 Var dvar(int k) { return Var(indexed("d", k)); }
 
-std::vector<Expr> extents_of(Ctx &c, int input, int rank) {
-    std::vector<Expr> e;
-    for (int k = 0; k < rank; k++) e.push_back(c.extent(input, k));
-    return e;
-}
-
 // Tessera-order index list -> Halide-order call arguments.
 std::vector<Expr> halide_order(std::vector<Expr> tessera) { return {tessera.rbegin(), tessera.rend()}; }
 

@@ -106,9 +106,7 @@ OpDef layer_norm(Ctx &c) {
     if (c.scheduling()) schedule_rows(y, {s.sum_x, s.mean, s.sq_dev, s.rstd}, c.target());
     OpDef d;
     d.outputs = {y};
-    std::vector<Expr> ext;
-    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
-    d.output_extents = {ext};
+    d.output_extents = {extents_of(c, 0, rank)};
     return d;
 }
 

@@ -69,9 +69,7 @@ RowStats row_stats(Func x, const std::vector<Var> &v, RDom r) {
 OpDef same_shape_as_input(Ctx &c, Func y, int rank) {
     OpDef d;
     d.outputs = {y};
-    std::vector<Expr> ext;
-    for (int k = 0; k < rank; k++) ext.push_back(c.extent(0, k));
-    d.output_extents = {ext};
+    d.output_extents = {extents_of(c, 0, rank)};
     return d;
 }
 

@@ -23,15 +23,21 @@ using StructMap = std::map<std::string, int>;
     void run_##f(const OpCall &call, const std::vector<TensorRef> &in,                         \
                  const std::vector<TensorRef> &out);
 
-TESSERA_DECLARE_FAMILY(matmul)
-TESSERA_DECLARE_FAMILY(elementwise)
-TESSERA_DECLARE_FAMILY(softmax)
-TESSERA_DECLARE_FAMILY(norm)
-TESSERA_DECLARE_FAMILY(conv)
-TESSERA_DECLARE_FAMILY(layout)
-TESSERA_DECLARE_FAMILY(misc)
-TESSERA_DECLARE_FAMILY(optim)
+// The one list of families; X(f) is applied to each.
+#define TESSERA_FOR_EACH_FAMILY(X) X(matmul) X(elementwise) X(softmax) X(norm) X(conv) X(layout) X(misc) X(optim)
+
+TESSERA_FOR_EACH_FAMILY(TESSERA_DECLARE_FAMILY)
 #undef TESSERA_DECLARE_FAMILY
+
+// A family's functions, found by operator.
+struct FamilyFns {
+    const char *name;
+    std::vector<TensorType> (*infer)(const OpCall &, const std::vector<TensorType> &);
+    StructMap (*structural)(const OpCall &, const std::vector<TensorType> &);
+    void (*fill_defaults)(OpCall &);
+    void (*run)(const OpCall &, const std::vector<TensorRef> &, const std::vector<TensorRef> &);
+};
+const FamilyFns &family_of(OpKind k);
 
 // ---- Validation helpers shared by the families' shape rules. ----
 // Each throws tessera::Error naming the operator call and the input.

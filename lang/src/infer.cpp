@@ -17,36 +17,27 @@ std::vector<TensorType> infer_types(const OpCall &call, const std::vector<Tensor
         for (int64_t d : inputs[i].shape)
             TESSERA_CHECK(d >= 1, call.who(), ": input ", i, " has shape ", shape_str(inputs[i].shape),
                           "; every extent must be at least 1");
-    std::string family = info.family;
-#define TESSERA_FAMILY(f) \
-    if (family == #f) return lang::infer_##f(call, inputs);
-    TESSERA_FAMILY(matmul)
-    TESSERA_FAMILY(elementwise)
-    TESSERA_FAMILY(softmax)
-    TESSERA_FAMILY(norm)
-    TESSERA_FAMILY(conv)
-    TESSERA_FAMILY(layout)
-    TESSERA_FAMILY(misc)
-    TESSERA_FAMILY(optim)
-#undef TESSERA_FAMILY
-    TESSERA_INTERNAL_ASSERT(false, "no family '", family, "'");
+    return lang::family_of(call.kind).infer(call, inputs);
 }
 
 OpCall with_defaults(const OpCall &call) {
     OpCall c = call;
-    std::string family = op_info(call.kind).family;
-#define TESSERA_FAMILY(f) \
-    if (family == #f) lang::fill_defaults_##f(c);
-    TESSERA_FAMILY(matmul)
-    TESSERA_FAMILY(elementwise)
-    TESSERA_FAMILY(softmax)
-    TESSERA_FAMILY(norm)
-    TESSERA_FAMILY(conv)
-    TESSERA_FAMILY(layout)
-    TESSERA_FAMILY(misc)
-    TESSERA_FAMILY(optim)
-#undef TESSERA_FAMILY
+    lang::family_of(call.kind).fill_defaults(c);
     return c;
 }
+
+namespace lang {
+
+const FamilyFns &family_of(OpKind k) {
+#define TESSERA_FAMILY_ENTRY(f) FamilyFns{#f, infer_##f, structural_##f, fill_defaults_##f, run_##f},
+    static const std::vector<FamilyFns> families = {TESSERA_FOR_EACH_FAMILY(TESSERA_FAMILY_ENTRY)};
+#undef TESSERA_FAMILY_ENTRY
+    const std::string name = op_info(k).family;
+    for (const FamilyFns &f : families)
+        if (name == f.name) return f;
+    TESSERA_INTERNAL_ASSERT(false, "operator ", op_name(k), " has no family '", name, "'");
+}
+
+}  // namespace lang
 
 }  // namespace tessera

@@ -100,19 +100,7 @@ void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
     for (size_t i = 0; i < expect.size(); i++)
         TESSERA_CHECK(outputs[i].type == expect[i], call.who(), ": output ", i, " must be ",
                       type_str(expect[i]), ", got ", type_str(outputs[i].type));
-    std::string family = op_info(call.kind).family;
-#define TESSERA_FAMILY(f) \
-    if (family == #f) return lang::run_##f(call, inputs, outputs);
-    TESSERA_FAMILY(matmul)
-    TESSERA_FAMILY(elementwise)
-    TESSERA_FAMILY(softmax)
-    TESSERA_FAMILY(norm)
-    TESSERA_FAMILY(conv)
-    TESSERA_FAMILY(layout)
-    TESSERA_FAMILY(misc)
-    TESSERA_FAMILY(optim)
-#undef TESSERA_FAMILY
-    TESSERA_INTERNAL_ASSERT(false, "no family '", family, "'");
+    lang::family_of(call.kind).run(call, inputs, outputs);
 }
 
 std::vector<std::string> kernel_names() {

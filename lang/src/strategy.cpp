@@ -37,19 +37,7 @@ const std::vector<OpStrategies> &all_strategies() { return table().entries; }
 
 StructMap structural_attrs(const OpCall &call, const std::vector<TensorType> &inputs) {
     infer_types(call, inputs);  // validates first
-    std::string family = op_info(call.kind).family;
-#define TESSERA_FAMILY(f) \
-    if (family == #f) return lang::structural_##f(call, inputs);
-    TESSERA_FAMILY(matmul)
-    TESSERA_FAMILY(elementwise)
-    TESSERA_FAMILY(softmax)
-    TESSERA_FAMILY(norm)
-    TESSERA_FAMILY(conv)
-    TESSERA_FAMILY(layout)
-    TESSERA_FAMILY(misc)
-    TESSERA_FAMILY(optim)
-#undef TESSERA_FAMILY
-    TESSERA_INTERNAL_ASSERT(false, "no family '", family, "'");
+    return lang::family_of(call.kind).structural(call, inputs);
 }
 
 const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs) {

@@ -91,29 +91,6 @@ void check_backward(OpKind bwd, const Shape &s, Groups (*groups)(const Shape &),
     expect_near(out[2].f, finite_diff(fb, bd), 1e-4, 1e-3, (what + " dbeta").c_str());
 }
 
-// Runs `call` with every input and output starting 4 bytes past a 64-byte
-// boundary (the executor's arena places tensors at any float offset) and expects
-// exactly the results of run(). Vectorised kernels must not assume aligned memory.
-void expect_same_unaligned(const OpCall &call, std::vector<HostTensor> &inputs) {
-    std::vector<HostTensor> want = run(call, inputs);
-    std::vector<std::vector<float>> storage;  // 4-byte elements, f32 or i32
-    auto place = [&](const TensorType &t, const void *src) {
-        std::vector<float> &s = storage.emplace_back(t.elements() + 32);
-        uintptr_t addr = reinterpret_cast<uintptr_t>(s.data());
-        float *p = s.data() + ((68 - addr % 64) % 64) / 4;
-        if (src) std::memcpy(p, src, t.elements() * 4);
-        return TensorRef{p, t};
-    };
-    storage.reserve(inputs.size() + want.size());
-    std::vector<TensorRef> in, out;
-    for (HostTensor &t : inputs) in.push_back(place(t.type, t.ref().data));
-    for (HostTensor &t : want) out.push_back(place(t.type, nullptr));
-    run_op(call, in, out);
-    for (size_t k = 0; k < want.size(); k++) {
-        const float *got = static_cast<const float *>(out[k].data);
-        EXPECT_EQ(std::vector<float>(got, got + want[k].size()), want[k].f) << op_name(call.kind) << " output " << k;
-    }
-}
 
 TEST(LayerNorm, ForwardMatchesLoops) {
     check_forward(OpKind::LayerNorm, {{1}, {9}, {1, 1}, {4, 1}, {3, 5}, {2, 3, 7}, {2, 1, 3, 4}, {9, 257}},
