@@ -7,11 +7,20 @@ import json
 import sys
 
 
+def poly(terms):
+    """[[coef, [sym...]], ...] -> "in1.2 - stride_h"."""
+    out = ""
+    for c, syms in terms:
+        mag = abs(c)
+        body = "*".join(([str(mag)] if mag != 1 or not syms else []) + syms)
+        out += (" - " if c < 0 else " + ") + body if out else ("-" if c < 0 else "") + body
+    return out or "0"
+
+
 def need(n):
     if n["kind"] == "replicated":
         return "rep"
-    halo = " ".join(f"{c:+d}{'*' if s else ''}{'*'.join(s)}" for c, s in n["halo"])
-    return f"d{n['dim']}" + (f" halo {halo.lstrip('+')}" if halo else "")
+    return f"d{n['dim']}" + (f" halo {poly(n['halo'])}" if n["halo"] else "")
 
 
 def out(o):

@@ -94,7 +94,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, MatmulShapes,
                          ::testing::Combine(::testing::Values(Dims{1, 1, 1}, Dims{1, 7, 1}, Dims{7, 13, 5},
                                                               Dims{5, 1, 9}, Dims{33, 17, 65}, Dims{64, 64, 64},
                                                               Dims{100, 129, 31}),
-                                            ::testing::Values(GemmBackend::Halide, GemmBackend::Blas)));
+                                            ::testing::Values(GemmBackend::Halide, GemmBackend::Blas)),
+                         [](const auto &info) {
+                             Dims d = std::get<0>(info.param);
+                             return "m" + std::to_string(d.m) + "_k" + std::to_string(d.k) + "_n" +
+                                    std::to_string(d.n) +
+                                    (std::get<1>(info.param) == GemmBackend::Halide ? "_halide" : "_blas");
+                         });
 
 TEST(MatmulErrors, MismatchedInnerDimension) {
     expect_error([] { infer_types(mm(false, false), {{DType::F32, {4, 5}}, {DType::F32, {6, 3}}}); },

@@ -35,3 +35,31 @@ TEST(Ops, AttributeTypeChecked) {
 
 }  // namespace
 }  // namespace tessera::test
+
+namespace tessera::test {
+namespace {
+
+// Kernels that vectorise must not assume 64-byte alignment: the executor's arena
+// places tensors at any float offset. (Halide 14 emits aligned masked loads for
+// vectorised updates of outputs; descriptions must not rely on that pattern.)
+TEST(Ops, KernelsAcceptUnalignedBuffers) {
+    set_gemm_backend(GemmBackend::Halide);
+    std::vector<std::pair<OpCall, std::vector<HostTensor>>> cases;
+    cases.push_back({{OpKind::Matmul, "", {}}, {random_tensor({37, 29}, 1), random_tensor({29, 41}, 2)}});
+    cases.push_back({{OpKind::ReduceSum, "", {{"axis", int64_t(-1)}}}, {random_tensor({13, 67}, 3)}});
+    cases.push_back({{OpKind::ReduceSum, "", {{"axis", int64_t(0)}}}, {random_tensor({13, 67}, 4)}});
+    cases.push_back({{OpKind::BiasAddGrad, "", {{"axis", int64_t(1)}}}, {random_tensor({5, 19, 7}, 5)}});
+    cases.push_back({{OpKind::Conv2d, "", {{"pad_h", int64_t(1)}, {"pad_w", int64_t(1)}}},
+                     {random_tensor({2, 5, 9, 11}, 6), random_tensor({7, 5, 3, 3}, 7)}});
+    cases.push_back({{OpKind::Relu, "", {}}, {random_tensor({1031}, 8)}});
+    cases.push_back({{OpKind::EmbeddingGrad, "", {{"vocab", int64_t(11)}}},
+                     {random_tensor({6, 33}, 9), random_ints({6}, 10, 0, 10)}});
+    cases.push_back({{OpKind::Adam, "", {{"lr", 0.01}}},
+                     {random_tensor({77}, 11), random_tensor({77}, 12), random_tensor({77}, 13),
+                      random_tensor({77}, 14, 0.0f, 1.0f), random_ints({}, 15, 3, 3)}});
+    for (auto &[call, inputs] : cases) expect_same_unaligned(call, inputs);
+    set_gemm_backend(GemmBackend::Blas);
+}
+
+}  // namespace
+}  // namespace tessera::test
