@@ -49,6 +49,22 @@ std::vector<Expr> extents_of(Ctx &c, int input, int rank) {
     return ext;
 }
 
+OpDef shaped_like_input(Ctx &c, Func y, int rank) {
+    OpDef d;
+    d.outputs = {y};
+    d.output_extents = {extents_of(c, 0, rank)};
+    return d;
+}
+
+void schedule_rows(Func out, const std::vector<Func> &per_row, const std::vector<Func> &per_elem,
+                   const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    Var inner = out.args()[0], row = out.args()[1], ro("ro"), ri("ri");
+    out.split(row, ro, ri, 4, TailStrategy::GuardWithIf).parallel(ro).vectorize(inner, L, TailStrategy::GuardWithIf);
+    for (Func f : per_elem) f.compute_at(out, ri).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
+    for (Func f : per_row) f.compute_at(out, ri);
+}
+
 std::vector<Expr> as_exprs(const std::vector<Var> &v) { return {v.begin(), v.end()}; }
 
 void schedule_elementwise(Func f, const Target &t) {

@@ -95,6 +95,13 @@ Halide::RDom reduction(const std::vector<std::pair<std::string, Halide::Expr>> &
 std::string rvar_dim_name(const std::string &rvar_name);
 // The extents of input i (Tessera order): the output extents of shape-preserving operators.
 std::vector<Halide::Expr> extents_of(Ctx &c, int input, int rank);
+// An OpDef with the single output y, shaped like input 0 (rank `rank`).
+OpDef shaped_like_input(Ctx &c, Halide::Func y, int rank);
+// The CPU schedule of a row-wise operator (softmax, layer norm): `out`'s innermost
+// dimension vectorised, rows in parallel blocks of 4; per-row reductions and
+// per-element temporaries computed inside each row.
+void schedule_rows(Halide::Func out, const std::vector<Halide::Func> &per_row,
+                   const std::vector<Halide::Func> &per_elem, const Halide::Target &t);
 // Convert a list of Vars to the Expr list a call takes.
 std::vector<Halide::Expr> as_exprs(const std::vector<Halide::Var> &v);
 // The standard CPU schedule for an element-wise Func of any rank: vectorize the

@@ -17,10 +17,7 @@ OpDef pointwise(Ctx &c, int arity, const std::function<Expr(const std::vector<Ex
     Func y("y");
     y(v) = fn(vals);
     if (c.scheduling()) schedule_elementwise(y, c.target());
-    OpDef d;
-    d.outputs = {y};
-    d.output_extents = {extents_of(c, 0, rank)};
-    return d;
+    return shaped_like_input(c, y, rank);
 }
 
 Expr gelu_inner(Expr x) { return float(kGeluC) * (x + float(kGeluA) * x * x * x); }
@@ -63,10 +60,7 @@ OpDef bias_add(Ctx &c) {
     Func y("y");
     y(v) = x(as_exprs(v)) + b(v[rank - 1 - axis]);
     if (c.scheduling()) schedule_elementwise(y, c.target());
-    OpDef d;
-    d.outputs = {y};
-    d.output_extents = {extents_of(c, 0, rank)};
-    return d;
+    return shaped_like_input(c, y, rank);
 }
 
 // bias_add_grad(dy): db[c] = sum of dy over every dimension but `axis`.

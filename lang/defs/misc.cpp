@@ -108,10 +108,7 @@ OpDef dropout(Ctx &c) {
     Func y("y");
     y(v) = select(uniform >= rate, x(as_exprs(v)) * (1.0f / (1.0f - rate)), 0.0f);
     if (c.scheduling()) schedule_elementwise(y, c.target());
-    OpDef d;
-    d.outputs = {y};
-    d.output_extents = {extents_of(c, 0, rank)};
-    return d;
+    return shaped_like_input(c, y, rank);
 }
 
 std::vector<StructMap> ranks(int lo, int hi) {

@@ -59,12 +59,6 @@ void schedule_column_sum(Func f, RVar rows, const Target &t) {
 
 // Rows of a [rows, K] output in parallel blocks, vectorised along K, with the
 // per-row stages computed just before each row.
-void schedule_rows(Func out, const std::vector<Func> &per_row, const Target &t) {
-    const int L = t.natural_vector_size<float>();
-    Var k = out.args()[0], row = out.args()[1], ro("ro"), ri("ri");
-    out.split(row, ro, ri, 4, TailStrategy::GuardWithIf).parallel(ro).vectorize(k, L, TailStrategy::GuardWithIf);
-    for (Func f : per_row) f.compute_at(out, ri);
-}
 
 // ---- Layer norm ----------------------------------------------------------------
 
@@ -103,11 +97,8 @@ OpDef layer_norm(Ctx &c) {
     const auto &v = s.v;
     Func y("y");
     y(v) = (x(as_exprs(v)) - s.mean(s.rows)) * s.rstd(s.rows) * gamma(v[0]) + beta(v[0]);
-    if (c.scheduling()) schedule_rows(y, {s.sum_x, s.mean, s.sq_dev, s.rstd}, c.target());
-    OpDef d;
-    d.outputs = {y};
-    d.output_extents = {extents_of(c, 0, rank)};
-    return d;
+    if (c.scheduling()) schedule_rows(y, {s.sum_x, s.mean, s.sq_dev, s.rstd}, {}, c.target());
+    return shaped_like_input(c, y, rank);
 }
 
 // With xhat = (x - mean) * rstd and g = dy * gamma:
@@ -156,7 +147,7 @@ OpDef layer_norm_grad(Ctx &c) {
         s.sum_x.compute_at(s.mean, ri);
         s.rstd.compute_root().split(row, ro, ri, 16, TailStrategy::GuardWithIf).parallel(ro);
         s.sq_dev.compute_at(s.rstd, ri);
-        schedule_rows(dx, {sum_g, sum_gx}, c.target());
+        schedule_rows(dx, {sum_g, sum_gx}, {}, c.target());
         schedule_column_sum(gamma_sum, rr.x, c.target());
         schedule_column_sum(beta_sum, rr.x, c.target());
         schedule_elementwise(dgamma, c.target());
@@ -244,7 +235,7 @@ void schedule_channel_sum(Func f, const ChannelNorm &s, const Target &t) {
 void schedule_planes(Func out, const ChannelNorm &s, const Target &t) {
     const int L = t.natural_vector_size<float>();
     if (!s.idx.spatial) {
-        schedule_rows(out, {}, t);
+        schedule_rows(out, {}, {}, t);
         return;
     }
     Var cn("cn");

@@ -24,12 +24,6 @@ using namespace Halide;
 
 namespace {
 
-std::vector<Expr> same_extents(Ctx &c, int rank) {
-    std::vector<Expr> e;
-    for (int k = 0; k < rank; k++) e.push_back(c.extent(0, k));
-    return e;
-}
-
 OpDef sgd_momentum(Ctx &c) {
     int rank = c.structural("rank");
     std::vector<Var> d = dim_vars(rank);
@@ -44,7 +38,7 @@ OpDef sgd_momentum(Ctx &c) {
         for (Func f : {v_new, w_new}) schedule_elementwise(f, c.target());
     OpDef def;
     def.outputs = {w_new, v_new};
-    def.output_extents = {same_extents(c, rank), same_extents(c, rank)};
+    def.output_extents = {extents_of(c, 0, rank), extents_of(c, 0, rank)};
     return def;
 }
 
@@ -66,7 +60,7 @@ OpDef adam(Ctx &c) {
         for (Func f : {m_new, v_new, w_new}) schedule_elementwise(f, c.target());
     OpDef def;
     def.outputs = {w_new, m_new, v_new};
-    def.output_extents = {same_extents(c, rank), same_extents(c, rank), same_extents(c, rank)};
+    def.output_extents = {extents_of(c, 0, rank), extents_of(c, 0, rank), extents_of(c, 0, rank)};
     return def;
 }
 

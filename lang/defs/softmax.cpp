@@ -35,17 +35,6 @@ RDom classes(Ctx &c, int rank) {
 // computed just before the row is written, and the row vectorised along the
 // classes. `per_row` are stages with one value per row; `per_elem` are stages
 // with one value per element that several loops of the row read.
-void schedule_rows(Func out, const std::vector<Func> &per_row, const std::vector<Func> &per_elem,
-                   const Target &t) {
-    const int L = t.natural_vector_size<float>();
-    Var cls = out.args()[0], row = out.args()[1], ro("ro"), ri("ri");
-    out.split(row, ro, ri, 4, TailStrategy::GuardWithIf)
-        .parallel(ro)
-        .vectorize(cls, L, TailStrategy::GuardWithIf);
-    for (Func f : per_elem) f.compute_at(out, ri).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
-    for (Func f : per_row) f.compute_at(out, ri);
-}
-
 struct RowStats {
     Func max;      // the row maximum
     Func shifted;  // x - max
@@ -66,13 +55,6 @@ RowStats row_stats(Func x, const std::vector<Var> &v, RDom r) {
     return s;
 }
 
-OpDef same_shape_as_input(Ctx &c, Func y, int rank) {
-    OpDef d;
-    d.outputs = {y};
-    d.output_extents = {extents_of(c, 0, rank)};
-    return d;
-}
-
 OpDef softmax(Ctx &c) {
     int rank = c.structural("rank");
     Func x = c.input(0, Float(32), rank);
@@ -82,7 +64,7 @@ OpDef softmax(Ctx &c) {
     Func y("y");
     y(v) = s.e(v) / s.sum(rest);
     if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.e}, c.target());
-    return same_shape_as_input(c, y, rank);
+    return shaped_like_input(c, y, rank);
 }
 
 OpDef log_softmax(Ctx &c) {
@@ -97,7 +79,7 @@ OpDef log_softmax(Ctx &c) {
     Func y("y");
     y(v) = s.shifted(v) - log(s.sum(rest));
     if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.shifted}, c.target());
-    return same_shape_as_input(c, y, rank);
+    return shaped_like_input(c, y, rank);
 }
 
 OpDef softmax_grad(Ctx &c) {
@@ -112,7 +94,7 @@ OpDef softmax_grad(Ctx &c) {
     Func dx("dx");
     dx(v) = y(as_exprs(v)) * (dy(as_exprs(v)) - dot(rest));
     if (c.scheduling()) schedule_rows(dx, {dot}, {}, c.target());
-    return same_shape_as_input(c, dx, rank);
+    return shaped_like_input(c, dx, rank);
 }
 
 OpDef log_softmax_grad(Ctx &c) {
@@ -127,7 +109,7 @@ OpDef log_softmax_grad(Ctx &c) {
     Func dx("dx");
     dx(v) = dy(as_exprs(v)) - exp(y(as_exprs(v))) * total(rest);
     if (c.scheduling()) schedule_rows(dx, {total}, {}, c.target());
-    return same_shape_as_input(c, dx, rank);
+    return shaped_like_input(c, dx, rank);
 }
 
 // Cross-entropy pieces shared by the loss and its gradient.
