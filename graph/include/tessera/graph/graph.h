@@ -1,0 +1,151 @@
+// The dataflow graph IR: tensors with a type and a role, nodes that apply one
+// operator from lang/ to tensors. A graph is a plain value: it holds shapes and
+// attributes only, never tensor memory, so a 10-billion-parameter model builds
+// and plans in a few megabytes.
+//
+// Nodes are stored in a topological order: a node's inputs are produced by
+// earlier nodes or are graph inputs (data, parameters, optimizer state).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/op.h"
+#include "tessera/types.h"
+
+namespace tessera {
+
+using TensorId = int32_t;
+using NodeId = int32_t;
+inline constexpr TensorId kNoTensor = -1;
+inline constexpr NodeId kNoNode = -1;
+
+// What a tensor is for. Roles decide what lives across steps (Param, OptState),
+// what the trainer feeds each step (Data), and what is scratch (Activation,
+// Gradient). Param, OptState and Constant persist across steps.
+enum class TensorRole : uint8_t {
+    Data,        // fed every step: images, labels, token ids, the optimizer step
+    Param,       // a trainable weight; initialised once, updated in place
+    OptState,    // optimizer state (momentum, Adam moments); starts at zero
+    Activation,  // produced by a forward node
+    Gradient,    // produced by a backward node
+    Constant,    // initialised once and never updated (e.g. the loss gradient seed, 1.0)
+};
+const char *role_name(TensorRole r);
+// Whether tensors of this role keep their value from one step to the next.
+inline bool is_persistent(TensorRole r) {
+    return r == TensorRole::Param || r == TensorRole::OptState || r == TensorRole::Constant;
+}
+TensorRole role_from_name(const std::string &name);
+
+// How a parameter is initialised. Values are drawn by exec/ from the run's seed
+// and the tensor's name, so they do not depend on the order tensors are created.
+struct Init {
+    enum class Kind : uint8_t { Zeros, Constant, HeNormal, XavierUniform, Normal, Uniform, CausalMask };
+    Kind kind = Kind::Zeros;
+    double value = 0;     // Constant: the value; Normal: stddev; Uniform: half-width;
+                          // CausalMask: the value above the diagonal (e.g. -1e9)
+    int64_t fan_in = 0;   // HeNormal, XavierUniform
+    int64_t fan_out = 0;  // XavierUniform
+
+    static Init zeros() { return {}; }
+    static Init constant(double v) { return {Kind::Constant, v, 0, 0}; }
+    static Init he_normal(int64_t fan_in) { return {Kind::HeNormal, 0, fan_in, 0}; }
+    static Init xavier_uniform(int64_t fan_in, int64_t fan_out) {
+        return {Kind::XavierUniform, 0, fan_in, fan_out};
+    }
+    static Init normal(double stddev) { return {Kind::Normal, stddev, 0, 0}; }
+    static Init uniform(double limit) { return {Kind::Uniform, limit, 0, 0}; }
+    // For a tensor [..., T, T]: element (i, j) is 0 where j <= i and `value` where
+    // j > i, so adding it to attention scores hides the future (a Constant).
+    static Init causal_mask(double value = -1e9) { return {Kind::CausalMask, value, 0, 0}; }
+    bool operator==(const Init &) const = default;
+};
+const char *init_kind_name(Init::Kind k);
+std::string init_str(const Init &init);  // "he_normal(fan_in=784)"
+
+struct TensorInfo {
+    std::string name;  // unique in the graph
+    TensorType type;
+    TensorRole role = TensorRole::Activation;
+    NodeId producer = kNoNode;  // kNoNode for Data, Param and OptState
+    Init init;                  // Param and OptState only
+    // An optimizer output that replaces a persistent tensor (w' replaces w).
+    // The memory plan gives both the same storage; the update kernels are safe
+    // in place.
+    TensorId updates = kNoTensor;
+    bool operator==(const TensorInfo &) const = default;
+};
+
+struct Node {
+    OpCall call;  // call.name is the node's unique name
+    std::vector<TensorId> inputs;
+    std::vector<TensorId> outputs;
+    bool backward = false;   // created by autodiff
+    bool optimizer = false;  // created by an optimizer
+    bool operator==(const Node &) const = default;
+};
+
+class Graph {
+public:
+    // Graph inputs. Names must be unique; a duplicate throws tessera::Error.
+    TensorId add_data(const std::string &name, TensorType type);
+    TensorId add_param(const std::string &name, TensorType type, Init init);
+    TensorId add_opt_state(const std::string &name, TensorType type, Init init = Init::zeros());
+    TensorId add_constant(const std::string &name, TensorType type, Init init);
+
+    // Appends a node. Output types come from lang's shape inference, which
+    // validates the attributes; errors name the node. Outputs are named
+    // "<node>" (one output) or "<node>:<i>". Every input must already exist.
+    std::vector<TensorId> add_node(OpCall call, const std::vector<TensorId> &inputs,
+                                   TensorRole output_role = TensorRole::Activation);
+
+    // Named results ("loss", "logits") that the trainer and tests look up.
+    void set_output(const std::string &key, TensorId t);
+    TensorId output(const std::string &key) const;  // throws when absent
+    bool has_output(const std::string &key) const { return outputs_.count(key) != 0; }
+    const std::map<std::string, TensorId> &outputs() const { return outputs_; }
+
+    void set_updates(TensorId new_value, TensorId persistent);
+    void set_node_flags(NodeId n, bool backward, bool optimizer);
+
+    int num_tensors() const { return static_cast<int>(tensors_.size()); }
+    int num_nodes() const { return static_cast<int>(nodes_.size()); }
+    const TensorInfo &tensor(TensorId t) const;
+    const Node &node(NodeId n) const;
+    const std::vector<TensorInfo> &tensors() const { return tensors_; }
+    const std::vector<Node> &nodes() const { return nodes_; }
+
+    std::optional<TensorId> find_tensor(const std::string &name) const;
+    TensorId tensor_named(const std::string &name) const;  // throws when absent
+    bool has_name(const std::string &name) const;
+
+    // A name not used yet: `base`, or `base_1`, `base_2`, ...
+    std::string unique_name(const std::string &base) const;
+
+    // Tensors with the given role, in creation order.
+    std::vector<TensorId> with_role(TensorRole r) const;
+    // For each tensor, the nodes that read it, in node order.
+    std::vector<std::vector<NodeId>> consumers() const;
+
+    int64_t param_count() const;  // elements over all Param tensors
+
+    bool operator==(const Graph &) const = default;
+
+private:
+    TensorId add_tensor(TensorInfo info);
+
+    std::vector<TensorInfo> tensors_;
+    std::vector<Node> nodes_;
+    std::map<std::string, TensorId> names_;
+    std::map<std::string, TensorId> outputs_;
+    std::map<std::string, NodeId> node_names_;
+};
+
+// A short human-readable listing, one node per line.
+std::string graph_summary(const Graph &g);
+
+}  // namespace tessera

@@ -1,0 +1,233 @@
+#include "tessera/graph/graph.h"
+
+#include <sstream>
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr const char *kRoleNames[] = {"data",     "param",    "opt_state",
+                                      "activation", "gradient", "constant"};
+constexpr const char *kInitNames[] = {"zeros", "constant", "he_normal", "xavier_uniform", "normal",
+                                      "uniform", "causal_mask"};
+
+}  // namespace
+
+const char *role_name(TensorRole r) { return kRoleNames[static_cast<int>(r)]; }
+
+TensorRole role_from_name(const std::string &name) {
+    for (int i = 0; i < 6; i++)
+        if (name == kRoleNames[i]) return static_cast<TensorRole>(i);
+    fail("unknown tensor role '", name,
+         "'; valid roles: data, param, opt_state, activation, gradient, constant");
+}
+
+const char *init_kind_name(Init::Kind k) { return kInitNames[static_cast<int>(k)]; }
+
+std::string init_str(const Init &init) {
+    std::ostringstream os;
+    os << init_kind_name(init.kind);
+    switch (init.kind) {
+    case Init::Kind::Zeros: break;
+    case Init::Kind::Constant: os << "(" << init.value << ")"; break;
+    case Init::Kind::HeNormal: os << "(fan_in=" << init.fan_in << ")"; break;
+    case Init::Kind::XavierUniform:
+        os << "(fan_in=" << init.fan_in << ", fan_out=" << init.fan_out << ")";
+        break;
+    case Init::Kind::Normal: os << "(stddev=" << init.value << ")"; break;
+    case Init::Kind::Uniform: os << "(limit=" << init.value << ")"; break;
+    case Init::Kind::CausalMask: os << "(" << init.value << ")"; break;
+    }
+    return os.str();
+}
+
+TensorId Graph::add_tensor(TensorInfo info) {
+    TESSERA_CHECK(!info.name.empty(), "a tensor needs a name");
+    TESSERA_CHECK(!has_name(info.name), "the graph already has a tensor or node named '", info.name,
+                  "'; names must be unique");
+    for (int64_t d : info.type.shape)
+        TESSERA_CHECK(d > 0, "tensor '", info.name, "' has shape ", shape_str(info.type.shape),
+                      "; every extent must be positive");
+    auto id = static_cast<TensorId>(tensors_.size());
+    names_[info.name] = id;
+    tensors_.push_back(std::move(info));
+    return id;
+}
+
+TensorId Graph::add_data(const std::string &name, TensorType type) {
+    TensorInfo t;
+    t.name = name;
+    t.type = std::move(type);
+    t.role = TensorRole::Data;
+    return add_tensor(std::move(t));
+}
+
+TensorId Graph::add_param(const std::string &name, TensorType type, Init init) {
+    TESSERA_CHECK(type.dtype == DType::F32, "parameter '", name, "' must be f32");
+    TensorInfo t;
+    t.name = name;
+    t.type = std::move(type);
+    t.role = TensorRole::Param;
+    t.init = init;
+    return add_tensor(std::move(t));
+}
+
+TensorId Graph::add_opt_state(const std::string &name, TensorType type, Init init) {
+    TensorInfo t;
+    t.name = name;
+    t.type = std::move(type);
+    t.role = TensorRole::OptState;
+    t.init = init;
+    return add_tensor(std::move(t));
+}
+
+TensorId Graph::add_constant(const std::string &name, TensorType type, Init init) {
+    TensorInfo t;
+    t.name = name;
+    t.type = std::move(type);
+    t.role = TensorRole::Constant;
+    t.init = init;
+    return add_tensor(std::move(t));
+}
+
+std::vector<TensorId> Graph::add_node(OpCall call, const std::vector<TensorId> &inputs,
+                                      TensorRole output_role) {
+    TESSERA_CHECK(!call.name.empty(), call.who(), ": a node needs a name");
+    TESSERA_CHECK(!has_name(call.name), call.who(), ": the graph already has a tensor or node named '",
+                  call.name, "'");
+    call = with_defaults(call);
+    std::vector<TensorType> in_types;
+    for (TensorId t : inputs) {
+        TESSERA_CHECK(t >= 0 && t < num_tensors(), call.who(), ": input ", t,
+                      " is not a tensor of this graph");
+        in_types.push_back(tensors_[t].type);
+    }
+    std::vector<TensorType> out_types = infer_types(call, in_types);
+    auto id = static_cast<NodeId>(nodes_.size());
+    Node n;
+    n.inputs = inputs;
+    for (size_t i = 0; i < out_types.size(); i++) {
+        TensorInfo t;
+        t.name = out_types.size() == 1 ? call.name : call.name + ":" + std::to_string(i);
+        t.type = out_types[i];
+        t.role = output_role;
+        t.producer = id;
+        n.outputs.push_back(add_tensor(std::move(t)));
+    }
+    node_names_[call.name] = id;
+    n.call = std::move(call);
+    nodes_.push_back(std::move(n));
+    return nodes_.back().outputs;
+}
+
+void Graph::set_output(const std::string &key, TensorId t) {
+    TESSERA_INTERNAL_ASSERT(t >= 0 && t < num_tensors(), "output '", key, "' is not a tensor");
+    outputs_[key] = t;
+}
+
+TensorId Graph::output(const std::string &key) const {
+    auto it = outputs_.find(key);
+    if (it == outputs_.end()) {
+        std::string have;
+        for (const auto &[k, v] : outputs_) have += (have.empty() ? "" : ", ") + k;
+        fail("the graph has no output named '", key, "' (it has: ", have.empty() ? "none" : have, ")");
+    }
+    return it->second;
+}
+
+void Graph::set_updates(TensorId new_value, TensorId persistent) {
+    TESSERA_INTERNAL_ASSERT(new_value >= 0 && new_value < num_tensors() && persistent >= 0 &&
+                            persistent < num_tensors());
+    const TensorInfo &p = tensors_[persistent];
+    TESSERA_INTERNAL_ASSERT(p.role == TensorRole::Param || p.role == TensorRole::OptState,
+                            "only parameters and optimizer state are updated in place, not '", p.name,
+                            "'");
+    TESSERA_INTERNAL_ASSERT(p.type == tensors_[new_value].type, "in-place update changes the type of '",
+                            p.name, "'");
+    tensors_[new_value].updates = persistent;
+}
+
+void Graph::set_node_flags(NodeId n, bool backward, bool optimizer) {
+    TESSERA_INTERNAL_ASSERT(n >= 0 && n < num_nodes());
+    nodes_[n].backward = backward;
+    nodes_[n].optimizer = optimizer;
+}
+
+const TensorInfo &Graph::tensor(TensorId t) const {
+    TESSERA_INTERNAL_ASSERT(t >= 0 && t < num_tensors(), "tensor id ", t, " out of range");
+    return tensors_[t];
+}
+
+const Node &Graph::node(NodeId n) const {
+    TESSERA_INTERNAL_ASSERT(n >= 0 && n < num_nodes(), "node id ", n, " out of range");
+    return nodes_[n];
+}
+
+std::optional<TensorId> Graph::find_tensor(const std::string &name) const {
+    auto it = names_.find(name);
+    if (it == names_.end()) return std::nullopt;
+    return it->second;
+}
+
+TensorId Graph::tensor_named(const std::string &name) const {
+    auto t = find_tensor(name);
+    TESSERA_CHECK(t.has_value(), "the graph has no tensor named '", name, "'");
+    return *t;
+}
+
+bool Graph::has_name(const std::string &name) const {
+    return names_.count(name) != 0 || node_names_.count(name) != 0;
+}
+
+std::string Graph::unique_name(const std::string &base) const {
+    if (!has_name(base)) return base;
+    for (int i = 1;; i++) {
+        std::string n = base + "_" + std::to_string(i);
+        if (!has_name(n)) return n;
+    }
+}
+
+std::vector<TensorId> Graph::with_role(TensorRole r) const {
+    std::vector<TensorId> out;
+    for (TensorId t = 0; t < num_tensors(); t++)
+        if (tensors_[t].role == r) out.push_back(t);
+    return out;
+}
+
+std::vector<std::vector<NodeId>> Graph::consumers() const {
+    std::vector<std::vector<NodeId>> out(tensors_.size());
+    for (NodeId n = 0; n < num_nodes(); n++)
+        for (TensorId t : nodes_[n].inputs)
+            if (out[t].empty() || out[t].back() != n) out[t].push_back(n);
+    return out;
+}
+
+int64_t Graph::param_count() const {
+    int64_t total = 0;
+    for (const TensorInfo &t : tensors_)
+        if (t.role == TensorRole::Param) total += t.type.elements();
+    return total;
+}
+
+std::string graph_summary(const Graph &g) {
+    std::ostringstream os;
+    for (TensorId t : g.with_role(TensorRole::Data))
+        os << "data  " << g.tensor(t).name << " " << type_str(g.tensor(t).type) << "\n";
+    for (TensorId t : g.with_role(TensorRole::Param))
+        os << "param " << g.tensor(t).name << " " << type_str(g.tensor(t).type) << " "
+           << init_str(g.tensor(t).init) << "\n";
+    for (const Node &n : g.nodes()) {
+        os << n.call.name << " = " << op_name(n.call.kind) << "(";
+        for (size_t i = 0; i < n.inputs.size(); i++)
+            os << (i ? ", " : "") << g.tensor(n.inputs[i]).name;
+        os << ") -> ";
+        for (size_t i = 0; i < n.outputs.size(); i++)
+            os << (i ? ", " : "") << type_str(g.tensor(n.outputs[i]).type);
+        os << "\n";
+    }
+    return os.str();
+}
+
+}  // namespace tessera

@@ -1,0 +1,211 @@
+#include "tessera/graph/serialize.h"
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+using nlohmann::json;
+
+namespace {
+
+json attr_json(const AttrValue &v) {
+    return std::visit([](const auto &x) -> json { return x; }, v);
+}
+
+// Integers stay integers and lists stay lists, so attributes round-trip with
+// their type; a float attribute written as 1.0 stays a double in nlohmann.
+AttrValue attr_value(const json &j, const std::string &where) {
+    if (j.is_number_integer()) return j.get<int64_t>();
+    if (j.is_number_float()) return j.get<double>();
+    if (j.is_string()) return j.get<std::string>();
+    if (j.is_array()) {
+        std::vector<int64_t> v;
+        for (const json &e : j) {
+            TESSERA_CHECK(e.is_number_integer(), where, ": list attributes hold integers, got ", e.dump());
+            v.push_back(e.get<int64_t>());
+        }
+        return v;
+    }
+    fail(where, ": unsupported attribute value ", j.dump());
+}
+
+DType dtype_from(const std::string &s, const std::string &where) {
+    if (s == "f32") return DType::F32;
+    if (s == "i32") return DType::I32;
+    fail(where, ": unknown dtype '", s, "' (valid: f32, i32)");
+}
+
+Init::Kind init_kind_from(const std::string &s, const std::string &where) {
+    for (int i = 0; i < 7; i++)
+        if (s == init_kind_name(static_cast<Init::Kind>(i))) return static_cast<Init::Kind>(i);
+    fail(where, ": unknown initializer '", s, "'");
+}
+
+template<typename T>
+T field(const json &j, const char *key, const std::string &where) {
+    TESSERA_CHECK(j.is_object() && j.contains(key), where, ": missing field '", key, "'");
+    try {
+        return j.at(key).get<T>();
+    } catch (const json::exception &e) {
+        fail(where, ": field '", key, "' has the wrong type (", j.at(key).dump(), ")");
+    }
+}
+
+}  // namespace
+
+json graph_to_json(const Graph &g) {
+    json tensors = json::array(), nodes = json::array();
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        if (info.producer != kNoNode) continue;  // node outputs are re-created by add_node
+        json e = {{"name", info.name},
+                  {"dtype", dtype_name(info.type.dtype)},
+                  {"shape", info.type.shape},
+                  {"role", role_name(info.role)}};
+        if (is_persistent(info.role))
+            e["init"] = {{"kind", init_kind_name(info.init.kind)},
+                         {"value", info.init.value},
+                         {"fan_in", info.init.fan_in},
+                         {"fan_out", info.init.fan_out}};
+        tensors.push_back(e);
+    }
+    for (const Node &n : g.nodes()) {
+        json attrs = json::object();
+        for (const auto &[k, v] : n.call.attrs.values()) attrs[k] = attr_json(v);
+        json in = json::array(), out = json::array(), updates = json::array();
+        for (TensorId t : n.inputs) in.push_back(g.tensor(t).name);
+        for (TensorId t : n.outputs) {
+            out.push_back(json{{"name", g.tensor(t).name},
+                               {"dtype", dtype_name(g.tensor(t).type.dtype)},
+                               {"shape", g.tensor(t).type.shape},
+                               {"role", role_name(g.tensor(t).role)}});
+            TensorId u = g.tensor(t).updates;
+            updates.push_back(u == kNoTensor ? json(nullptr) : json(g.tensor(u).name));
+        }
+        nodes.push_back({{"op", op_name(n.call.kind)},
+                         {"name", n.call.name},
+                         {"attrs", attrs},
+                         {"inputs", in},
+                         {"outputs", out},
+                         {"updates", updates},
+                         {"backward", n.backward},
+                         {"optimizer", n.optimizer}});
+    }
+    json outputs = json::object();
+    for (const auto &[k, t] : g.outputs()) outputs[k] = g.tensor(t).name;
+    return {{"format", "tessera-graph"}, {"version", 1}, {"tensors", tensors}, {"nodes", nodes},
+            {"outputs", outputs}};
+}
+
+Graph graph_from_json(const json &j, const std::string &source) {
+    TESSERA_CHECK(j.is_object() && j.value("format", "") == "tessera-graph", source,
+                  ": not a Tessera graph (expected \"format\": \"tessera-graph\")");
+    TESSERA_CHECK(field<int>(j, "version", source) == 1, source, ": unsupported graph version ",
+                  j.at("version").dump(), " (this build reads version 1)");
+    Graph g;
+    auto lookup = [&](const std::string &name, const std::string &where) {
+        auto t = g.find_tensor(name);
+        TESSERA_CHECK(t.has_value(), where, ": unknown tensor '", name, "'");
+        return *t;
+    };
+    const json &tensors = j.at("tensors");
+    TESSERA_CHECK(tensors.is_array(), source, ": 'tensors' must be a list");
+    for (size_t i = 0; i < tensors.size(); i++) {
+        const json &e = tensors[i];
+        std::string where = source + ": tensors[" + std::to_string(i) + "]";
+        auto name = field<std::string>(e, "name", where);
+        where += " '" + name + "'";
+        TensorType type{dtype_from(field<std::string>(e, "dtype", where), where),
+                        field<Shape>(e, "shape", where)};
+        TensorRole role = role_from_name(field<std::string>(e, "role", where));
+        Init init;
+        if (is_persistent(role)) {
+            const json &ij = e.at("init");
+            init.kind = init_kind_from(field<std::string>(ij, "kind", where), where);
+            init.value = field<double>(ij, "value", where);
+            init.fan_in = field<int64_t>(ij, "fan_in", where);
+            init.fan_out = field<int64_t>(ij, "fan_out", where);
+        }
+        switch (role) {
+        case TensorRole::Data: g.add_data(name, type); break;
+        case TensorRole::Param: g.add_param(name, type, init); break;
+        case TensorRole::OptState: g.add_opt_state(name, type, init); break;
+        case TensorRole::Constant: g.add_constant(name, type, init); break;
+        default: fail(where, ": role '", role_name(role), "' belongs to node outputs, not graph inputs");
+        }
+    }
+    const json &nodes = j.at("nodes");
+    TESSERA_CHECK(nodes.is_array(), source, ": 'nodes' must be a list");
+    for (size_t i = 0; i < nodes.size(); i++) {
+        const json &e = nodes[i];
+        std::string where = source + ": nodes[" + std::to_string(i) + "]";
+        OpCall call;
+        call.kind = op_from_name(field<std::string>(e, "op", where));
+        call.name = field<std::string>(e, "name", where);
+        where += " '" + call.name + "'";
+        for (const auto &[k, v] : e.at("attrs").items()) call.attrs.set(k, attr_value(v, where));
+        std::vector<TensorId> in;
+        for (const auto &name : field<std::vector<std::string>>(e, "inputs", where))
+            in.push_back(lookup(name, where));
+        const json &outs = e.at("outputs");
+        TensorRole role = outs.empty() ? TensorRole::Activation
+                                       : role_from_name(field<std::string>(outs[0], "role", where));
+        std::vector<TensorId> got = g.add_node(call, in, role);
+        TESSERA_CHECK(got.size() == outs.size(), where, ": records ", outs.size(), " outputs, ",
+                      op_name(call.kind), " has ", got.size());
+        for (size_t k = 0; k < got.size(); k++) {
+            const TensorInfo &t = g.tensor(got[k]);
+            TESSERA_CHECK(t.name == field<std::string>(outs[k], "name", where), where, ": output ", k,
+                          " is recorded as '", outs[k].at("name").get<std::string>(), "' but is '", t.name, "'");
+            Shape recorded = field<Shape>(outs[k], "shape", where);
+            TESSERA_CHECK(recorded == t.type.shape, where, ": output '", t.name, "' is recorded with shape ",
+                          shape_str(recorded), " but the inputs give ", shape_str(t.type.shape));
+            const json &u = e.at("updates").at(k);
+            if (!u.is_null()) g.set_updates(got[k], lookup(u.get<std::string>(), where));
+        }
+        g.set_node_flags(g.num_nodes() - 1, e.value("backward", false), e.value("optimizer", false));
+    }
+    for (const auto &[k, v] : j.at("outputs").items()) g.set_output(k, lookup(v.get<std::string>(), source));
+    return g;
+}
+
+void save_graph(const Graph &g, const std::string &path) {
+    std::string tmp = path + ".tmp." + std::to_string(getpid());
+    {
+        std::ofstream f(tmp);
+        TESSERA_CHECK(f.good(), "cannot write the graph to '", path, "': cannot create '", tmp, "'");
+        f << graph_to_json(g).dump(1) << "\n";
+        f.flush();
+        if (!f.good()) {
+            std::remove(tmp.c_str());
+            fail("cannot write the graph to '", path, "': write failed");
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        fail("cannot write the graph to '", path, "': rename failed");
+    }
+}
+
+Graph load_graph(const std::string &path) {
+    std::ifstream f(path);
+    TESSERA_CHECK(f.good(), "cannot read the graph file '", path, "': no such file or not readable");
+    json j;
+    try {
+        j = json::parse(f);
+    } catch (const json::exception &e) {
+        fail("'", path, "' is not valid JSON: ", e.what());
+    }
+    try {
+        return graph_from_json(j, path);
+    } catch (const json::exception &e) {
+        fail("'", path, "' is not a valid Tessera graph: ", e.what());
+    }
+}
+
+}  // namespace tessera
