@@ -120,10 +120,16 @@ Tensor Builder::dropout(Tensor x, double rate, int64_t seed) {
     return op1(OpKind::Dropout, {x}, {{"rate", rate}, {"seed", seed}});
 }
 
+// Layer parameters are named after the open scope ("fc1.w"); a second unscoped
+// layer gets "w_1" rather than an error, so quick experiments need no scopes.
+Tensor Builder::layer_param(const std::string &name, Shape shape, Init init) {
+    return wrap(g_.add_param(g_.unique_name(scoped(name)), TensorType{DType::F32, std::move(shape)}, init));
+}
+
 Tensor Builder::linear(Tensor x, int64_t out, bool bias, WeightInit init) {
     int64_t in = x.dim(-1);
     Init w_init = init == WeightInit::He ? Init::he_normal(in) : Init::xavier_uniform(in, out);
-    Tensor w = param("w", {in, out}, w_init);
+    Tensor w = layer_param("w", {in, out}, w_init);
     Tensor y;
     if (x.rank() == 2) {
         y = matmul(x, w);
@@ -134,27 +140,27 @@ Tensor Builder::linear(Tensor x, int64_t out, bool bias, WeightInit init) {
         y = reshape(matmul(reshape(x, {x.type().elements() / in, in}), w), out_shape);
     }
     if (!bias) return y;
-    return bias_add(y, param("b", {out}, Init::zeros()), -1);
+    return bias_add(y, layer_param("b", {out}, Init::zeros()), -1);
 }
 
 Tensor Builder::conv(Tensor x, int64_t out_channels, int kernel, int stride, int pad) {
     TESSERA_CHECK(x.rank() == 4, scoped("conv"), ": input must be [N, C, H, W], got ", type_str(x.type()));
     int64_t ci = x.dim(1);
-    Tensor w = param("w", {out_channels, ci, kernel, kernel}, Init::he_normal(ci * kernel * kernel));
+    Tensor w = layer_param("w", {out_channels, ci, kernel, kernel}, Init::he_normal(ci * kernel * kernel));
     return conv2d(x, w, stride, pad < 0 ? kernel / 2 : pad);
 }
 
 Tensor Builder::batch_norm_layer(Tensor x) {
     int64_t c = x.dim(1);
-    Tensor gamma = param("gamma", {c}, Init::constant(1));
-    Tensor beta = param("beta", {c}, Init::zeros());
+    Tensor gamma = layer_param("gamma", {c}, Init::constant(1));
+    Tensor beta = layer_param("beta", {c}, Init::zeros());
     return batch_norm(x, gamma, beta);
 }
 
 Tensor Builder::layer_norm_layer(Tensor x) {
     int64_t d = x.dim(-1);
-    Tensor gamma = param("gamma", {d}, Init::constant(1));
-    Tensor beta = param("beta", {d}, Init::zeros());
+    Tensor gamma = layer_param("gamma", {d}, Init::constant(1));
+    Tensor beta = layer_param("beta", {d}, Init::zeros());
     return layer_norm(x, gamma, beta);
 }
 

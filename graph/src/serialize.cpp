@@ -56,17 +56,45 @@ T field(const json &j, const char *key, const std::string &where) {
     }
 }
 
+void add_input_tensor(Graph &g, const json &e, std::string where) {
+    auto name = field<std::string>(e, "name", where);
+    where += " '" + name + "'";
+    TensorType type{dtype_from(field<std::string>(e, "dtype", where), where), field<Shape>(e, "shape", where)};
+    TensorRole role = role_from_name(field<std::string>(e, "role", where));
+    Init init;
+    if (is_persistent(role)) {
+        TESSERA_CHECK(e.contains("init"), where, ": missing field 'init'");
+        const json &ij = e.at("init");
+        init.kind = init_kind_from(field<std::string>(ij, "kind", where), where);
+        init.value = field<double>(ij, "value", where);
+        init.fan_in = field<int64_t>(ij, "fan_in", where);
+        init.fan_out = field<int64_t>(ij, "fan_out", where);
+    }
+    switch (role) {
+    case TensorRole::Data: g.add_data(name, type); break;
+    case TensorRole::Param: g.add_param(name, type, init); break;
+    case TensorRole::OptState: g.add_opt_state(name, type, init); break;
+    case TensorRole::Constant: g.add_constant(name, type, init); break;
+    default: fail(where, ": role '", role_name(role), "' belongs to node outputs, not graph inputs");
+    }
+}
+
 }  // namespace
 
 json graph_to_json(const Graph &g) {
     json tensors = json::array(), nodes = json::array();
+    NodeId nodes_before = 0;  // nodes that existed when the tensor was created
     for (TensorId t = 0; t < g.num_tensors(); t++) {
         const TensorInfo &info = g.tensor(t);
-        if (info.producer != kNoNode) continue;  // node outputs are re-created by add_node
+        if (info.producer != kNoNode) {  // node outputs are re-created by add_node
+            nodes_before = info.producer + 1;
+            continue;
+        }
         json e = {{"name", info.name},
                   {"dtype", dtype_name(info.type.dtype)},
                   {"shape", info.type.shape},
-                  {"role", role_name(info.role)}};
+                  {"role", role_name(info.role)},
+                  {"after_nodes", nodes_before}};
         if (is_persistent(info.role))
             e["init"] = {{"kind", init_kind_name(info.init.kind)},
                          {"value", info.init.value},
@@ -115,33 +143,20 @@ Graph graph_from_json(const json &j, const std::string &source) {
     };
     const json &tensors = j.at("tensors");
     TESSERA_CHECK(tensors.is_array(), source, ": 'tensors' must be a list");
-    for (size_t i = 0; i < tensors.size(); i++) {
-        const json &e = tensors[i];
-        std::string where = source + ": tensors[" + std::to_string(i) + "]";
-        auto name = field<std::string>(e, "name", where);
-        where += " '" + name + "'";
-        TensorType type{dtype_from(field<std::string>(e, "dtype", where), where),
-                        field<Shape>(e, "shape", where)};
-        TensorRole role = role_from_name(field<std::string>(e, "role", where));
-        Init init;
-        if (is_persistent(role)) {
-            const json &ij = e.at("init");
-            init.kind = init_kind_from(field<std::string>(ij, "kind", where), where);
-            init.value = field<double>(ij, "value", where);
-            init.fan_in = field<int64_t>(ij, "fan_in", where);
-            init.fan_out = field<int64_t>(ij, "fan_out", where);
-        }
-        switch (role) {
-        case TensorRole::Data: g.add_data(name, type); break;
-        case TensorRole::Param: g.add_param(name, type, init); break;
-        case TensorRole::OptState: g.add_opt_state(name, type, init); break;
-        case TensorRole::Constant: g.add_constant(name, type, init); break;
-        default: fail(where, ": role '", role_name(role), "' belongs to node outputs, not graph inputs");
-        }
-    }
     const json &nodes = j.at("nodes");
     TESSERA_CHECK(nodes.is_array(), source, ": 'nodes' must be a list");
+    // Tensors and nodes are re-created in their original interleaving, so that
+    // every TensorId comes out as it was.
+    size_t next_tensor = 0;
+    auto add_tensors_until = [&](size_t node_count) {
+        for (; next_tensor < tensors.size(); next_tensor++) {
+            const json &e = tensors[next_tensor];
+            if (e.value("after_nodes", size_t{0}) > node_count) break;
+            add_input_tensor(g, e, source + ": tensors[" + std::to_string(next_tensor) + "]");
+        }
+    };
     for (size_t i = 0; i < nodes.size(); i++) {
+        add_tensors_until(i);
         const json &e = nodes[i];
         std::string where = source + ": nodes[" + std::to_string(i) + "]";
         OpCall call;
@@ -170,6 +185,9 @@ Graph graph_from_json(const json &j, const std::string &source) {
         }
         g.set_node_flags(g.num_nodes() - 1, e.value("backward", false), e.value("optimizer", false));
     }
+    add_tensors_until(nodes.size());
+    TESSERA_CHECK(next_tensor == tensors.size(), source, ": tensors[", next_tensor,
+                  "] has an 'after_nodes' beyond the node count");
     for (const auto &[k, v] : j.at("outputs").items()) g.set_output(k, lookup(v.get<std::string>(), source));
     return g;
 }

@@ -103,6 +103,7 @@ public:
     Tensor layer_norm_layer(Tensor x);
 
 private:
+    Tensor layer_param(const std::string &name, Shape shape, Init init);
     Tensor wrap(TensorId id) const { return Tensor{id, &g_}; }
     std::string node_name(OpKind kind, const std::string &name) const;
 

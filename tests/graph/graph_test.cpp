@@ -1,0 +1,102 @@
+#include <sys/resource.h>
+
+#include <gtest/gtest.h>
+
+#include "tessera/error.h"
+#include "tessera/graph/builder.h"
+#include "tessera/graph/optimizer.h"
+
+namespace tessera {
+namespace {
+
+template<typename F>
+void expect_error(F f, const std::string &text) {
+    try {
+        f();
+        ADD_FAILURE() << "expected an error containing: " << text;
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+}
+
+TEST(Graph, BuilderNamesShapesAndRoles) {
+    Graph g;
+    Builder b(g);
+    Tensor x = b.data("x", {8, 784});
+    Tensor h;
+    {
+        auto s = b.scope("fc1");
+        h = b.relu(b.linear(x, 32));
+    }
+    EXPECT_EQ(h.shape(), (Shape{8, 32}));
+    EXPECT_EQ(g.tensor(g.tensor_named("fc1.w")).role, TensorRole::Param);
+    EXPECT_EQ(g.tensor(g.tensor_named("fc1.w")).init, Init::he_normal(784));
+    EXPECT_EQ(g.tensor(g.tensor_named("fc1.b")).type.shape, (Shape{32}));
+    EXPECT_EQ(g.param_count(), 784 * 32 + 32);
+    EXPECT_EQ(g.num_nodes(), 3);  // matmul, bias_add, relu
+    EXPECT_EQ(g.node(0).call.name, "fc1.matmul");
+    auto consumers = g.consumers();
+    EXPECT_EQ(consumers[x.id], (std::vector<NodeId>{0}));
+    EXPECT_TRUE(consumers[h.id].empty());
+    // Defaults are filled in when a node is added, so every consumer sees them.
+    EXPECT_TRUE(g.node(1).call.attrs.has("axis"));
+}
+
+TEST(Graph, UniqueNamesAndErrors) {
+    Graph g;
+    Builder b(g);
+    Tensor x = b.data("x", {2, 3});
+    Tensor y1 = b.relu(x), y2 = b.relu(x);
+    EXPECT_EQ(y1.name(), "relu");
+    EXPECT_EQ(y2.name(), "relu_1");
+    expect_error([&] { b.data("x", {2}); }, "already has a tensor or node named 'x'");
+    expect_error([&] { b.data("z", {2, 0}); }, "every extent must be positive");
+    expect_error([&] { b.matmul(x, x); }, "matmul 'matmul'");
+    expect_error([&] { g.output("logits"); }, "no output named 'logits'");
+    expect_error([&] { g.tensor_named("nope"); }, "no tensor named 'nope'");
+}
+
+TEST(Graph, OptimizerUpdatesInPlace) {
+    for (auto kind : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam}) {
+        Graph g;
+        Builder b(g);
+        Tensor x = b.data("x", {4, 3});
+        Tensor labels = b.data("labels", {4}, DType::I32);
+        Tensor loss = b.softmax_xent(b.linear(x, 5), labels);
+        OptimizerConfig cfg;
+        cfg.kind = kind;
+        auto grads = make_training_graph(g, loss.id, cfg);
+        ASSERT_EQ(grads.size(), 2u);
+        int updates = 0;
+        for (const TensorInfo &t : g.tensors())
+            if (t.updates != kNoTensor) {
+                updates++;
+                EXPECT_TRUE(is_persistent(g.tensor(t.updates).role));
+                EXPECT_EQ(g.tensor(t.updates).type, t.type);
+            }
+        EXPECT_EQ(updates, kind == OptimizerConfig::Kind::Sgd ? 4 : 6);
+        EXPECT_EQ(g.find_tensor(kStepTensor).has_value(), kind == OptimizerConfig::Kind::Adam);
+    }
+    expect_error([] { optimizer_from_name("lbfgs"); }, "valid optimizers: sgd (with momentum), adam");
+}
+
+TEST(Graph, TenBillionParametersAllocateNoTensorMemory) {
+    rusage before{}, after{};
+    getrusage(RUSAGE_SELF, &before);
+    Graph g;
+    Builder b(g);
+    Tensor x = b.data("x", {64, 50000});
+    for (int i = 0; i < 5; i++) {
+        auto s = b.scope("layer" + std::to_string(i));
+        x = b.relu(b.linear(x, 50000));
+    }
+    Tensor loss = b.softmax_xent(b.linear(x, 10), b.data("labels", {64}, DType::I32));
+    make_training_graph(g, loss.id, OptimizerConfig{});
+    getrusage(RUSAGE_SELF, &after);
+    EXPECT_GE(g.param_count(), 10'000'000'000LL);
+    // 40 GB of weights would show in the resident set; the graph is kilobytes.
+    EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 64 * 1024) << "KiB of growth";
+}
+
+}  // namespace
+}  // namespace tessera
