@@ -1,0 +1,40 @@
+// Training checkpoints: one safetensors file per run directory, holding every
+// parameter and optimizer-state tensor under its graph name (so PyTorch's
+// safetensors loader reads the weights by name), plus metadata: the step, the
+// RNG state, and the run's identity (model, batch, optimizer, seed, data).
+//
+// Resuming checks the identity first, so that a checkpoint is never silently
+// continued under a different model or hyperparameters. The RNG state is small
+// because every random stream in Tessera is counter based: initialisers are a
+// function of (seed, tensor name), and the data order of (seed, epoch).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tessera/exec/executor.h"
+#include "tessera/models/zoo.h"
+#include "train_loop.h"
+
+namespace tessera {
+
+struct CheckpointInfo {
+    std::map<std::string, std::string> identity;  // must match on resume
+    int64_t steps_per_epoch = 0;
+    uint64_t seed = 0;
+};
+
+CheckpointInfo checkpoint_info(const TrainOptions &o, const Model &m, int64_t steps_per_epoch);
+std::string checkpoint_path(const std::string &dir);
+bool checkpoint_exists(const std::string &dir);
+
+// Writes atomically (a temporary file, then a rename).
+void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex,
+                     int64_t step);
+
+// Loads every Param and OptState tensor into the executor and returns the step.
+// Throws tessera::Error naming the file and the mismatch: a different model,
+// batch, optimizer or seed; a missing tensor; a wrong shape.
+int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex);
+
+}  // namespace tessera

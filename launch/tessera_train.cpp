@@ -1,0 +1,72 @@
+// tessera-train: trains a model from the zoo on one CPU device.
+//
+// Exit codes: 0 success, 1 a user error (bad flag value, missing data, a budget
+// too small, a corrupt checkpoint), 2 a usage error (unknown flag), 3 an
+// internal error (a bug: please report it).
+#include <iostream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+#include "tessera/error.h"
+#include "tessera/models/zoo.h"
+#include "train_loop.h"
+
+int main(int argc, char **argv) {
+    tessera::TrainOptions o;
+    CLI::App app{"tessera-train: train a model on one device (the CPU backend)"};
+    app.footer("Models (--model NAME:key=value,...):\n" + tessera::models_help() +
+               "\nSet TESSERA_LOG=model,graph,memory,program (or all) to dump each pipeline stage.");
+    std::string optimizer = "sgd";
+    std::optional<double> lr;
+    app.add_option("--model", o.model, "Model spec, e.g. mlp:layers=3,hidden=1024 or cnn")->capture_default_str();
+    app.add_option("--data", o.data, "Dataset: fashion-mnist, synthetic, or auto (fashion-mnist when the model takes it)")
+        ->capture_default_str();
+    app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)");
+    app.add_option("--synthetic-size", o.synthetic_size, "Training samples of synthetic data")->capture_default_str();
+    app.add_option("--batch", o.batch, "Batch size")->capture_default_str();
+    auto *epochs = app.add_option("--epochs", o.epochs, "Epochs to train (default 1)");
+    app.add_option("--steps", o.steps, "Steps to train, instead of --epochs")->excludes(epochs);
+    app.add_option("--optimizer", optimizer, "sgd (with momentum) or adam")->capture_default_str();
+    app.add_option("--lr", lr, "Learning rate (default 0.05 for sgd, 0.001 for adam)");
+    app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
+    app.add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay (L2 for sgd, decoupled for adam)")
+        ->capture_default_str();
+    app.add_option("--seed", o.seed, "Seed of the initialisers and the data order")->capture_default_str();
+    app.add_option("--device-mem", o.device_mem,
+                   "Device arena size, e.g. 512MiB or 2GiB (default: what the memory plan needs)");
+    app.add_option("--metrics", o.metrics_path, "Write JSON lines: one per step and one per evaluation");
+    app.add_option("--checkpoint", o.checkpoint_dir, "Directory for checkpoints (safetensors)");
+    app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (default: every epoch)");
+    app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint DIR, if there is one");
+    app.add_option("--progress", o.progress, "auto (a bar on a terminal), bar, lines, or none")
+        ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
+        ->capture_default_str();
+    app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
+    bool no_eval = false;
+    app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+    try {
+        o.eval = !no_eval;
+        o.optimizer.kind = tessera::optimizer_from_name(optimizer);
+        o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
+        tessera::run_training(o);
+        return 0;
+    } catch (const tessera::Error &e) {
+        std::cerr << "tessera-train: error: " << e.what() << "\n";
+        return 1;
+    } catch (const tessera::InternalError &e) {
+        std::cerr << "tessera-train: internal error: " << e.what() << "\n";
+        return 3;
+    } catch (const std::bad_alloc &) {
+        std::cerr << "tessera-train: out of host memory\n";
+        return 1;
+    } catch (const std::exception &e) {
+        std::cerr << "tessera-train: internal error: " << e.what() << "\n";
+        return 3;
+    }
+}

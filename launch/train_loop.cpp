@@ -1,0 +1,365 @@
+#include "train_loop.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint.h"
+#include "tessera/error.h"
+#include "tessera/exec/cpu_device.h"
+#include "tessera/exec/executor.h"
+#include "tessera/exec/memory_plan.h"
+#include "tessera/exec/program.h"
+#include "tessera/exec/size.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/models/data.h"
+#include "tessera/models/zoo.h"
+
+namespace tessera {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// TESSERA_LOG=graph,memory,program (or all) dumps what each stage produced.
+bool log_enabled(const char *stage) {
+    const char *v = std::getenv("TESSERA_LOG");
+    if (!v) return false;
+    std::string s = std::string(",") + v + ",";
+    return s.find(",all,") != std::string::npos || s.find(std::string(",") + stage + ",") != std::string::npos;
+}
+
+void log_stage(const char *stage, const std::string &text) {
+    if (log_enabled(stage)) std::cerr << "---- " << stage << " ----\n" << text << (text.ends_with("\n") ? "" : "\n");
+}
+
+std::string duration_str(double s) {
+    if (!std::isfinite(s) || s < 0) return "?";
+    auto total = static_cast<int64_t>(s + 0.5);
+    if (total >= 3600) return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
+    return fmt::format("{}:{:02}", total / 60, total % 60);
+}
+
+// Progress on a terminal is one redrawn line on stderr; otherwise plain lines on
+// stdout every `every` steps, so logs and CI output stay readable.
+class Progress {
+public:
+    Progress(const std::string &mode, int64_t total_steps, int64_t every)
+        : total_(total_steps), every_(std::max<int64_t>(1, every)) {
+        bool tty = isatty(STDERR_FILENO) != 0;
+        bar_ = mode == "bar" || (mode == "auto" && tty);
+        quiet_ = mode == "none";
+    }
+
+    void step(int64_t step, int64_t epoch, double loss, double step_s, double elapsed_s, int64_t steps_done) {
+        double avg = steps_done > 0 ? elapsed_s / steps_done : step_s;
+        double eta = avg * static_cast<double>(total_ - step);
+        if (quiet_) return;
+        if (bar_) {
+            auto now = Clock::now();
+            if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+            last_draw_ = now;
+            const int width = 30;
+            int filled = static_cast<int>(width * step / std::max<int64_t>(1, total_));
+            std::string bar(filled, '=');
+            if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
+            std::cerr << fmt::format("\r[{}] {}/{} epoch {} loss {:.4f} {:.1f} ms/step eta {}   ", bar, step,
+                                     total_, epoch + 1, loss, avg * 1e3, duration_str(eta))
+                      << std::flush;
+            drawn_ = true;
+        } else if (step % every_ == 0 || step == total_) {
+            std::cout << fmt::format("step {}/{} epoch {} loss {:.4f} {:.1f} ms/step eta {}\n", step, total_,
+                                     epoch + 1, loss, avg * 1e3, duration_str(eta))
+                      << std::flush;
+        }
+    }
+
+    // A full line (evaluation, checkpoint): ends any bar first.
+    void line(const std::string &text) {
+        if (quiet_) return;
+        if (drawn_) {
+            std::cerr << "\n";
+            drawn_ = false;
+        }
+        std::cout << text << "\n" << std::flush;
+    }
+
+    void finish() {
+        if (drawn_) std::cerr << "\n";
+        drawn_ = false;
+    }
+
+private:
+    int64_t total_, every_;
+    bool bar_ = false, quiet_ = false, drawn_ = false;
+    Clock::time_point last_draw_{};
+};
+
+// JSON lines: one object per step and per evaluation, flushed as written.
+class MetricsWriter {
+public:
+    MetricsWriter(const std::string &path, bool append) {
+        if (path.empty()) return;
+        out_.open(path, append ? std::ios::app : std::ios::trunc);
+        TESSERA_CHECK(out_.good(), "--metrics: cannot open '", path, "' for writing");
+    }
+    void write(const nlohmann::json &j) {
+        if (!out_.is_open()) return;
+        out_ << j.dump() << "\n" << std::flush;
+    }
+
+private:
+    std::ofstream out_;
+};
+
+// The datasets for a model: Fashion-MNIST when asked (or, with "auto", when the
+// model takes 784 values and 10 classes), otherwise learnable synthetic data
+// shaped like the model's input.
+struct DataSplit {
+    Dataset train, test;
+};
+
+Dataset take_rows(const Dataset &all, int64_t first, int64_t count) {
+    Dataset d = all;
+    const int64_t se = all.sample_elements(), le = all.label_elements;
+    d.size = count;
+    if (all.dtype == DType::F32)
+        d.x_f32.assign(all.x_f32.begin() + first * se, all.x_f32.begin() + (first + count) * se);
+    else
+        d.x_i32.assign(all.x_i32.begin() + first * se, all.x_i32.begin() + (first + count) * se);
+    d.labels.assign(all.labels.begin() + first * le, all.labels.begin() + (first + count) * le);
+    return d;
+}
+
+DataSplit load_data(const TrainOptions &o, const Model &m) {
+    const TensorInfo &input = m.graph.tensor(m.input);
+    Shape sample(input.type.shape.begin() + 1, input.type.shape.end());
+    std::string kind = o.data;
+    if (kind == "auto")
+        kind = input.type.dtype == DType::F32 && num_elements(sample) == 784 && m.num_classes == 10
+                   ? "fashion-mnist"
+                   : "synthetic";
+    DataSplit d;
+    if (kind == "fashion-mnist") {
+        std::string dir = o.data_dir.empty() ? kFashionMnistDefaultDir : o.data_dir;
+        d.train = load_fashion_mnist(dir, true);
+        d.test = load_fashion_mnist(dir, false);
+    } else if (kind == "synthetic") {
+        // One synthetic set, cut in two, so that the test samples follow the same
+        // rule as the training samples but are not among them.
+        SyntheticSpec spec;
+        spec.sample_shape = sample;
+        spec.dtype = input.type.dtype;
+        spec.vocab = input.type.dtype == DType::I32 ? m.num_classes : 0;
+        spec.num_classes = m.num_classes;
+        spec.label_elements = m.label_elements;
+        const int64_t n_train = o.synthetic_size, n_test = std::max<int64_t>(o.batch, o.synthetic_size / 8);
+        spec.size = n_train + n_test;
+        spec.seed = o.seed;
+        Dataset all = make_synthetic(spec);
+        d.train = take_rows(all, 0, n_train);
+        d.test = take_rows(all, n_train, n_test);
+    } else {
+        fail("--data: unknown dataset '", o.data, "'; valid: fashion-mnist, synthetic, auto");
+    }
+    const TensorInfo &labels = m.graph.tensor(m.labels);
+    check_fits(d.train, input.type, labels.type, o.model, m.num_classes,
+               input.type.dtype == DType::I32 ? m.num_classes : 0);
+    TESSERA_CHECK(d.train.size >= o.batch, "--batch ", o.batch, " is larger than the ", d.train.name,
+                  " training set (", d.train.size, " samples)");
+    return d;
+}
+
+// Host staging for one batch, shaped like the model's data tensors.
+struct BatchBuffers {
+    std::vector<float> x;
+    std::vector<int32_t> xi, labels;
+    BatchBuffers(const Graph &g, TensorId input, TensorId labels_t) {
+        const TensorType &t = g.tensor(input).type;
+        if (t.dtype == DType::F32) x.resize(t.elements());
+        else xi.resize(t.elements());
+        labels.resize(g.tensor(labels_t).type.elements());
+    }
+    void write_to(Executor &ex, TensorId input, TensorId labels_t) {
+        if (!x.empty()) ex.write(input, x.data(), x.size() * sizeof(float));
+        else ex.write(input, xi.data(), xi.size() * sizeof(int32_t));
+        ex.write(labels_t, labels.data(), labels.size() * sizeof(int32_t));
+    }
+};
+
+struct EvalResult {
+    double accuracy = 0, loss = 0;
+};
+
+// Accuracy over the whole test set with the forward program. Batch norm uses
+// the statistics of each test batch (the graph has no running averages); the
+// padded rows of the last batch are left out of the count but do take part in
+// that batch's statistics.
+EvalResult evaluate(Executor &ex, const Program &forward, const Model &m, const Batcher &batcher,
+                    BatchBuffers &buf) {
+    const int64_t classes = m.num_classes, le = m.label_elements;
+    std::vector<float> logits(m.graph.tensor(m.logits).type.elements());
+    int64_t correct = 0, counted = 0;
+    double loss_sum = 0;
+    for (int64_t b = 0; b < batcher.eval_batches(); b++) {
+        int64_t valid = batcher.fill_eval(b, buf.x.empty() ? nullptr : buf.x.data(),
+                                          buf.xi.empty() ? nullptr : buf.xi.data(), buf.labels.data());
+        buf.write_to(ex, m.input, m.labels);
+        ex.run(forward);
+        ex.read(m.logits, logits.data(), logits.size() * sizeof(float));
+        float loss = 0;
+        ex.read(m.loss, &loss, sizeof(float));
+        loss_sum += static_cast<double>(loss) * static_cast<double>(valid);
+        for (int64_t r = 0; r < valid * le; r++) {
+            const float *row = logits.data() + r * classes;
+            int64_t best = std::max_element(row, row + classes) - row;
+            correct += best == buf.labels[r];
+            counted++;
+        }
+    }
+    EvalResult e;
+    e.accuracy = counted ? static_cast<double>(correct) / static_cast<double>(counted) : 0;
+    e.loss = loss_sum / static_cast<double>(std::max<int64_t>(1, counted / le));
+    return e;
+}
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions &o) {
+    TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
+    TESSERA_CHECK(!(o.epochs > 0 && o.steps > 0), "give --epochs or --steps, not both");
+    TESSERA_CHECK(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must be positive");
+    TESSERA_CHECK(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
+    TESSERA_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative");
+
+    // The pipeline, one stage per line (TESSERA_LOG=all shows each result).
+    Model m = build_model(o.model, o.batch);
+    log_stage("model", m.description);
+    std::vector<TensorId> grads = make_training_graph(m.graph, m.loss, o.optimizer);
+    const Graph &g = m.graph;
+    log_stage("graph", graph_summary(g));
+    std::vector<NodeId> order = default_order(g);
+    MemoryPlan plan = plan_memory(g, order);
+    log_stage("memory", plan.summary());
+    Program train_program = build_program(g, order);
+    Program forward_program = build_program_for(g, order, {m.logits, m.loss});
+    log_stage("program", train_program.to_string(g));
+    int64_t arena = o.device_mem.empty() ? plan.arena_bytes : parse_size(o.device_mem, "--device-mem");
+    CpuDevice device(arena);
+    Executor ex(g, device, plan);  // fails here, before any data is read, if the arena is too small
+
+    DataSplit data = load_data(o, m);
+    Batcher train_batches(data.train, o.batch, o.seed, true);
+    Batcher test_batches(data.test, o.batch, o.seed, false);
+    const int64_t per_epoch = train_batches.batches_per_epoch();
+    const int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * std::max<int64_t>(1, o.epochs);
+
+    std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n", device.name(),
+                             format_bytes(arena), format_bytes(plan.arena_bytes), format_bytes(plan.lower_bound),
+                             m.description);
+    std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {}\n",
+                             data.train.name, data.train.size, data.test.size, o.batch, total_steps, per_epoch,
+                             optimizer_name(o.optimizer.kind), o.optimizer.lr)
+              << std::flush;
+
+    CheckpointInfo info = checkpoint_info(o, m, per_epoch);
+    int64_t start_step = 0;
+    if (o.resume && checkpoint_exists(o.checkpoint_dir)) {
+        start_step = load_checkpoint(o.checkpoint_dir, info, g, ex);
+        std::cout << fmt::format("resumed from {} at step {}\n", checkpoint_path(o.checkpoint_dir), start_step);
+    } else {
+        if (o.resume) std::cout << "no checkpoint in " << o.checkpoint_dir << " yet; starting from step 0\n";
+        ex.initialize(o.seed);
+    }
+    TESSERA_CHECK(start_step <= total_steps, "the checkpoint is at step ", start_step, " but this run has only ",
+                  total_steps, " steps; raise --steps or --epochs to continue");
+    if (!o.checkpoint_dir.empty()) std::filesystem::create_directories(o.checkpoint_dir);
+
+    MetricsWriter metrics(o.metrics_path, o.resume);
+    Progress progress(o.progress, total_steps, o.log_every > 0 ? o.log_every : std::max<int64_t>(1, per_epoch / 10));
+    BatchBuffers buf(g, m.input, m.labels);
+    std::optional<TensorId> step_tensor = g.find_tensor(kStepTensor);
+
+    TrainResult result;
+    EvalResult last_eval;
+    bool evaluated = false;
+    int64_t peak = 0;
+    double train_seconds = 0;
+    auto started = Clock::now();
+    auto maybe_evaluate = [&](int64_t epoch) {
+        if (!o.eval) return;
+        last_eval = evaluate(ex, forward_program, m, test_batches, buf);
+        evaluated = true;
+        metrics.write({{"epoch", epoch}, {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
+        progress.line(fmt::format("epoch {}: test accuracy {:.2f}% test loss {:.4f}", epoch, last_eval.accuracy * 100,
+                                  last_eval.loss));
+    };
+    auto save = [&](int64_t step) {
+        if (o.checkpoint_dir.empty()) return;
+        save_checkpoint(o.checkpoint_dir, info, g, ex, step);
+    };
+
+    for (int64_t step = start_step; step < total_steps; step++) {
+        const int64_t epoch = step / per_epoch, index = step % per_epoch;
+        train_batches.fill(epoch, index, buf.x.empty() ? nullptr : buf.x.data(),
+                           buf.xi.empty() ? nullptr : buf.xi.data(), buf.labels.data());
+        buf.write_to(ex, m.input, m.labels);
+        if (step_tensor) {
+            int32_t s = static_cast<int32_t>(step + 1);
+            ex.write(*step_tensor, &s, sizeof(s));
+        }
+        StepStats stats = ex.run(train_program);
+        float loss = 0;
+        ex.read(m.loss, &loss, sizeof(loss));
+        TESSERA_CHECK(std::isfinite(loss), "the loss is ", loss, " at step ", step + 1,
+                      "; training diverged. Lower --lr (now ", o.optimizer.lr, ")");
+        peak = std::max(peak, stats.peak_live_bytes);
+        train_seconds += stats.step_time_s;
+        result.final_loss = loss;
+        metrics.write({{"step", step + 1},
+                       {"epoch", epoch},
+                       {"loss", loss},
+                       {"step_time_s", stats.step_time_s},
+                       {"peak_device_bytes", stats.peak_live_bytes}});
+        double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+        progress.step(step + 1, epoch, loss, stats.step_time_s, elapsed, step + 1 - start_step);
+        result.steps_run++;
+        bool epoch_end = (step + 1) % per_epoch == 0;
+        if (epoch_end && step + 1 < total_steps) maybe_evaluate(epoch + 1);
+        if ((o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) ||
+            (o.checkpoint_every == 0 && epoch_end))
+            save(step + 1);
+    }
+    progress.finish();
+    if (o.eval && total_steps > start_step) maybe_evaluate((total_steps + per_epoch - 1) / per_epoch);
+    save(total_steps);
+    double wall = std::chrono::duration<double>(Clock::now() - started).count();
+
+    std::cout << fmt::format("\nsummary: {} steps in {} ({:.1f} ms/step compute)", result.steps_run,
+                             duration_str(wall),
+                             result.steps_run ? train_seconds / result.steps_run * 1e3 : 0.0);
+    std::cout << fmt::format(" | final loss {:.4f}", result.final_loss);
+    if (evaluated) {
+        result.test_accuracy = last_eval.accuracy;
+        std::cout << fmt::format(" | test accuracy {:.2f}%", last_eval.accuracy * 100);
+    }
+    std::cout << fmt::format(" | peak device bytes {} of arena {}", format_bytes(peak), format_bytes(arena));
+    if (!o.checkpoint_dir.empty()) std::cout << " | checkpoint " << checkpoint_path(o.checkpoint_dir);
+    std::cout << "\n" << std::flush;
+    (void)grads;
+    return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,43 @@
+// The single-process training driver behind tessera-train. The launcher parses
+// flags into TrainOptions; run_training() builds the pipeline (model, training
+// graph, memory plan, programs, device, executor), trains, evaluates, writes
+// metrics and checkpoints, and prints a summary. User errors throw
+// tessera::Error; only the launcher decides how the process ends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/graph/optimizer.h"
+
+namespace tessera {
+
+struct TrainOptions {
+    std::string model = "mlp";
+    std::string data = "auto";  // fashion-mnist | synthetic | auto (fashion-mnist when the model takes it)
+    std::string data_dir;       // empty: the Debian package's directory
+    int64_t synthetic_size = 8192;
+    int64_t batch = 128;
+    int64_t epochs = 0;  // one of epochs and steps; neither: 1 epoch
+    int64_t steps = 0;
+    OptimizerConfig optimizer;
+    uint64_t seed = 1;
+    std::string device_mem;  // empty: exactly what the memory plan needs
+    std::string metrics_path;
+    std::string checkpoint_dir;
+    int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch and at the end
+    bool resume = false;
+    std::string progress = "auto";  // auto | bar | lines | none
+    int64_t log_every = 0;          // plain-line interval in steps; 0: ten per epoch
+    bool eval = true;
+};
+
+struct TrainResult {
+    int64_t steps_run = 0;
+    double final_loss = 0;
+    double test_accuracy = -1;  // -1: not evaluated
+};
+
+TrainResult run_training(const TrainOptions &options);
+
+}  // namespace tessera
