@@ -275,13 +275,15 @@ TrainResult run_training(const TrainOptions &o) {
               << std::flush;
 
     CheckpointInfo info = checkpoint_info(o, m, per_epoch);
+    // Constants (the loss gradient's seed) are not in checkpoints: initialise
+    // everything, then overwrite what the checkpoint holds.
+    ex.initialize(o.seed);
     int64_t start_step = 0;
     if (o.resume && checkpoint_exists(o.checkpoint_dir)) {
         start_step = load_checkpoint(o.checkpoint_dir, info, g, ex);
         std::cout << fmt::format("resumed from {} at step {}\n", checkpoint_path(o.checkpoint_dir), start_step);
-    } else {
-        if (o.resume) std::cout << "no checkpoint in " << o.checkpoint_dir << " yet; starting from step 0\n";
-        ex.initialize(o.seed);
+    } else if (o.resume) {
+        std::cout << "no checkpoint in " << o.checkpoint_dir << " yet; starting from step 0\n";
     }
     TESSERA_CHECK(start_step <= total_steps, "the checkpoint is at step ", start_step, " but this run has only ",
                   total_steps, " steps; raise --steps or --epochs to continue");

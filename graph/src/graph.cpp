@@ -149,6 +149,21 @@ void Graph::set_updates(TensorId new_value, TensorId persistent) {
     tensors_[new_value].updates = persistent;
 }
 
+void Graph::set_attr(NodeId n, const std::string &name, AttrValue value) {
+    TESSERA_INTERNAL_ASSERT(n >= 0 && n < num_nodes());
+    Node &node = nodes_[n];
+    OpCall changed = node.call;
+    changed.attrs.set(name, std::move(value));
+    std::vector<TensorType> in;
+    for (TensorId t : node.inputs) in.push_back(tensors_[t].type);
+    std::vector<TensorType> out = infer_types(changed, in);
+    for (size_t i = 0; i < out.size(); i++)
+        TESSERA_CHECK(out[i] == tensors_[node.outputs[i]].type, node.call.who(), ": setting '", name,
+                      "' would change output ", i, " from ", type_str(tensors_[node.outputs[i]].type), " to ",
+                      type_str(out[i]));
+    node.call = std::move(changed);
+}
+
 void Graph::set_node_flags(NodeId n, bool backward, bool optimizer) {
     TESSERA_INTERNAL_ASSERT(n >= 0 && n < num_nodes());
     nodes_[n].backward = backward;

@@ -110,6 +110,10 @@ public:
     const std::map<std::string, TensorId> &outputs() const { return outputs_; }
 
     void set_updates(TensorId new_value, TensorId persistent);
+    // Changes one attribute of a node, for hyperparameters that change during
+    // training (an optimizer's lr). The output types are re-inferred and must not
+    // change; tessera::Error otherwise.
+    void set_attr(NodeId n, const std::string &name, AttrValue value);
     void set_node_flags(NodeId n, bool backward, bool optimizer);
 
     int num_tensors() const { return static_cast<int>(tensors_.size()); }

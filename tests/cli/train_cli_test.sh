@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# User-facing behaviour of tessera-train: exit codes and error messages, the
+# metrics format, checkpoints (readable by an independent safetensors reader),
+# and resume after SIGKILL giving the same losses and weights bit for bit.
+# Usage: train_cli_test.sh PATH/TO/tessera-train SOURCE_DIR
+set -uo pipefail
+TRAIN="$1"
+SRC="$2"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+fail=0
+
+expect() {  # expect NAME WANT_RC NEEDLE -- CMD...
+    local name="$1" want="$2" needle="$3"
+    shift 4
+    local out rc
+    out="$("$@" 2>&1)"
+    rc=$?
+    if [ "$rc" -ne "$want" ]; then
+        echo "FAIL $name: exit $rc, want $want; output: $out"; fail=1; return
+    fi
+    if ! grep -qF -- "$needle" <<<"$out"; then
+        echo "FAIL $name: output lacks '$needle': $out"; fail=1; return
+    fi
+    echo "ok   $name"
+}
+
+SMALL=(--model mlp:layers=2,hidden=32,input=20,classes=4 --data synthetic --synthetic-size 512 --batch 32
+       --progress lines --seed 7)
+
+# ---- errors -----------------------------------------------------------------
+expect unknown-model 1 "unknown model 'resnet'" -- "$TRAIN" --model resnet
+expect unknown-model-lists 1 "transformer" -- "$TRAIN" --model resnet
+expect bad-param 1 "hidden" -- "$TRAIN" --model mlp:hidden=0
+expect unknown-flag 2 "--bogus" -- "$TRAIN" --bogus
+expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
+expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
+expect bad-lr 1 "learning rate must be positive" -- "$TRAIN" "${SMALL[@]}" --lr -1
+expect bad-size 1 "--device-mem: '12XB' is not a size" -- "$TRAIN" "${SMALL[@]}" --device-mem 12XB
+expect bad-dataset 1 "unknown dataset 'cifar'" -- "$TRAIN" --model mlp --data cifar
+expect missing-data 1 "--data-dir" -- "$TRAIN" --model mlp --data fashion-mnist --data-dir "$TMP/nowhere"
+expect data-mismatch 1 "fashion-mnist gives 784" -- "$TRAIN" --model mlp:input=100 --data fashion-mnist
+expect resume-needs-dir 1 "--resume needs --checkpoint DIR" -- "$TRAIN" "${SMALL[@]}" --resume
+
+# A budget below the plan fails before training, naming the bytes needed, and
+# writes no metrics.
+expect small-budget 1 "bytes" -- "$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 4KiB --metrics "$TMP/none.jsonl"
+out="$("$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 4KiB 2>&1)"
+grep -qE "needs [0-9]+ bytes" <<<"$out" || { echo "FAIL small-budget: no byte count: $out"; fail=1; }
+[ ! -s "$TMP/none.jsonl" ] || { echo "FAIL small-budget wrote metrics"; fail=1; }
+
+# ---- metrics ------------------------------------------------------------------
+expect train 0 "summary:" -- "$TRAIN" "${SMALL[@]}" --epochs 2 --metrics "$TMP/m.jsonl"
+python3 - "$TMP/m.jsonl" <<'PY' || { echo "FAIL metrics format"; fail=1; }
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in rows if "step" in r]
+evals = [r for r in rows if "test_accuracy" in r]
+assert [r["step"] for r in steps] == list(range(1, 33)), [r["step"] for r in steps]
+for r in steps:
+    assert isinstance(r["loss"], float) and r["step_time_s"] > 0 and r["peak_device_bytes"] > 0, r
+assert [r["epoch"] for r in evals] == [1, 2], evals
+assert all(0 <= r["test_accuracy"] <= 1 for r in evals)
+# Synthetic data is learnable: the loss falls.
+first, last = sum(r["loss"] for r in steps[:4]), sum(r["loss"] for r in steps[-4:])
+assert last < first, (first, last)
+PY
+echo "ok   metrics-format"
+
+# ---- checkpoints and resume ---------------------------------------------------
+# The reference: 300 uninterrupted steps with a checkpoint at the end.
+RES=(--model mlp:layers=3,hidden=256,input=64,classes=8 --data synthetic --synthetic-size 2048 --batch 32 --seed 7
+     --optimizer adam --steps 300 --progress none)
+"$TRAIN" "${RES[@]}" --metrics "$TMP/a.jsonl" --checkpoint "$TMP/a" >/dev/null 2>&1 \
+    || { echo "FAIL reference run"; fail=1; }
+python3 "$SRC/tests/exec/safetensors_check.py" "$TMP/a/checkpoint.safetensors" --meta step=300 \
+    --meta format=tessera-checkpoint-1 >/dev/null || { echo "FAIL checkpoint not readable"; fail=1; }
+echo "ok   checkpoint-readable"
+
+# The same run, killed with SIGKILL mid-run and resumed.
+"$TRAIN" "${RES[@]}" --metrics "$TMP/b.jsonl" --checkpoint "$TMP/b" --checkpoint-every 10 >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 3000); do
+    n=$(grep -c '"step"' "$TMP/b.jsonl" 2>/dev/null)
+    [ "${n:-0}" -ge 25 ] && break
+    sleep 0.01
+done
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+killed_at=$(grep -c '"step"' "$TMP/b.jsonl")
+if [ "$killed_at" -ge 300 ] || [ "$killed_at" -lt 25 ]; then
+    echo "FAIL the run was not killed mid-run (it logged $killed_at of 300 steps)"; fail=1
+fi
+"$TRAIN" "${RES[@]}" --metrics "$TMP/b.jsonl" --checkpoint "$TMP/b" --checkpoint-every 10 --resume \
+    >"$TMP/resume.out" 2>&1 || { echo "FAIL resume run"; cat "$TMP/resume.out"; fail=1; }
+grep -q "resumed from" "$TMP/resume.out" || { echo "FAIL did not resume:"; cat "$TMP/resume.out"; fail=1; }
+python3 - "$TMP/a.jsonl" "$TMP/b.jsonl" <<'PY' || { echo "FAIL resumed losses differ"; fail=1; }
+import json, sys
+def steps(path):
+    out = {}
+    for l in open(path):
+        r = json.loads(l)
+        if "step" in r:
+            out.setdefault(r["step"], []).append(r["loss"])
+    return out
+a, b = steps(sys.argv[1]), steps(sys.argv[2])
+assert sorted(b) == list(range(1, 301)), sorted(b)
+for s, losses in b.items():
+    # Steps run twice (after the last checkpoint before the kill) must agree too.
+    for l in losses:
+        assert l == a[s][0], (s, l, a[s][0])
+PY
+echo "ok   resume-same-losses (killed after $killed_at steps)"
+cmp -s "$TMP/a/checkpoint.safetensors" "$TMP/b/checkpoint.safetensors" \
+    && echo "ok   resume-same-weights" || { echo "FAIL final checkpoints differ"; fail=1; }
+ls -a "$TMP/b" | grep -q tmp && { echo "FAIL temporary checkpoint file left"; fail=1; }
+
+# Resuming under different hyperparameters is refused, naming the difference.
+expect resume-mismatch 1 "written with lr '0.001' but this run uses '0.002'" -- \
+    "$TRAIN" "${RES[@]}" --lr 0.002 --checkpoint "$TMP/a" --resume
+printf 'garbage' > "$TMP/a/checkpoint.safetensors"
+expect corrupt-checkpoint 1 "checkpoint.safetensors" -- \
+    "$TRAIN" "${RES[@]}" --checkpoint "$TMP/a" --resume
+
+exit $fail
