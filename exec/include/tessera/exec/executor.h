@@ -1,0 +1,97 @@
+// The executor: runs programs on one device, with every tensor at its static
+// offset in the device's arena.
+//
+//   CpuDevice device(parse_size("512MiB", "--device-mem"));
+//   MemoryPlan plan = plan_memory(g, default_order(g));
+//   Executor ex(g, device, plan);            // throws if the plan does not fit
+//   ex.initialize(seed);                     // parameters by their Init
+//   Program step = build_program(g, plan.order);
+//   ex.write(images, host, bytes); ...;      // feed the Data tensors
+//   StepStats s = ex.run(step);              // one training step
+//   ex.read(loss, &value, sizeof value);
+//
+// run() hands each instruction to its stream in list order and waits for the
+// device; it allocates no device memory. What it needs per instruction (tensor
+// addresses, the bytes that become live and die) is worked out once per
+// distinct program and cached, so a step allocates nothing on the host either.
+// Live bytes are counted as the streams run (see device.h), so StepStats'
+// peak is measured, not copied from the plan.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tessera/exec/device.h"
+#include "tessera/exec/memory_plan.h"
+#include "tessera/exec/program.h"
+#include "tessera/graph/graph.h"
+
+namespace tessera {
+
+struct StepStats {
+    double step_time_s = 0;
+    int64_t peak_live_bytes = 0;   // measured: persistent bytes plus the most transient bytes live at once
+    int64_t arena_high_water = 0;  // the largest offset + size a kernel touched
+    int64_t swap_out_bytes = 0;    // moved by this step
+    int64_t swap_in_bytes = 0;
+    int64_t comm_bytes = 0;
+};
+
+class Executor {
+public:
+    // Keeps a copy of `g` and of `plan`, and a reference to `device`, which
+    // must outlive the executor. Throws tessera::Error when the plan does not
+    // match the graph, or needs a larger arena than the device has (saying
+    // which --device-mem would work).
+    Executor(const Graph &g, Device &device, MemoryPlan plan);
+    ~Executor();
+    Executor(const Executor &) = delete;
+    Executor &operator=(const Executor &) = delete;
+
+    const Graph &graph() const { return graph_; }
+    const MemoryPlan &plan() const { return plan_; }
+    Device &device() { return device_; }
+
+    // Param, OptState and Constant tensors from their Init, drawn from `seed`
+    // and each tensor's name (init.h); Data tensors are zeroed.
+    void initialize(uint64_t seed);
+
+    // Blocking copies of one whole tensor between host memory and the arena.
+    // Use them between runs. `bytes` must equal the tensor's size.
+    void write(TensorId t, const void *host, size_t bytes);
+    void read(TensorId t, void *host, size_t bytes);
+    template<typename T>
+    std::vector<T> read_vector(TensorId t) {
+        std::vector<T> v(static_cast<size_t>(graph_.tensor(t).type.bytes()) / sizeof(T));
+        read(t, v.data(), v.size() * sizeof(T));
+        return v;
+    }
+    // The tensor's address in the device's address space (host-readable only
+    // on the CPU device). An in-place update has its target's address.
+    std::byte *address(TensorId t);
+
+    // Runs `p` to completion. Throws tessera::Error for a program that does not
+    // fit the graph or the plan (check_program(), and every tensor it touches
+    // must have storage and its nodes must follow the plan's order), and
+    // rethrows the first error raised on a stream, naming the stream.
+    StepStats run(const Program &p);
+
+    // Bytes live between steps: the persistent tensors.
+    int64_t persistent_bytes() const { return persistent_bytes_; }
+
+private:
+    struct Prepared;
+    Prepared &prepare(const Program &p);
+    int64_t checked_offset(TensorId t, const char *what) const;
+
+    Graph graph_;
+    Device &device_;
+    MemoryPlan plan_;
+    std::vector<bool> persistent_;
+    int64_t persistent_bytes_ = 0;
+    std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
+};
+
+}  // namespace tessera

@@ -1,0 +1,74 @@
+// The static memory plan: every tensor's offset in the device arena, fixed
+// before the first step for one order of the nodes.
+//
+// Lifetimes follow the order. Data, Param, OptState and Constant tensors and
+// the graph's named outputs persist across steps, so they live for the whole
+// step. Any other tensor lives from its producer's position to its last
+// reader's position, inclusive; after that its bytes can be reused. Two tensors whose
+// lifetimes share a position never share bytes, which in particular keeps a
+// node's outputs apart from its inputs. The one exception is an optimizer
+// output with `updates` set (w' replaces w): it shares its target's storage,
+// because the update kernels run in place.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tessera/graph/graph.h"
+
+namespace tessera {
+
+struct MemoryPlan {
+    static constexpr int64_t kAlignment = 64;
+
+    std::vector<NodeId> order;    // the node order the plan was made for
+    std::vector<int64_t> offset;  // per TensorId; -1 = no storage (never produced in `order`)
+    int64_t arena_bytes = 0;      // the end of the highest tensor
+    // The most tensor bytes live at any one position of `order`: no placement
+    // of the same lifetimes can use a smaller arena.
+    int64_t lower_bound = 0;
+    int64_t persistent_bytes = 0;  // bytes of the tensors that live all step
+
+    bool has_storage(TensorId t) const { return offset.at(t) >= 0; }
+    // One line: tensors, arena, lower bound, persistent bytes, and the ratio.
+    std::string summary() const;
+    bool operator==(const MemoryPlan &) const = default;
+};
+
+// Node index order: the order the graph was built in, which is topological.
+std::vector<NodeId> default_order(const Graph &g);
+
+// Plans the arena for running the nodes of `order` in that order. `order` may
+// leave nodes out (their outputs get no storage), but every node's inputs must
+// be graph inputs or outputs of nodes earlier in it; tessera::Error otherwise.
+//
+// Offsets come from "greedy by size" (as in TFLite's arena planner): tensors
+// are placed largest first, each at the offset of the tightest gap, among the
+// tensors already placed whose lifetimes overlap its own, that it fits in.
+// Large tensors are the hard ones to fit; placed first, they claim the
+// bottom of the arena, and the many small ones fill the gaps between them.
+// Two variants run as well (lowest gap instead of tightest; persistent tensors
+// first) and the smallest arena wins, so the result is deterministic and
+// usually within a few percent of the lower bound (the MLP training graphs of
+// the tests: within 0.1%). O(tensors^2); 5000 tensors plan in about 20 ms.
+MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order);
+
+// Checks that `plan` fits `g` (one offset per tensor, aligned, inside the arena,
+// in-place updates sharing storage). tessera::Error names the first problem and
+// `source` (a file name, or "memory plan").
+void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string &source = "memory plan");
+
+// The tensor whose storage `t` uses: itself, or for an in-place update, the
+// persistent tensor it replaces (following chains).
+TensorId storage_root(const Graph &g, TensorId t);
+// For each tensor, whether it lives all step: Data, Param, OptState, Constant,
+// or a graph output (itself, or another tensor sharing its storage root).
+std::vector<bool> persistent_tensors(const Graph &g);
+
+nlohmann::json memory_plan_to_json(const MemoryPlan &plan);
+MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &source = "memory plan JSON");
+
+}  // namespace tessera

@@ -1,0 +1,86 @@
+// A program: what one device does in one step, as a list of instructions, each
+// bound to a stream. Within a stream, instructions run in list order; across
+// streams, only events order them (record on one stream, wait on another), as
+// in CUDA. The executor (executor.h) interprets a program against a memory
+// plan; the swap planner and the partitioner's lowering will emit programs
+// with swap and collective instructions on their own streams.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "tessera/exec/device.h"
+#include "tessera/graph/graph.h"
+
+namespace tessera {
+
+struct Instruction {
+    enum class Kind : uint8_t { Compute, EventRecord, EventWait, SwapOut, SwapIn, Collective };
+    Kind kind = Kind::Compute;
+    StreamKind stream = StreamKind::Compute;
+    NodeId node = kNoNode;  // Compute (and Collective, for its communication node)
+    int event = -1;         // EventRecord, EventWait: index into the program's events
+    // Reserved for swap and collective instructions (not run yet): the tensor
+    // moved, its place in the host swap area, and the bytes moved.
+    TensorId tensor = kNoTensor;
+    int64_t host_offset = 0;
+    int64_t bytes = 0;
+
+    static Instruction compute(NodeId n, StreamKind s = StreamKind::Compute) {
+        Instruction i;
+        i.kind = Kind::Compute;
+        i.stream = s;
+        i.node = n;
+        return i;
+    }
+    static Instruction record(int event, StreamKind s) {
+        Instruction i;
+        i.kind = Kind::EventRecord;
+        i.stream = s;
+        i.event = event;
+        return i;
+    }
+    static Instruction wait(int event, StreamKind s) {
+        Instruction i;
+        i.kind = Kind::EventWait;
+        i.stream = s;
+        i.event = event;
+        return i;
+    }
+    bool operator==(const Instruction &) const = default;
+};
+const char *instruction_kind_name(Instruction::Kind k);  // "compute", "record", "wait", ...
+
+struct Program {
+    std::vector<Instruction> instructions;
+    int num_events = 0;
+
+    // One instruction per line: index, kind, stream, and the node with its
+    // inputs and outputs, or the event.
+    std::string to_string(const Graph &g) const;
+    bool operator==(const Program &) const = default;
+};
+
+// Every node of `order`, in that order, on the compute stream.
+Program build_program(const Graph &g, const std::vector<NodeId> &order);
+
+// Only the nodes of `order` that `targets` depend on, in that order: the
+// forward pass for evaluation, run against the training plan (a subset of an
+// order keeps every lifetime inside the one the plan allowed for). Throws
+// tessera::Error for a target that is neither a graph input nor computed by a
+// node of `order`.
+Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets);
+
+// Checks what the executor relies on: valid node, stream and event ids; each
+// node computed at most once, after its inputs' producers; every wait after a
+// record of its event. tessera::Error names the instruction. Swap and
+// collective instructions are rejected until an executor runs them.
+void check_program(const Graph &g, const Program &p);
+
+nlohmann::json program_to_json(const Program &p);
+Program program_from_json(const nlohmann::json &j, const std::string &source = "program JSON");
+
+}  // namespace tessera

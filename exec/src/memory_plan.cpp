@@ -1,0 +1,284 @@
+#include "tessera/exec/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "tessera/error.h"
+#include "tessera/exec/size.h"
+
+namespace tessera {
+
+namespace {
+
+int64_t align_up(int64_t b) {
+    constexpr int64_t a = MemoryPlan::kAlignment;
+    return (b + a - 1) / a * a;
+}
+
+// One block of storage to place: a storage root and the hull of the lifetimes
+// of the tensors that share it. Persistent blocks span [-1, n].
+struct Block {
+    TensorId root;
+    int64_t size;  // aligned
+    int start, end;
+    bool persistent;
+};
+
+struct Placed {
+    int64_t offset, size;
+    int start, end;
+};
+
+// One greedy pass over `blocks` in the given order. best_fit picks the tightest
+// gap that fits; otherwise the lowest. Returns the arena size; offsets go to `out`.
+int64_t place(const std::vector<Block> &blocks, const std::vector<int> &order, bool best_fit,
+              std::vector<int64_t> &out) {
+    std::vector<Placed> placed;  // sorted by offset
+    placed.reserve(order.size());
+    out.assign(blocks.size(), 0);
+    int64_t arena = 0;
+    for (int bi : order) {
+        const Block &b = blocks[bi];
+        int64_t prev_end = 0, best = -1, best_gap = std::numeric_limits<int64_t>::max();
+        for (const Placed &p : placed) {
+            if (p.end < b.start || b.end < p.start) continue;  // lifetimes apart: may share bytes
+            int64_t gap = p.offset - prev_end;
+            if (gap >= b.size && (best < 0 || (best_fit && gap < best_gap))) {
+                best = prev_end;
+                best_gap = gap;
+            }
+            prev_end = std::max(prev_end, p.offset + p.size);
+        }
+        if (best < 0) best = prev_end;
+        out[bi] = best;
+        arena = std::max(arena, best + b.size);
+        Placed p{best, b.size, b.start, b.end};
+        auto at = std::upper_bound(placed.begin(), placed.end(), p,
+                                   [](const Placed &x, const Placed &y) { return x.offset < y.offset; });
+        placed.insert(at, p);
+    }
+    return arena;
+}
+
+std::string node_label(const Graph &g, NodeId n) { return "'" + g.node(n).call.name + "'"; }
+
+}  // namespace
+
+std::vector<NodeId> default_order(const Graph &g) {
+    std::vector<NodeId> order(g.num_nodes());
+    for (NodeId n = 0; n < g.num_nodes(); n++) order[n] = n;
+    return order;
+}
+
+TensorId storage_root(const Graph &g, TensorId t) {
+    TensorId r = t;
+    for (int steps = 0; g.tensor(r).updates != kNoTensor; steps++) {
+        TESSERA_INTERNAL_ASSERT(steps <= g.num_tensors(), "in-place updates of '", g.tensor(t).name,
+                                "' form a cycle");
+        r = g.tensor(r).updates;
+    }
+    return r;
+}
+
+std::vector<bool> persistent_tensors(const Graph &g) {
+    int nt = g.num_tensors();
+    std::vector<bool> root_persistent(nt, false), out(nt);
+    std::vector<bool> is_output(nt, false);
+    for (const auto &[key, t] : g.outputs()) is_output[t] = true;
+    for (TensorId t = 0; t < nt; t++) {
+        TensorRole r = g.tensor(t).role;
+        if (r == TensorRole::Data || is_persistent(r) || is_output[t])
+            root_persistent[storage_root(g, t)] = true;
+    }
+    for (TensorId t = 0; t < nt; t++) out[t] = root_persistent[storage_root(g, t)];
+    return out;
+}
+
+MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
+    const int nt = g.num_tensors(), n = static_cast<int>(order.size());
+
+    // Positions, and the order checked: each node once, inputs produced earlier.
+    std::vector<int> pos(g.num_nodes(), -1);
+    for (int i = 0; i < n; i++) {
+        NodeId id = order[i];
+        TESSERA_CHECK(id >= 0 && id < g.num_nodes(), "node order: position ", i, " names node ", id,
+                      " but the graph has ", g.num_nodes(), " nodes");
+        TESSERA_CHECK(pos[id] < 0, "node order: node ", node_label(g, id), " appears twice (positions ", pos[id],
+                      " and ", i, ")");
+        for (TensorId t : g.node(id).inputs) {
+            NodeId p = g.tensor(t).producer;
+            TESSERA_CHECK(p == kNoNode || pos[p] >= 0, "node order: node ", node_label(g, id), " (position ", i,
+                          ") reads '", g.tensor(t).name, "', but its producer ", node_label(g, p),
+                          " does not run before it; the order must be topological");
+        }
+        pos[id] = i;
+    }
+
+    // Each tensor's own lifetime, then the hull over each storage root.
+    std::vector<bool> persistent = persistent_tensors(g);
+    std::vector<int> start(nt, -1), end(nt, -1);
+    for (int i = 0; i < n; i++) {
+        const Node &node = g.node(order[i]);
+        for (TensorId t : node.outputs) start[t] = end[t] = i;
+        for (TensorId t : node.inputs) end[t] = std::max(end[t], i);
+    }
+    std::vector<int> root(nt), gstart(nt, std::numeric_limits<int>::max()), gend(nt, -1);
+    std::vector<bool> stored(nt, false);
+    for (TensorId t = 0; t < nt; t++) {
+        root[t] = storage_root(g, t);
+        const TensorInfo &info = g.tensor(t);
+        if (info.updates != kNoTensor)
+            TESSERA_CHECK(info.type.bytes() == g.tensor(root[t]).type.bytes(), "tensor '", info.name,
+                          "' updates '", g.tensor(root[t]).name, "' in place but has type ", type_str(info.type),
+                          " instead of ", type_str(g.tensor(root[t]).type));
+        bool exists = info.producer == kNoNode || start[t] >= 0;
+        if (persistent[t] || exists) stored[root[t]] = true;
+        if (start[t] >= 0) {
+            gstart[root[t]] = std::min(gstart[root[t]], start[t]);
+            gend[root[t]] = std::max(gend[root[t]], end[t]);
+        }
+    }
+
+    MemoryPlan plan;
+    plan.order = order;
+    std::vector<Block> blocks;
+    std::vector<int64_t> diff(n + 1, 0);
+    for (TensorId t = 0; t < nt; t++) {
+        if (root[t] != t || !stored[t]) continue;
+        int64_t bytes = g.tensor(t).type.bytes();
+        if (persistent[t]) {
+            plan.persistent_bytes += bytes;
+            blocks.push_back({t, align_up(bytes), -1, n, true});
+        } else {
+            TESSERA_INTERNAL_ASSERT(gend[t] >= gstart[t], "'", g.tensor(t).name, "' is stored but never produced");
+            diff[gstart[t]] += bytes;
+            diff[gend[t] + 1] -= bytes;
+            blocks.push_back({t, align_up(bytes), gstart[t], gend[t], false});
+        }
+    }
+    int64_t live = 0, most = 0;
+    for (int i = 0; i < n; i++) most = std::max(most, live += diff[i]);
+    plan.lower_bound = plan.persistent_bytes + most;
+
+    // A few orderings of the same greedy placement; keep the smallest arena.
+    // Placement is cheap next to a training step, and no one order wins on
+    // every graph.
+    std::vector<int> by_size(blocks.size());
+    for (size_t i = 0; i < blocks.size(); i++) by_size[i] = static_cast<int>(i);
+    auto larger = [&](int a, int b) {
+        const Block &x = blocks[a], &y = blocks[b];
+        if (x.size != y.size) return x.size > y.size;
+        if (x.start != y.start) return x.start < y.start;
+        return x.root < y.root;
+    };
+    std::stable_sort(by_size.begin(), by_size.end(), larger);
+    std::vector<int> persistent_first = by_size;
+    std::stable_partition(persistent_first.begin(), persistent_first.end(),
+                          [&](int b) { return blocks[b].persistent; });
+    struct Variant {
+        const std::vector<int> *order;
+        bool best_fit;
+    };
+    std::vector<int64_t> best_offsets, offsets;
+    int64_t best_arena = -1;
+    for (Variant v : {Variant{&by_size, true}, Variant{&by_size, false}, Variant{&persistent_first, true}}) {
+        int64_t arena = place(blocks, *v.order, v.best_fit, offsets);
+        if (best_arena < 0 || arena < best_arena) {
+            best_arena = arena;
+            best_offsets = offsets;
+        }
+    }
+    plan.arena_bytes = std::max<int64_t>(best_arena, 0);
+
+    plan.offset.assign(nt, -1);
+    std::vector<int64_t> root_offset(nt, -1);
+    for (size_t i = 0; i < blocks.size(); i++) root_offset[blocks[i].root] = best_offsets[i];
+    for (TensorId t = 0; t < nt; t++) plan.offset[t] = root_offset[root[t]];
+    return plan;
+}
+
+void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string &source) {
+    TESSERA_CHECK(static_cast<int>(plan.offset.size()) == g.num_tensors(), source, ": has offsets for ",
+                  plan.offset.size(), " tensors but the graph has ", g.num_tensors(),
+                  "; the plan was made for another graph");
+    TESSERA_CHECK(plan.arena_bytes >= 0, source, ": arena_bytes is negative (", plan.arena_bytes, ")");
+    for (NodeId n : plan.order)
+        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), source, ": the order names node ", n, " but the graph has ",
+                      g.num_nodes(), " nodes");
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        int64_t off = plan.offset[t];
+        if (off < 0) {
+            TESSERA_CHECK(off == -1, source, ": tensor '", info.name, "' has offset ", off,
+                          "; use -1 for no storage");
+            continue;
+        }
+        TESSERA_CHECK(off % MemoryPlan::kAlignment == 0, source, ": tensor '", info.name, "' has offset ", off,
+                      ", which is not a multiple of ", MemoryPlan::kAlignment);
+        TESSERA_CHECK(off + info.type.bytes() <= plan.arena_bytes, source, ": tensor '", info.name,
+                      "' (", type_str(info.type), ") at offset ", off, " ends at ", off + info.type.bytes(),
+                      ", past the arena of ", plan.arena_bytes, " bytes");
+        TensorId r = storage_root(g, t);
+        TESSERA_CHECK(r == t || plan.offset[r] == off, source, ": tensor '", info.name, "' updates '",
+                      g.tensor(r).name, "' in place, so it must have the same offset (", plan.offset[r],
+                      "), not ", off);
+    }
+}
+
+std::string MemoryPlan::summary() const {
+    int stored = 0;
+    for (int64_t o : offset) stored += o >= 0;
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.3f", lower_bound > 0 ? double(arena_bytes) / double(lower_bound) : 1.0);
+    return detail::concat("memory plan: ", order.size(), " nodes, ", stored, " of ", offset.size(),
+                          " tensors stored; arena ", arena_bytes, " bytes (", format_bytes(arena_bytes),
+                          "), lower bound ", lower_bound, " bytes (", format_bytes(lower_bound), "), arena/bound ",
+                          ratio, "; persistent ", persistent_bytes, " bytes (", format_bytes(persistent_bytes), ")");
+}
+
+nlohmann::json memory_plan_to_json(const MemoryPlan &plan) {
+    return nlohmann::json{{"alignment", MemoryPlan::kAlignment}, {"order", plan.order},
+                          {"offset", plan.offset},           {"arena_bytes", plan.arena_bytes},
+                          {"lower_bound", plan.lower_bound}, {"persistent_bytes", plan.persistent_bytes}};
+}
+
+MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &source) {
+    TESSERA_CHECK(j.is_object(), source, ": a memory plan must be a JSON object, got ", j.type_name());
+    auto field = [&](const char *name) -> const nlohmann::json & {
+        TESSERA_CHECK(j.contains(name), source, ": missing field '", name, "'");
+        return j.at(name);
+    };
+    auto integer = [&](const char *name) {
+        const nlohmann::json &v = field(name);
+        TESSERA_CHECK(v.is_number_integer(), source, ": field '", name, "' must be an integer, got ", v.dump());
+        return v.get<int64_t>();
+    };
+    auto integers = [&](const char *name) {
+        const nlohmann::json &v = field(name);
+        TESSERA_CHECK(v.is_array(), source, ": field '", name, "' must be an array of integers");
+        std::vector<int64_t> out;
+        for (size_t i = 0; i < v.size(); i++) {
+            TESSERA_CHECK(v[i].is_number_integer(), source, ": ", name, "[", i, "] must be an integer, got ",
+                          v[i].dump());
+            out.push_back(v[i].get<int64_t>());
+        }
+        return out;
+    };
+    int64_t alignment = integer("alignment");
+    TESSERA_CHECK(alignment == MemoryPlan::kAlignment, source, ": alignment ", alignment,
+                  " is not supported; this build aligns tensors to ", MemoryPlan::kAlignment, " bytes");
+    MemoryPlan plan;
+    for (int64_t n : integers("order")) {
+        TESSERA_CHECK(n >= 0 && n <= std::numeric_limits<NodeId>::max(), source, ": order has node id ", n);
+        plan.order.push_back(static_cast<NodeId>(n));
+    }
+    plan.offset = integers("offset");
+    plan.arena_bytes = integer("arena_bytes");
+    plan.lower_bound = integer("lower_bound");
+    plan.persistent_bytes = integer("persistent_bytes");
+    return plan;
+}
+
+}  // namespace tessera

@@ -1,0 +1,254 @@
+#include "tessera/exec/program.h"
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+namespace {
+
+using Kind = Instruction::Kind;
+constexpr std::array<Kind, 6> kKinds = {Kind::Compute, Kind::EventRecord, Kind::EventWait,
+                                        Kind::SwapOut, Kind::SwapIn,      Kind::Collective};
+
+Kind kind_from_name(const std::string &name, const std::string &where) {
+    for (Kind k : kKinds)
+        if (name == instruction_kind_name(k)) return k;
+    fail(where, ": unknown instruction kind '", name,
+         "'; expected compute, record, wait, swap-out, swap-in or collective");
+}
+
+std::string describe(const Graph &g, const Instruction &in) {
+    std::ostringstream os;
+    os << instruction_kind_name(in.kind);
+    if (in.kind == Kind::Compute && in.node >= 0 && in.node < g.num_nodes())
+        os << " '" << g.node(in.node).call.name << "'";
+    if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) os << " e" << in.event;
+    os << " on the " << stream_name(in.stream) << " stream";
+    return os.str();
+}
+
+}  // namespace
+
+const char *instruction_kind_name(Instruction::Kind k) {
+    switch (k) {
+    case Kind::Compute: return "compute";
+    case Kind::EventRecord: return "record";
+    case Kind::EventWait: return "wait";
+    case Kind::SwapOut: return "swap-out";
+    case Kind::SwapIn: return "swap-in";
+    case Kind::Collective: return "collective";
+    }
+    TESSERA_INTERNAL_ASSERT(false, "unknown instruction kind ", static_cast<int>(k));
+}
+
+std::string Program::to_string(const Graph &g) const {
+    std::ostringstream os;
+    bool used[kNumStreams] = {};
+    for (const Instruction &in : instructions) used[static_cast<int>(in.stream)] = true;
+    int streams = 0;
+    for (bool u : used) streams += u;
+    os << "program: " << instructions.size() << " instructions on " << streams << " stream"
+       << (streams == 1 ? "" : "s") << ", " << num_events << " event" << (num_events == 1 ? "" : "s") << "\n";
+    for (size_t i = 0; i < instructions.size(); i++) {
+        const Instruction &in = instructions[i];
+        char head[64];
+        std::snprintf(head, sizeof head, "%5zu  %-9s %-10s ", i, stream_name(in.stream),
+                      instruction_kind_name(in.kind));
+        os << head;
+        auto names = [&](const std::vector<TensorId> &ts) {
+            std::string s;
+            for (size_t k = 0; k < ts.size(); k++) s += (k ? ", " : "") + g.tensor(ts[k]).name;
+            return s;
+        };
+        switch (in.kind) {
+        case Kind::Compute:
+        case Kind::Collective:
+            if (in.node >= 0 && in.node < g.num_nodes()) {
+                const Node &n = g.node(in.node);
+                os << "'" << n.call.name << "' " << op_name(n.call.kind) << "(" << names(n.inputs) << ") -> ("
+                   << names(n.outputs) << ")";
+            } else {
+                os << "node " << in.node;
+            }
+            break;
+        case Kind::EventRecord:
+        case Kind::EventWait: os << "e" << in.event; break;
+        case Kind::SwapOut:
+        case Kind::SwapIn:
+            os << (in.tensor >= 0 && in.tensor < g.num_tensors() ? "'" + g.tensor(in.tensor).name + "'"
+                                                                   : "tensor " + std::to_string(in.tensor))
+               << ", " << in.bytes << " bytes, host offset " << in.host_offset;
+            break;
+        }
+        os << "\n";
+    }
+    return os.str();
+}
+
+Program build_program(const Graph &g, const std::vector<NodeId> &order) {
+    Program p;
+    p.instructions.reserve(order.size());
+    for (NodeId n : order) {
+        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "build_program: node ", n, " does not exist; the graph has ",
+                      g.num_nodes(), " nodes");
+        p.instructions.push_back(Instruction::compute(n));
+    }
+    return p;
+}
+
+Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets) {
+    std::vector<bool> in_order(g.num_nodes(), false), needed_tensor(g.num_tensors(), false);
+    for (NodeId n : order) {
+        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "build_program_for: node ", n,
+                      " does not exist; the graph has ", g.num_nodes(), " nodes");
+        in_order[n] = true;
+    }
+    for (TensorId t : targets) {
+        TESSERA_CHECK(t >= 0 && t < g.num_tensors(), "build_program_for: target tensor ", t,
+                      " does not exist; the graph has ", g.num_tensors(), " tensors");
+        NodeId p = g.tensor(t).producer;
+        TESSERA_CHECK(p == kNoNode || in_order[p], "build_program_for: target '", g.tensor(t).name,
+                      "' is computed by node '", g.node(p).call.name, "', which is not in the node order");
+        needed_tensor[t] = true;
+    }
+    // Walk the order backwards: a node is needed when it produces a needed
+    // tensor, and then its inputs are needed.
+    std::vector<bool> keep(order.size(), false);
+    for (size_t i = order.size(); i-- > 0;) {
+        const Node &node = g.node(order[i]);
+        for (TensorId t : node.outputs) keep[i] = keep[i] || needed_tensor[t];
+        if (keep[i])
+            for (TensorId t : node.inputs) needed_tensor[t] = true;
+    }
+    Program p;
+    for (size_t i = 0; i < order.size(); i++)
+        if (keep[i]) p.instructions.push_back(Instruction::compute(order[i]));
+    return p;
+}
+
+void check_program(const Graph &g, const Program &p) {
+    TESSERA_CHECK(p.num_events >= 0, "program: num_events is negative (", p.num_events, ")");
+    // Happens-before as vector clocks: seen[s][q] is how many instructions of
+    // stream q are ordered before stream s's current point (through events).
+    // A read is safe when the reading stream has seen the producing instruction.
+    std::array<std::array<int64_t, kNumStreams>, kNumStreams> seen{};
+    std::vector<std::array<int64_t, kNumStreams>> event_clock(p.num_events);
+    std::vector<bool> recorded(p.num_events, false);
+    struct Producer {
+        int64_t instr = -1;  // index in the program
+        int stream = 0;
+        int64_t tick = 0;  // the stream's count after it
+    };
+    std::vector<Producer> produced(g.num_tensors());
+    std::vector<bool> computed(g.num_nodes(), false);
+
+    for (size_t i = 0; i < p.instructions.size(); i++) {
+        const Instruction &in = p.instructions[i];
+        int s = static_cast<int>(in.stream);
+        TESSERA_CHECK(s >= 0 && s < kNumStreams, "program instruction ", i, ": stream ", s, " does not exist");
+        auto where = [&] { return detail::concat("program instruction ", i, " (", describe(g, in), ")"); };
+        seen[s][s]++;
+        switch (in.kind) {
+        case Kind::Compute: {
+            TESSERA_CHECK(in.node >= 0 && in.node < g.num_nodes(), where(), ": node ", in.node,
+                          " does not exist; the graph has ", g.num_nodes(), " nodes");
+            TESSERA_CHECK(!computed[in.node], where(), ": the node is computed twice");
+            computed[in.node] = true;
+            const Node &node = g.node(in.node);
+            for (TensorId t : node.inputs) {
+                if (g.tensor(t).producer == kNoNode) continue;
+                const Producer &pr = produced[t];
+                TESSERA_CHECK(pr.instr >= 0, where(), " reads '", g.tensor(t).name, "', but its producer '",
+                              g.node(g.tensor(t).producer).call.name, "' is not computed before it");
+                TESSERA_CHECK(seen[s][pr.stream] >= pr.tick, where(), " reads '", g.tensor(t).name,
+                              "', which instruction ", pr.instr, " computes on the ",
+                              stream_name(static_cast<StreamKind>(pr.stream)),
+                              " stream, with no event between them: the two would race. Record an event after "
+                              "instruction ", pr.instr, " and wait for it on the ", stream_name(in.stream),
+                              " stream before instruction ", i);
+            }
+            for (TensorId t : node.outputs) produced[t] = {static_cast<int64_t>(i), s, seen[s][s]};
+            break;
+        }
+        case Kind::EventRecord:
+        case Kind::EventWait:
+            TESSERA_CHECK(in.event >= 0 && in.event < p.num_events, where(), ": event ", in.event,
+                          " does not exist; the program has ", p.num_events, " events");
+            if (in.kind == Kind::EventRecord) {
+                event_clock[in.event] = seen[s];
+                recorded[in.event] = true;
+            } else {
+                TESSERA_CHECK(recorded[in.event], where(), ": waits for event ", in.event,
+                              ", which no earlier instruction records; the wait would do nothing");
+                for (int q = 0; q < kNumStreams; q++) seen[s][q] = std::max(seen[s][q], event_clock[in.event][q]);
+            }
+            break;
+        case Kind::SwapOut:
+        case Kind::SwapIn:
+        case Kind::Collective:
+            fail(where(), ": ", instruction_kind_name(in.kind),
+                 " instructions are not supported by this executor yet; plan without swapping or "
+                 "partitioning");
+        }
+    }
+}
+
+nlohmann::json program_to_json(const Program &p) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Instruction &in : p.instructions) {
+        nlohmann::json j{{"kind", instruction_kind_name(in.kind)}, {"stream", stream_name(in.stream)}};
+        if (in.kind == Kind::Compute || in.kind == Kind::Collective) j["node"] = in.node;
+        if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) j["event"] = in.event;
+        if (in.kind == Kind::SwapOut || in.kind == Kind::SwapIn || in.kind == Kind::Collective) {
+            j["tensor"] = in.tensor;
+            j["host_offset"] = in.host_offset;
+            j["bytes"] = in.bytes;
+        }
+        list.push_back(std::move(j));
+    }
+    return nlohmann::json{{"num_events", p.num_events}, {"instructions", std::move(list)}};
+}
+
+Program program_from_json(const nlohmann::json &j, const std::string &source) {
+    TESSERA_CHECK(j.is_object() && j.contains("instructions") && j["instructions"].is_array() &&
+                      j.contains("num_events") && j["num_events"].is_number_integer(),
+                  source, ": a program must be an object with 'num_events' (integer) and 'instructions' (array)");
+    Program p;
+    p.num_events = j["num_events"].get<int>();
+    const nlohmann::json &list = j["instructions"];
+    for (size_t i = 0; i < list.size(); i++) {
+        const nlohmann::json &e = list[i];
+        std::string where = detail::concat(source, ": instruction ", i);
+        TESSERA_CHECK(e.is_object() && e.contains("kind") && e["kind"].is_string() && e.contains("stream") &&
+                          e["stream"].is_string(),
+                      where, " must be an object with string fields 'kind' and 'stream'");
+        Instruction in;
+        in.kind = kind_from_name(e["kind"].get<std::string>(), where);
+        try {
+            in.stream = stream_from_name(e["stream"].get<std::string>());
+        } catch (const Error &err) {
+            fail(where, ": ", err.what());
+        }
+        auto integer = [&](const char *name, auto &out) {
+            TESSERA_CHECK(e.contains(name) && e[name].is_number_integer(), where, " (",
+                          instruction_kind_name(in.kind), ") needs an integer field '", name, "'");
+            out = e[name].get<std::remove_reference_t<decltype(out)>>();
+        };
+        if (in.kind == Kind::Compute || in.kind == Kind::Collective) integer("node", in.node);
+        if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) integer("event", in.event);
+        if (in.kind == Kind::SwapOut || in.kind == Kind::SwapIn || in.kind == Kind::Collective) {
+            integer("tensor", in.tensor);
+            integer("host_offset", in.host_offset);
+            integer("bytes", in.bytes);
+        }
+        p.instructions.push_back(in);
+    }
+    return p;
+}
+
+}  // namespace tessera
