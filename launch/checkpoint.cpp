@@ -33,6 +33,7 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, const Model &m, int64_t st
         {"weight_decay", float_str(c.weight_decay)},
         {"seed", std::to_string(o.seed)},
         {"data", o.data},
+        {"lr_schedule", o.lr_schedule},
     };
     if (c.kind == OptimizerConfig::Kind::Sgd) info.identity["momentum"] = float_str(c.momentum);
     else info.identity["adam"] = fmt::format("{},{},{}", c.beta1, c.beta2, c.eps);

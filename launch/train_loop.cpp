@@ -235,6 +235,14 @@ EvalResult evaluate(Executor &ex, const Program &forward, const Model &m, const 
     return e;
 }
 
+// The learning rate of step `step` (0-based) of `total`: a pure function of the
+// step, so a resumed run follows the same schedule.
+double scheduled_lr(const TrainOptions &o, int64_t step, int64_t total) {
+    if (o.lr_schedule == "constant") return o.optimizer.lr;
+    const double pi = 3.14159265358979323846;
+    return o.optimizer.lr * 0.5 * (1 + std::cos(pi * static_cast<double>(step) / static_cast<double>(total)));
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainOptions &o) {
@@ -243,6 +251,8 @@ TrainResult run_training(const TrainOptions &o) {
     TESSERA_CHECK(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must be positive");
     TESSERA_CHECK(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     TESSERA_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative");
+    TESSERA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "--lr-schedule: unknown schedule '",
+                  o.lr_schedule, "'; valid: constant, cosine");
 
     // The pipeline, one stage per line (TESSERA_LOG=all shows each result).
     Model m = build_model(o.model, o.batch);
@@ -269,9 +279,9 @@ TrainResult run_training(const TrainOptions &o) {
     std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n", device.name(),
                              format_bytes(arena), format_bytes(plan.arena_bytes), format_bytes(plan.lower_bound),
                              m.description);
-    std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {}\n",
+    std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {} ({})\n",
                              data.train.name, data.train.size, data.test.size, o.batch, total_steps, per_epoch,
-                             optimizer_name(o.optimizer.kind), o.optimizer.lr)
+                             optimizer_name(o.optimizer.kind), o.optimizer.lr, o.lr_schedule)
               << std::flush;
 
     CheckpointInfo info = checkpoint_info(o, m, per_epoch);
@@ -293,6 +303,9 @@ TrainResult run_training(const TrainOptions &o) {
     Progress progress(o.progress, total_steps, o.log_every > 0 ? o.log_every : std::max<int64_t>(1, per_epoch / 10));
     BatchBuffers buf(g, m.input, m.labels);
     std::optional<TensorId> step_tensor = g.find_tensor(kStepTensor);
+    std::vector<NodeId> update_nodes;
+    for (NodeId n = 0; n < g.num_nodes(); n++)
+        if (g.node(n).optimizer) update_nodes.push_back(n);
 
     TrainResult result;
     EvalResult last_eval;
@@ -321,6 +334,10 @@ TrainResult run_training(const TrainOptions &o) {
         if (step_tensor) {
             int32_t s = static_cast<int32_t>(step + 1);
             ex.write(*step_tensor, &s, sizeof(s));
+        }
+        if (o.lr_schedule != "constant") {
+            double lr = scheduled_lr(o, step, total_steps);
+            for (NodeId n : update_nodes) ex.set_attr(n, "lr", lr);
         }
         StepStats stats = ex.run(train_program);
         float loss = 0;

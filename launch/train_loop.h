@@ -21,6 +21,7 @@ struct TrainOptions {
     int64_t epochs = 0;  // one of epochs and steps; neither: 1 epoch
     int64_t steps = 0;
     OptimizerConfig optimizer;
+    std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;
     std::string device_mem;  // empty: exactly what the memory plan needs
     std::string metrics_path;

@@ -78,6 +78,11 @@ public:
     // rethrows the first error raised on a stream, naming the stream.
     StepStats run(const Program &p);
 
+    // Changes a node's attribute between runs (e.g. an optimizer's lr, for a
+    // learning-rate schedule); the types must not change (Graph::set_attr).
+    // Prepared programs see the change: they refer to the executor's graph.
+    void set_attr(NodeId n, const std::string &name, AttrValue value) { graph_.set_attr(n, name, std::move(value)); }
+
     // Bytes live between steps: the persistent tensors.
     int64_t persistent_bytes() const { return persistent_bytes_; }
 
