@@ -15,7 +15,7 @@
 int main(int argc, char **argv) {
     tessera::TrainOptions o;
     CLI::App app{"tessera-train: train a model on one device (the CPU backend)"};
-    app.footer("Models (--model NAME:key=value,...):\n" + tessera::models_help() +
+    app.footer(tessera::models_help() +
                "\nSet TESSERA_LOG=model,graph,memory,program (or all) to dump each pipeline stage.");
     std::string optimizer = "sgd";
     std::optional<double> lr;

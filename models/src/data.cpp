@@ -39,12 +39,15 @@ void check_fits(const Dataset &data, const TensorType &input, const TensorType &
                   "); configure the model's input size to match");
     TESSERA_CHECK(labels.dtype == DType::I32, "model '", model, "' has labels ", type_str(labels),
                   "; class labels must be i32");
-    const int64_t labels_per_sample = labels.elements() / labels.shape[0];
+    // Labels may be [batch, ...] or flattened to [batch * k] (a language model's
+    // [batch * seq] rows), so they are counted per input sample.
+    const int64_t batch = input.shape[0];
+    TESSERA_CHECK(labels.elements() % batch == 0, "model '", model, "' has input batch ", batch,
+                  " but ", labels.elements(), " labels, not a multiple of the batch");
+    const int64_t labels_per_sample = labels.elements() / batch;
     TESSERA_CHECK(labels_per_sample == data.label_elements, "model '", model, "' takes ",
                   labels_per_sample, " labels per sample but ", data.name, " gives ",
                   data.label_elements);
-    TESSERA_CHECK(labels.shape[0] == input.shape[0], "model '", model, "' has input batch ",
-                  input.shape[0], " but label batch ", labels.shape[0]);
     TESSERA_CHECK(num_classes <= 0 || num_classes >= data.num_classes, "model '", model,
                   "' predicts ", num_classes, " classes but ", data.name, " has labels in [0, ",
                   data.num_classes, "); give the model at least ", data.num_classes,

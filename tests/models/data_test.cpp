@@ -612,6 +612,9 @@ TEST(CheckFits, Errors) {
     t.num_classes = 500;
     t.label_elements = 16;
     EXPECT_NO_THROW(check_fits(t, {DType::I32, {4, 16}}, {DType::I32, {4, 16}}, "tf", 500, 500));
+    EXPECT_NO_THROW(check_fits(t, {DType::I32, {4, 16}}, {DType::I32, {64}}, "tf", 500, 500));
+    expect_error([&] { check_fits(t, {DType::I32, {4, 16}}, {DType::I32, {63}}, "tf", 500, 500); },
+                 {"model 'tf' has input batch 4 but 63 labels, not a multiple of the batch"});
     expect_error([&] { check_fits(t, {DType::I32, {4, 16}}, {DType::I32, {4, 16}}, "tf", 0, 100); },
                  {"model 'tf' embeds 100 token ids but synthetic has token ids in [0, 500)"});
 }
