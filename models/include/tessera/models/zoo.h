@@ -1,0 +1,68 @@
+// The model zoo: forward graphs, ending in the loss, built from a spec string
+// such as "mlp:layers=3,hidden=1024" or "wresnet:depth=152,width=10".
+//
+// Every model has the same contract so that the trainer, the planner and the
+// tests can treat them alike:
+//   * Data tensors "input" (f32 values or i32 token ids, batch first) and
+//     "labels" (i32, one class per logits row);
+//   * graph outputs "logits" (f32 [rows, num_classes]) and "loss" (f32 [], the
+//     mean softmax cross-entropy over the rows);
+//   * rows = batch for classifiers, batch * seq for language models, where row
+//     b * seq + t predicts the label of token t of sample b.
+// Building a model creates shapes and initialisers only; it allocates no tensor
+// memory, so a model of billions of parameters builds in milliseconds.
+//
+// models_help() lists every model with its parameters, their defaults and what
+// they mean.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph.h"
+
+namespace tessera {
+
+// A parsed spec: the model's name and its key=value parameters, unvalidated.
+struct ModelSpec {
+    std::string name;
+    std::map<std::string, std::string> params;
+    bool operator==(const ModelSpec &) const = default;
+};
+
+// "NAME" or "NAME:key=value,key=value". Spaces around names, keys and values are
+// ignored. Throws tessera::Error quoting the text for a syntax error (empty name,
+// an item without '=', an empty key or value, a key given twice). Whether the
+// model and its parameters exist is checked by build_model.
+ModelSpec parse_model_spec(const std::string &text);
+
+// The canonical text of a spec ("mlp:hidden=512,layers=2"); parses back to `spec`.
+std::string model_spec_str(const ModelSpec &spec);
+
+struct Model {
+    Graph graph;
+    TensorId input = kNoTensor, labels = kNoTensor, logits = kNoTensor, loss = kNoTensor;
+    int64_t num_classes = 0;     // logits' last extent; for language models also the vocabulary,
+                                 // so token ids in `input` lie in [0, num_classes)
+    int64_t label_elements = 1;  // labels per sample: 1 for classifiers, seq for language models
+    std::string description;     // "mlp 784-1024-1024-10 (1.86M parameters)"
+};
+
+// Builds the forward graph for `batch` samples. Throws tessera::Error for an
+// unknown model (listing the models), an unknown parameter (listing the model's
+// parameters), or a bad value (saying what is valid), and for batch < 1.
+Model build_model(const ModelSpec &spec, int64_t batch);
+Model build_model(const std::string &spec, int64_t batch);
+
+// The names of the models, in the order models_help() lists them.
+std::vector<std::string> model_names();
+
+// Every model, its parameters, their defaults and meaning; for --help and errors.
+std::string models_help();
+
+// "950", "12.3K", "1.86M", "6.04B": a parameter count for descriptions.
+std::string format_count(int64_t n);
+
+}  // namespace tessera
