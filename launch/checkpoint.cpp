@@ -47,6 +47,14 @@ std::string checkpoint_path(const std::string &dir) {
 
 bool checkpoint_exists(const std::string &dir) { return std::filesystem::exists(checkpoint_path(dir)); }
 
+void remove_stale_checkpoint_temporaries(const std::string &dir) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) return;
+    const std::string prefix = ".checkpoint.safetensors.tmp.";
+    for (const auto &e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
+}
+
 void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex,
                      int64_t step) {
     std::vector<StTensor> tensors;

@@ -28,6 +28,11 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, const Model &m, int64_t st
 std::string checkpoint_path(const std::string &dir);
 bool checkpoint_exists(const std::string &dir);
 
+// Removes temporary files that a run killed while writing a checkpoint left in
+// `dir` (".checkpoint.safetensors.tmp.*"); the checkpoint itself is never
+// half-written, because it only ever appears by rename.
+void remove_stale_checkpoint_temporaries(const std::string &dir);
+
 // Writes atomically (a temporary file, then a rename).
 void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex,
                      int64_t step);

@@ -297,7 +297,10 @@ TrainResult run_training(const TrainOptions &o) {
     }
     TESSERA_CHECK(start_step <= total_steps, "the checkpoint is at step ", start_step, " but this run has only ",
                   total_steps, " steps; raise --steps or --epochs to continue");
-    if (!o.checkpoint_dir.empty()) std::filesystem::create_directories(o.checkpoint_dir);
+    if (!o.checkpoint_dir.empty()) {
+        std::filesystem::create_directories(o.checkpoint_dir);
+        remove_stale_checkpoint_temporaries(o.checkpoint_dir);
+    }
 
     MetricsWriter metrics(o.metrics_path, o.resume);
     Progress progress(o.progress, total_steps, o.log_every > 0 ? o.log_every : std::max<int64_t>(1, per_epoch / 10));
