@@ -46,7 +46,7 @@ Tensor conv_bn(Builder &b, const std::string &name, Tensor x, int64_t channels, 
     return relu ? b.relu(h) : h;
 }
 
-// One residual block; `out` is the block's output channels.
+// One residual block with `inner` channels inside; a bottleneck block outputs 4 * inner.
 Tensor block(Builder &b, Tensor x, bool bottleneck, int64_t inner, int stride) {
     const int64_t out = bottleneck ? 4 * inner : inner;
     Tensor h;
