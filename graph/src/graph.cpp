@@ -56,40 +56,34 @@ TensorId Graph::add_tensor(TensorInfo info) {
     return id;
 }
 
-TensorId Graph::add_data(const std::string &name, TensorType type) {
+namespace {
+
+TensorInfo graph_input(const std::string &name, TensorType type, TensorRole role, Init init) {
     TensorInfo t;
     t.name = name;
     t.type = std::move(type);
-    t.role = TensorRole::Data;
-    return add_tensor(std::move(t));
+    t.role = role;
+    t.init = init;
+    return t;
+}
+
+}  // namespace
+
+TensorId Graph::add_data(const std::string &name, TensorType type) {
+    return add_tensor(graph_input(name, std::move(type), TensorRole::Data, Init::zeros()));
 }
 
 TensorId Graph::add_param(const std::string &name, TensorType type, Init init) {
     TESSERA_CHECK(type.dtype == DType::F32, "parameter '", name, "' must be f32");
-    TensorInfo t;
-    t.name = name;
-    t.type = std::move(type);
-    t.role = TensorRole::Param;
-    t.init = init;
-    return add_tensor(std::move(t));
+    return add_tensor(graph_input(name, std::move(type), TensorRole::Param, init));
 }
 
 TensorId Graph::add_opt_state(const std::string &name, TensorType type, Init init) {
-    TensorInfo t;
-    t.name = name;
-    t.type = std::move(type);
-    t.role = TensorRole::OptState;
-    t.init = init;
-    return add_tensor(std::move(t));
+    return add_tensor(graph_input(name, std::move(type), TensorRole::OptState, init));
 }
 
 TensorId Graph::add_constant(const std::string &name, TensorType type, Init init) {
-    TensorInfo t;
-    t.name = name;
-    t.type = std::move(type);
-    t.role = TensorRole::Constant;
-    t.init = init;
-    return add_tensor(std::move(t));
+    return add_tensor(graph_input(name, std::move(type), TensorRole::Constant, init));
 }
 
 std::vector<TensorId> Graph::add_node(OpCall call, const std::vector<TensorId> &inputs,

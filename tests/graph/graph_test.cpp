@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
@@ -9,15 +10,7 @@
 namespace tessera {
 namespace {
 
-template<typename F>
-void expect_error(F f, const std::string &text) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing: " << text;
-    } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-}
+using test::expect_error;
 
 TEST(Graph, BuilderNamesShapesAndRoles) {
     Graph g;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
@@ -53,15 +54,7 @@ TEST(Serialize, SaveAndLoadFile) {
     std::filesystem::remove_all(dir);
 }
 
-template<typename F>
-void expect_error(F f, const std::string &text) {
-    try {
-        f();
-        ADD_FAILURE() << "expected an error containing: " << text;
-    } catch (const Error &e) {
-        EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-    }
-}
+using test::expect_error;
 
 TEST(Serialize, BadInputErrors) {
     auto dir = std::filesystem::temp_directory_path() / "tessera_serialize_errors";
