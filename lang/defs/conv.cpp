@@ -114,28 +114,97 @@ void schedule_conv_grad_weight(Func dw, Func acc, RDom r, Func xin, Func dyin, c
     xin.compute_root().vectorize(xin.args()[0], L, TailStrategy::GuardWithIf).parallel(xin.args()[3]);
 }
 
-// Window operations y = f(red), where red reduces over a window: each task is one
-// plane (n, c); y is vectorised along its rows, and red is computed per vector of
-// y (a fixed L lanes, over-computing at the row's end from padded or in-range
-// reads) so that the reduction runs in registers. The planes that the window
-// reads (`planes`: padded inputs, argmax) are computed once per task, so the inner
-// loop reads dense memory with no boundary test. The horizontal stride is
-// specialised to 1 and 2, where the gathers' divisions become shifts.
-void schedule_window(Ctx &c, Func y, Func red, const std::vector<Func> &planes) {
-    const int L = c.target().natural_vector_size<float>();
-    Var w = y.args()[0], ch = y.args()[2], n = y.args()[3], p("plane");
-    y.fuse(ch, n, p).vectorize(w, L, TailStrategy::GuardWithIf).parallel(p);
-    Var rw = red.args()[0];
-    red.compute_at(y, w).bound_extent(rw, L).vectorize(rw);
-    red.update().vectorize(rw);
-    for (Func f : planes) {
-        f.compute_at(y, p).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
-        for (int u = 0; u < f.num_update_definitions(); u++)
-            f.update(u).vectorize(f.args()[0], L, TailStrategy::GuardWithIf);
+// ---- Window operations (pooling) -----------------------------------------------
+//
+// Vector widths for rows, widest first: the natural width, then halves of it for
+// short rows (the 14- and 7-wide planes of small images). `narrow` drops the
+// natural width.
+std::vector<int> row_widths(const Target &t, bool narrow = false) {
+    const int L = t.natural_vector_size<float>();
+    if (narrow) return {L / 2, L / 4};
+    return {L, L / 2, L / 4};
+}
+
+// Rows of `extent` elements in vectors along v (split into vo, vi), without masks:
+// a specialisation per width splits with ShiftInwards, so that a row's last vector
+// overlaps the one before it and every lane is inside the row (masked strided
+// loads would be split into single lanes). Rows narrower than every width run
+// scalar. Only for pure definitions (recomputed lanes must give the same values).
+void vectorize_rows(Stage f, Var v, Var vo, Var vi, Expr extent, const Target &t, bool narrow = false) {
+    for (int width : row_widths(t, narrow))
+        f.specialize(extent >= width).split(v, vo, vi, width, TailStrategy::ShiftInwards).vectorize(vi);
+    f.split(v, vo, vi, 1);
+}
+
+// A stage computed per vector of vectorize_rows: `v` spans exactly one vector of
+// the consumer in each specialisation of `extent`, a fixed width, so that the
+// stage lives in registers. For an update over the window `taps`, the taps are
+// also unrolled where `two_by_two` holds: the shuffles that a strided gather puts
+// around each tap then cancel between consecutive taps.
+void vectorize_per_row_vector(Stage f, Var v, Expr extent, const Target &t, bool narrow,
+                              const RDom *taps = nullptr, Expr two_by_two = Expr()) {
+    for (int width : row_widths(t, narrow)) {
+        if (taps)
+            f.specialize(extent >= width && two_by_two)
+                .vectorize(v, width)
+                .unroll(RVar((*taps)[0]))
+                .unroll(RVar((*taps)[1]));
+        f.specialize(extent >= width).vectorize(v, width);
     }
-    Expr sw = c.param_int("stride_w");
-    y.specialize(sw == 1);
-    y.specialize(sw == 2);
+}
+
+// A plane computed once per task of a window operation, `extent` wide.
+struct Plane {
+    Func f;
+    Expr extent;
+};
+
+// Window operations y = f(red), where red reduces over the window `taps`: each
+// task is one plane (n, c), and y runs along its rows (`width` wide) in vectors
+// (vectorize_rows); red is computed per vector of y, in registers. The planes that
+// the window reads (padded inputs, argmax) are computed once per task, so the
+// inner loop reads dense memory with no boundary test. The planes run in the
+// narrower vectors: a padded copy's first and last vector of each row take the
+// boundary path (one load per lane), as the compiler cannot tell that they are
+// inside the input, and shorter vectors leave more of the row to the dense path.
+// Strides are specialised: (1, 1) and (2, 2) for the gathers (`gather`, the
+// gradients), where the divisions by both strides, per vector and per kernel row,
+// become shifts; then the horizontal stride alone, 1 and 2, where the gathers'
+// divisions along the row become shifts and the forward windows' strided loads
+// deinterleave.
+void schedule_window(Ctx &c, Func y, Expr width, Func red, const RDom &taps, bool gather,
+                     const std::vector<Plane> &planes) {
+    const Target &t = c.target();
+    Var w = y.args()[0], ch = y.args()[2], n = y.args()[3], p("plane"), wo("wo"), wi("wi");
+    y.fuse(ch, n, p).parallel(p);
+    Expr sh = c.param_int("stride_h"), sw = c.param_int("stride_w");
+    if (gather)
+        for (int stride : {1, 2}) vectorize_rows(y.specialize(sh == stride && sw == stride), w, wo, wi, width, t);
+    for (int stride : {1, 2}) vectorize_rows(y.specialize(sw == stride), w, wo, wi, width, t);
+    vectorize_rows(y, w, wo, wi, width, t);
+
+    Expr two_by_two = c.param_int("kernel_h") == 2 && c.param_int("kernel_w") == 2;
+    red.compute_at(y, wo);
+    vectorize_per_row_vector(red, red.args()[0], width, t, false);
+    vectorize_per_row_vector(red.update(), red.args()[0], width, t, false, &taps, two_by_two);
+    for (Plane q : planes) {
+        q.f.compute_at(y, p);
+        vectorize_rows(q.f, q.f.args()[0], Var("po"), Var("pi"), q.extent, t, true);
+    }
+}
+
+// max_pool2d_grad: the argmax of the plane's windows is one of the planes, built a
+// vector of windows at a time through a wrapper (a fixed width per vector, so that
+// the running maximum stays in registers and no load is masked).
+void schedule_max_pool_grad(Ctx &c, Func dx, Expr W, Func sum, const RDom &taps, Func argmax, const RDom &window,
+                            Func dy, Func x, Expr OW) {
+    const Target &t = c.target();
+    Func am = argmax.in();
+    schedule_window(c, dx, W, sum, taps, true, {{x, W}, {dy, OW}, {am, OW}});
+    Expr two_by_two = c.param_int("kernel_h") == 2 && c.param_int("kernel_w") == 2;
+    argmax.compute_at(am, Var("po"));
+    vectorize_per_row_vector(argmax, argmax.args()[0], OW, t, true);
+    vectorize_per_row_vector(argmax.update(), argmax.args()[0], OW, t, true, &window, two_by_two);
 }
 
 // ---- conv2d and its gradients ---------------------------------------------------
@@ -240,10 +309,11 @@ OpDef max_pool2d(Ctx &c) {
     mx(ow, oh, ch, n) = Float(32).min();
     mx(ow, oh, ch, n) = max(mx(ow, oh, ch, n), x(ow * p.g.sw + r[0] - p.g.pw, oh * p.g.sh + r[1] - p.g.ph, ch, n));
     y(ow, oh, ch, n) = mx(ow, oh, ch, n);
-    if (c.scheduling()) schedule_window(c, y, mx, {x});
+    Expr OW = out_extent(W, p.KW, p.g.pw, p.g.sw);
+    if (c.scheduling()) schedule_window(c, y, OW, mx, r, false, {{x, W}});
     OpDef d;
     d.outputs = {y};
-    d.output_extents = {{N, C, out_extent(H, p.KH, p.g.ph, p.g.sh), out_extent(W, p.KW, p.g.pw, p.g.sw)}};
+    d.output_extents = {{N, C, out_extent(H, p.KH, p.g.ph, p.g.sh), OW}};
     return d;
 }
 
@@ -274,7 +344,7 @@ OpDef max_pool2d_grad(Ctx &c) {
     sum(iw, ih, ch, n) = 0.0f;
     sum(iw, ih, ch, n) += tap(iw, ih, r[0], r[1], ch, n);
     dx(iw, ih, ch, n) = sum(iw, ih, ch, n);
-    if (c.scheduling()) schedule_window(c, dx, sum, {dy, argmax, x});
+    if (c.scheduling()) schedule_max_pool_grad(c, dx, W, sum, r, argmax, rw, dy, x, c.extent(0, 3));
     OpDef d;
     d.outputs = {dx};
     d.output_extents = {{N, C, H, W}};
@@ -292,10 +362,11 @@ OpDef avg_pool2d(Ctx &c) {
     sum(ow, oh, ch, n) = 0.0f;
     sum(ow, oh, ch, n) += x(ow * p.g.sw + r[0] - p.g.pw, oh * p.g.sh + r[1] - p.g.ph, ch, n);
     y(ow, oh, ch, n) = sum(ow, oh, ch, n) / cast<float>(p.KH * p.KW);
-    if (c.scheduling()) schedule_window(c, y, sum, {x});
+    Expr OW = out_extent(W, p.KW, p.g.pw, p.g.sw);
+    if (c.scheduling()) schedule_window(c, y, OW, sum, r, false, {{x, W}});
     OpDef d;
     d.outputs = {y};
-    d.output_extents = {{N, C, out_extent(H, p.KH, p.g.ph, p.g.sh), out_extent(W, p.KW, p.g.pw, p.g.sw)}};
+    d.output_extents = {{N, C, out_extent(H, p.KH, p.g.ph, p.g.sh), OW}};
     return d;
 }
 
@@ -313,7 +384,7 @@ OpDef avg_pool2d_grad(Ctx &c) {
     sum(iw, ih, ch, n) = 0.0f;
     sum(iw, ih, ch, n) += tap(iw, ih, r[0], r[1], ch, n);
     dx(iw, ih, ch, n) = sum(iw, ih, ch, n) / cast<float>(p.KH * p.KW);
-    if (c.scheduling()) schedule_window(c, dx, sum, {dy});
+    if (c.scheduling()) schedule_window(c, dx, IW, sum, r, true, {{dy, c.extent(0, 3)}});
     OpDef d;
     d.outputs = {dx};
     d.output_extents = {{N, C, IH, IW}};

@@ -219,27 +219,53 @@ ChannelNorm channel_statistics(Ctx &c, Func x, Expr eps) {
     return s;
 }
 
-// A per-channel sum over (n, h, w). At rank 2 the channels are contiguous: sum
-// whole vectors of channels down the batch. At rank 4 a channel's values are a
-// set of contiguous planes: channels in parallel, each walking its planes.
-void schedule_channel_sum(Func f, const ChannelNorm &s, const Target &t) {
-    if (!s.idx.spatial) {
-        schedule_column_sum(f, RVar(s.r.x), t);
-        return;
-    }
-    f.compute_root();
-    f.update().parallel(s.c);
+// Vector widths for rows of W floats, widest first: the natural width, then
+// halves of it for short rows (the 14- and 7-wide planes of small images). Each is
+// a specialisation that splits a row with ShiftInwards: the last vector of a row
+// overlaps the one before it, so that no load leaves the row and no lane is
+// masked (a masked accumulator would live in memory, not in a register). Rows
+// narrower than every width run one lane at a time.
+std::vector<int> row_widths(const Target &t) {
+    const int L = t.natural_vector_size<float>();
+    return {L, L / 2, L / 4};
 }
 
-// Rows of planes: (c, n) pairs in parallel, each plane vectorised along w.
-void schedule_planes(Func out, const ChannelNorm &s, const Target &t) {
-    const int L = t.natural_vector_size<float>();
-    if (!s.idx.spatial) {
-        schedule_rows(out, {}, {}, t);
-        return;
+// f(c) = sum over (w, h, n) as one vector of partial sums per row position:
+// lanes(u, c) sums position u of every row of channel c; a whole vector of
+// positions at a time (`pos`, a fixed width per specialisation, so that the
+// partial sums stay in a register for the whole channel), then f sums the W
+// positions. Everything runs inside `out`'s loop over the channels.
+void schedule_channel_sum_at(Func f, Func out, const ChannelNorm &s, const Target &t) {
+    Var u("u"), uo("uo"), ui("ui");
+    Func lanes = f.update().rfactor(RVar(s.r.x), u);
+    Func pos = lanes.in(f);
+    f.compute_at(out, s.c);
+    pos.compute_at(out, s.c);
+    for (int width : row_widths(t)) {
+        pos.specialize(s.W >= width).split(u, uo, ui, width, TailStrategy::ShiftInwards).vectorize(ui);
+        lanes.specialize(s.W >= width).vectorize(u, width);
+        lanes.update().specialize(s.W >= width).vectorize(u, width);
     }
-    Var cn("cn");
-    out.fuse(s.c, s.n, cn).parallel(cn).vectorize(s.w, L, TailStrategy::GuardWithIf);
+    pos.split(u, uo, ui, 1);
+    lanes.compute_at(pos, uo);
+}
+
+// Rows of `out` in vectors along w, as the sums walk them.
+void vectorize_rows(Func out, const ChannelNorm &s, const Target &t) {
+    Var wo("wo"), wi("wi");
+    for (int width : row_widths(t))
+        out.specialize(s.W >= width).split(s.w, wo, wi, width, TailStrategy::ShiftInwards).vectorize(wi);
+}
+
+// At rank 4, a channel's values are N planes of contiguous rows, a few hundred KB
+// for the usual sizes: `out` walks the channels in parallel, and every per-channel
+// statistic is computed just before its channel, so that the passes over that
+// channel's x (and dy) after the first one read from cache.
+void schedule_by_channel(Func out, const ChannelNorm &s, const std::vector<Func> &sums,
+                         const std::vector<Func> &per_channel, const Target &t) {
+    out.reorder(s.w, s.h, s.n, s.c).parallel(s.c);
+    for (Func f : sums) schedule_channel_sum_at(f, out, s, t);
+    for (Func f : per_channel) f.compute_at(out, s.c);
 }
 
 std::vector<Expr> nchw_extents(const ChannelNorm &s) {
@@ -255,11 +281,18 @@ OpDef batch_norm(Ctx &c) {
     Func y("y");
     y(s.v) = (x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch) * gamma(ch) + beta(ch);
     if (c.scheduling()) {
-        schedule_channel_sum(s.sum_x, s, c.target());
-        schedule_channel_sum(s.sq_dev, s, c.target());
-        s.mean.compute_root();
-        s.rstd.compute_root();
-        schedule_planes(y, s, c.target());
+        if (s.idx.spatial) {
+            schedule_by_channel(y, s, {s.sum_x, s.sq_dev}, {s.mean, s.rstd}, c.target());
+            vectorize_rows(y, s, c.target());
+        } else {
+            // [N, C]: the channels are contiguous; whole vectors of channels are
+            // summed down the batch.
+            schedule_column_sum(s.sum_x, RVar(s.r.x), c.target());
+            schedule_column_sum(s.sq_dev, RVar(s.r.x), c.target());
+            s.mean.compute_root();
+            s.rstd.compute_root();
+            schedule_rows(y, {}, {}, c.target());
+        }
     }
     OpDef d;
     d.outputs = {y};
@@ -292,10 +325,19 @@ OpDef batch_norm_grad(Ctx &c) {
     Expr dgamma_c = sum_dy_dev(ch) * s.rstd(ch);
     dx(s.v) = gamma(ch) * s.rstd(ch) * (dy(as_exprs(s.v)) - (sum_dy(ch) + xhat * dgamma_c) / s.M);
     if (c.scheduling()) {
-        for (Func f : {s.sum_x, s.sq_dev, sum_dy, sum_dy_dev}) schedule_channel_sum(f, s, c.target());
-        s.mean.compute_root();
-        s.rstd.compute_root();
-        schedule_planes(dx, s, c.target());
+        if (s.idx.spatial) {
+            // dgamma and dbeta join dx's loop over the channels, where the
+            // statistics they read are computed.
+            schedule_by_channel(dx, s, {s.sum_x, s.sq_dev, sum_dy, sum_dy_dev}, {s.mean, s.rstd}, c.target());
+            vectorize_rows(dx, s, c.target());
+            dgamma.parallel(ch).compute_with(dx, s.c);
+            dbeta.parallel(ch).compute_with(dx, s.c);
+        } else {
+            for (Func f : {s.sum_x, s.sq_dev, sum_dy, sum_dy_dev}) schedule_column_sum(f, RVar(s.r.x), c.target());
+            s.mean.compute_root();
+            s.rstd.compute_root();
+            schedule_rows(dx, {}, {}, c.target());
+        }
     }
     OpDef d;
     d.outputs = {dx, dgamma, dbeta};

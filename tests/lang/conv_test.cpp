@@ -164,21 +164,44 @@ OpCall grad_weight_call(const Geo &g) {
 
 // ---- conv2d ---------------------------------------------------------------------
 
-// Odd extents, extents of 1, strides 1 and 2, pads 0 and 1 (and 2), kernels 1, 3, 5
-// and non-square ones; the larger ones cross the kernels' register tiles.
+// Odd extents, extents of 1, strides 1, 2 and 3, pads 0, 1 and 2, kernels 1 to 5
+// and non-square ones; the larger ones cross the Halide kernels' register tiles
+// and the BLAS path's bands of output rows (its columns are built a band at a
+// time), and the 1x1 ones at stride 1 without padding take the BLAS path's
+// shortcut that uses the input planes as columns.
 const std::vector<Geo> kConvShapes = {
-    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},    {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1},
-    {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1},    {1, 5, 9, 11, 7, 5, 5, 1, 1, 2, 2},
-    {3, 2, 8, 5, 3, 1, 1, 2, 1, 0, 0},    {2, 4, 6, 9, 5, 3, 2, 2, 1, 0, 1},
-    {1, 3, 5, 5, 2, 5, 3, 1, 2, 0, 1},    {1, 2, 3, 3, 1, 3, 3, 1, 1, 0, 0},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},     {2, 3, 7, 6, 4, 3, 3, 1, 1, 1, 1},
+    {2, 3, 7, 6, 4, 3, 3, 2, 2, 1, 1},     {1, 5, 9, 11, 7, 5, 5, 1, 1, 2, 2},
+    {3, 2, 8, 5, 3, 1, 1, 2, 1, 0, 0},     {2, 4, 6, 9, 5, 3, 2, 2, 1, 0, 1},
+    {1, 3, 5, 5, 2, 5, 3, 1, 2, 0, 1},     {1, 2, 3, 3, 1, 3, 3, 1, 1, 0, 0},
+    {2, 3, 10, 7, 5, 3, 3, 2, 2, 2, 2},    {2, 2, 9, 6, 3, 2, 4, 2, 1, 1, 2},
+    {2, 3, 8, 11, 2, 3, 3, 2, 2, 0, 0},    {1, 2, 6, 7, 3, 4, 4, 2, 2, 2, 1},
+    {2, 6, 5, 13, 4, 1, 1, 1, 1, 0, 0},    {1, 3, 6, 6, 2, 1, 1, 2, 2, 0, 0},
     {2, 16, 17, 35, 24, 3, 3, 1, 1, 1, 1}, {1, 33, 20, 40, 40, 3, 3, 2, 2, 1, 1},
     {1, 64, 12, 56, 64, 3, 3, 1, 1, 1, 1}, {1, 8, 9, 37, 9, 3, 3, 3, 3, 1, 1},
+    {1, 64, 60, 56, 8, 3, 3, 1, 1, 1, 1},  {1, 96, 70, 50, 4, 3, 3, 2, 2, 1, 1},
+    {3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1}, {2, 40, 9, 9, 24, 1, 1, 1, 1, 0, 0},
 };
 
-class ConvShapes : public ::testing::TestWithParam<Geo> {};
+// Every convolution test runs with both backends: the Halide kernels generated
+// from the descriptions, and im2col around OpenBLAS sgemm.
+class ConvBackend {
+protected:
+    static void use(GemmBackend b) { set_gemm_backend(b); }
+    static void restore() { set_gemm_backend(GemmBackend::Blas); }
+};
+
+std::string backend_name(GemmBackend b) { return b == GemmBackend::Halide ? "halide" : "blas"; }
+
+class ConvShapes : public ::testing::TestWithParam<std::tuple<Geo, GemmBackend>>, ConvBackend {
+protected:
+    void SetUp() override { use(std::get<1>(GetParam())); }
+    void TearDown() override { restore(); }
+    Geo geo() const { return std::get<0>(GetParam()); }
+};
 
 TEST_P(ConvShapes, ForwardMatchesLoops) {
-    const Geo g = GetParam();
+    const Geo g = geo();
     std::vector<HostTensor> in = {random_tensor(g.x(), 1), random_tensor(g.wt(), 2)};
     auto y = run(conv_call(g), in);
     ASSERT_EQ(y[0].type.shape, g.y());
@@ -187,7 +210,7 @@ TEST_P(ConvShapes, ForwardMatchesLoops) {
 
 // The gradient kernels against the adjoint loops, on every shape (tile edges).
 TEST_P(ConvShapes, GradientsMatchAdjointLoops) {
-    const Geo g = GetParam();
+    const Geo g = geo();
     HostTensor x = random_tensor(g.x(), 3), w = random_tensor(g.wt(), 4), dy = random_tensor(g.y(), 5);
     std::vector<double> dx, dw;
     ref_conv_adjoints(to_double(x.f), to_double(w.f), to_double(dy.f), g, dx, dw);
@@ -196,10 +219,41 @@ TEST_P(ConvShapes, GradientsMatchAdjointLoops) {
     expect_near(run(grad_weight_call(g), gw)[0].f, dw, 1e-3, 1e-4, "conv2d_grad_weight");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ConvShapes, ::testing::ValuesIn(kConvShapes));
+// Outputs are overwritten, never accumulated into: a second call on outputs that
+// hold the first call's results gives the same results.
+TEST_P(ConvShapes, RepeatedCallsOverwriteTheOutputs) {
+    const Geo g = geo();
+    HostTensor x = random_tensor(g.x(), 20), w = random_tensor(g.wt(), 21), dy = random_tensor(g.y(), 22);
+    std::vector<std::pair<OpCall, std::vector<TensorRef>>> calls = {
+        {conv_call(g), {x.ref(), w.ref()}}, {grad_input_call(g), {dy.ref(), w.ref()}},
+        {grad_weight_call(g), {dy.ref(), x.ref()}}};
+    for (auto &[call, in] : calls) {
+        std::vector<TensorType> types;
+        for (const TensorRef &t : in) types.push_back(t.type);
+        HostTensor out(infer_types(call, types)[0].shape);
+        run_op(call, in, {out.ref()});
+        std::vector<float> first = out.f;
+        run_op(call, in, {out.ref()});
+        EXPECT_EQ(out.f, first) << op_name(call.kind);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ConvShapes,
+                         ::testing::Combine(::testing::ValuesIn(kConvShapes),
+                                            ::testing::Values(GemmBackend::Halide, GemmBackend::Blas)),
+                         [](const auto &info) {
+                             return std::to_string(info.index / 2) + "_" + backend_name(std::get<1>(info.param));
+                         });
+
+// The tests of one backend over the whole shape list.
+class ConvEachBackend : public ::testing::TestWithParam<GemmBackend>, ConvBackend {
+protected:
+    void SetUp() override { use(GetParam()); }
+    void TearDown() override { restore(); }
+};
 
 // Finite differences of loss = dot(dy, conv(x, w)) on the small shapes.
-TEST(Conv2d, GradientsMatchFiniteDifferences) {
+TEST_P(ConvEachBackend, GradientsMatchFiniteDifferences) {
     for (const Geo &g : kConvShapes) {
         if (num_elements(g.x()) > 600 || num_elements(g.wt()) > 600) continue;
         SCOPED_TRACE(::testing::PrintToString(g));
@@ -218,18 +272,33 @@ TEST(Conv2d, GradientsMatchFiniteDifferences) {
 }
 
 // A stride that skips the last input rows: those rows get no gradient, which is
-// why conv2d_grad_input takes in_h and in_w.
-TEST(Conv2d, GradInputCoversRowsNoWindowReads) {
+// why conv2d_grad_input takes in_h and in_w. The output starts out non-zero, so
+// the rows must be written, not skipped.
+TEST_P(ConvEachBackend, GradInputCoversRowsNoWindowReads) {
     Geo g{1, 2, 8, 8, 3, 3, 3, 2, 2, 0, 0};  // rows 7 and column 7 are never read
     HostTensor w = random_tensor(g.wt(), 9), dy = random_tensor(g.y(), 10);
-    std::vector<HostTensor> gi = {dy, w};
-    auto dx = run(grad_input_call(g), gi);
+    HostTensor dx = random_tensor(g.x(), 11);
+    run_op(grad_input_call(g), {dy.ref(), w.ref()}, {dx.ref()});
     for (int64_t c = 0; c < g.ci; c++)
         for (int64_t k = 0; k < g.w; k++) {
-            EXPECT_EQ(dx[0].f[at4(g.x(), 0, c, 7, k)], 0.0f);
-            EXPECT_EQ(dx[0].f[at4(g.x(), 0, c, k, 7)], 0.0f);
+            EXPECT_EQ(dx.f[at4(g.x(), 0, c, 7, k)], 0.0f);
+            EXPECT_EQ(dx.f[at4(g.x(), 0, c, k, 7)], 0.0f);
         }
 }
+
+// Results do not depend on where the tensors start (the executor's arena places
+// them at any float offset).
+TEST_P(ConvEachBackend, UnalignedTensors) {
+    Geo g{2, 5, 9, 11, 6, 3, 3, 1, 1, 1, 1};
+    std::vector<HostTensor> fwd = {random_tensor(g.x(), 23), random_tensor(g.wt(), 24)};
+    std::vector<HostTensor> gi = {random_tensor(g.y(), 25), fwd[1]}, gw = {gi[0], fwd[0]};
+    expect_same_unaligned(conv_call(g), fwd);
+    expect_same_unaligned(grad_input_call(g), gi);
+    expect_same_unaligned(grad_weight_call(g), gw);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ConvEachBackend, ::testing::Values(GemmBackend::Halide, GemmBackend::Blas),
+                         [](const auto &info) { return backend_name(info.param); });
 
 TEST(Conv2d, DefaultsAreStrideOneAndNoPadding) {
     OpCall c = with_defaults({OpKind::Conv2d, "conv", {}});
@@ -245,10 +314,15 @@ TEST(Conv2d, DefaultsAreStrideOneAndNoPadding) {
 
 // Pooling geometries: ci is the channel count (co is unused). Default-stride
 // (= kernel), overlapping (stride < kernel) and padded windows, extents of 1.
+// The kernels vectorise rows in a few widths (16, 8 and 4 lanes on AVX-512, rows
+// narrower than that one lane at a time) and specialise 2x2 windows and strides 1
+// and 2: rows of 28, 14, 7 and 3 (the cnn's planes), 2x2 windows at strides 1
+// and 2, with and without padding, cover those paths.
 const std::vector<Geo> kPoolShapes = {
-    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0}, {2, 3, 8, 6, 3, 2, 2, 2, 2, 0, 0}, {1, 2, 7, 9, 2, 3, 3, 2, 2, 1, 1},
-    {2, 3, 5, 7, 3, 3, 3, 1, 1, 1, 1}, {1, 2, 9, 5, 2, 3, 2, 3, 1, 0, 1}, {3, 1, 4, 4, 1, 4, 4, 4, 4, 2, 2},
-    {2, 5, 23, 37, 5, 3, 3, 2, 2, 1, 1},
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},    {2, 3, 8, 6, 3, 2, 2, 2, 2, 0, 0},   {1, 2, 7, 9, 2, 3, 3, 2, 2, 1, 1},
+    {2, 3, 5, 7, 3, 3, 3, 1, 1, 1, 1},    {1, 2, 9, 5, 2, 3, 2, 3, 1, 0, 1},   {3, 1, 4, 4, 1, 4, 4, 4, 4, 2, 2},
+    {2, 5, 23, 37, 5, 3, 3, 2, 2, 1, 1},  {2, 3, 28, 28, 3, 2, 2, 2, 2, 0, 0}, {1, 4, 14, 14, 4, 2, 2, 2, 2, 0, 0},
+    {1, 2, 17, 33, 2, 2, 2, 1, 1, 0, 0},  {1, 2, 9, 40, 2, 2, 2, 2, 2, 1, 1},  {2, 2, 6, 7, 2, 2, 2, 2, 2, 0, 0},
 };
 
 // Pool calls for g, with the stride left to its default when it equals the kernel.
@@ -316,6 +390,20 @@ TEST(Pool, AvgPoolGradMatchesFiniteDifferences) {
         std::vector<double> dyd = to_double(dy.f);
         auto loss = [&](const std::vector<double> &v) { return dot(dyd, ref_avg_pool(v, g)); };
         expect_near(dx[0].f, finite_diff(loss, to_double(x.f)), 1e-5, 1e-4, "avg_pool2d_grad");
+    }
+}
+
+// Results do not depend on where the tensors start (the executor's arena places
+// them at any float offset): the row vectors load and store at any alignment.
+TEST(Pool, UnalignedTensors) {
+    for (const Geo &g : {Geo{2, 3, 28, 28, 3, 2, 2, 2, 2, 0, 0}, Geo{1, 2, 7, 37, 2, 3, 3, 2, 2, 1, 1}}) {
+        SCOPED_TRACE(::testing::PrintToString(g));
+        std::vector<HostTensor> x = {distinct_tensor(g.x(), 40)};
+        std::vector<HostTensor> grad = {random_tensor(g.y(), 41), x[0]}, dy = {grad[0]};
+        expect_same_unaligned(pool_call(OpKind::MaxPool2d, g), x);
+        expect_same_unaligned(pool_call(OpKind::AvgPool2d, g), x);
+        expect_same_unaligned(pool_call(OpKind::MaxPool2dGrad, g), grad);
+        expect_same_unaligned(pool_call(OpKind::AvgPool2dGrad, g), dy);
     }
 }
 

@@ -103,12 +103,17 @@ TEST(LayerNorm, BackwardMatchesFiniteDifferences) {
 }
 
 TEST(BatchNorm, ForwardMatchesLoops) {
-    check_forward(OpKind::BatchNorm, {{1, 1}, {4, 3}, {1, 5}, {33, 17}, {2, 3, 5, 7}, {3, 2, 1, 1}, {1, 4, 3, 3}, {4, 5, 9, 11}},
+    // Rank 4 sums and writes rows in vectors of 16, 8 or 4 lanes (AVX-512), or one
+    // lane at a time below that: widths 28, 17, 14, 11, 7, 5, 3, 1 cover them.
+    check_forward(OpKind::BatchNorm,
+                  {{1, 1}, {4, 3}, {1, 5}, {33, 17}, {2, 3, 5, 7}, {3, 2, 1, 1}, {1, 4, 3, 3}, {4, 5, 9, 11},
+                   {3, 4, 6, 28}, {2, 3, 4, 17}, {3, 2, 14, 14}, {2, 3, 2, 5}},
                   batch_groups, 1);
 }
 
 TEST(BatchNorm, BackwardMatchesFiniteDifferences) {
-    for (const Shape &s : std::vector<Shape>{{1, 1}, {5, 3}, {2, 9}, {3, 70}, {2, 3, 3, 2}, {1, 2, 1, 5}, {3, 1, 2, 1}, {2, 2, 1, 19}})
+    for (const Shape &s : std::vector<Shape>{{1, 1}, {5, 3}, {2, 9}, {3, 70}, {2, 3, 3, 2}, {1, 2, 1, 5}, {3, 1, 2, 1},
+                                             {2, 2, 1, 19}, {2, 2, 2, 14}, {1, 3, 2, 7}, {2, 1, 1, 28}})
         check_backward(OpKind::BatchNormGrad, s, batch_groups, 1);
 }
 
