@@ -7,6 +7,7 @@
 
 #include "tessera/error.h"
 #include "tessera/exec/safetensors.h"
+#include "tessera/models/zoo.h"
 
 namespace tessera {
 
@@ -20,7 +21,7 @@ std::string float_str(double v) { return fmt::format("{}", v); }
 
 }  // namespace
 
-CheckpointInfo checkpoint_info(const TrainOptions &o, const Model &m, int64_t steps_per_epoch) {
+CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch) {
     CheckpointInfo info;
     info.steps_per_epoch = steps_per_epoch;
     info.seed = o.seed;
@@ -37,7 +38,6 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, const Model &m, int64_t st
     };
     if (c.kind == OptimizerConfig::Kind::Sgd) info.identity["momentum"] = float_str(c.momentum);
     else info.identity["adam"] = fmt::format("{},{},{}", c.beta1, c.beta2, c.eps);
-    (void)m;
     return info;
 }
 

@@ -13,7 +13,6 @@
 #include <string>
 
 #include "tessera/exec/executor.h"
-#include "tessera/models/zoo.h"
 #include "train_loop.h"
 
 namespace tessera {
@@ -24,7 +23,7 @@ struct CheckpointInfo {
     uint64_t seed = 0;
 };
 
-CheckpointInfo checkpoint_info(const TrainOptions &o, const Model &m, int64_t steps_per_epoch);
+CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch);
 std::string checkpoint_path(const std::string &dir);
 bool checkpoint_exists(const std::string &dir);
 

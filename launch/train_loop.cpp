@@ -257,7 +257,7 @@ TrainResult run_training(const TrainOptions &o) {
     // The pipeline, one stage per line (TESSERA_LOG=all shows each result).
     Model m = build_model(o.model, o.batch);
     log_stage("model", m.description);
-    std::vector<TensorId> grads = make_training_graph(m.graph, m.loss, o.optimizer);
+    make_training_graph(m.graph, m.loss, o.optimizer);
     const Graph &g = m.graph;
     log_stage("graph", graph_summary(g));
     std::vector<NodeId> order = default_order(g);
@@ -284,7 +284,7 @@ TrainResult run_training(const TrainOptions &o) {
                              optimizer_name(o.optimizer.kind), o.optimizer.lr, o.lr_schedule)
               << std::flush;
 
-    CheckpointInfo info = checkpoint_info(o, m, per_epoch);
+    CheckpointInfo info = checkpoint_info(o, per_epoch);
     // Constants (the loss gradient's seed) are not in checkpoints: initialise
     // everything, then overwrite what the checkpoint holds.
     ex.initialize(o.seed);
@@ -380,7 +380,6 @@ TrainResult run_training(const TrainOptions &o) {
     std::cout << fmt::format(" | peak device bytes {} of arena {}", format_bytes(peak), format_bytes(arena));
     if (!o.checkpoint_dir.empty()) std::cout << " | checkpoint " << checkpoint_path(o.checkpoint_dir);
     std::cout << "\n" << std::flush;
-    (void)grads;
     return result;
 }
 

@@ -5,22 +5,7 @@ set -uo pipefail
 PLAN="$1"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-fail=0
-
-expect() {  # expect NAME WANT_RC NEEDLE -- CMD...
-    local name="$1" want="$2" needle="$3"
-    shift 4
-    local out rc
-    out="$("$@" 2>&1)"
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        echo "FAIL $name: exit $rc, want $want; output: $out"; fail=1; return
-    fi
-    if ! grep -qF -- "$needle" <<<"$out"; then
-        echo "FAIL $name: output lacks '$needle': $out"; fail=1; return
-    fi
-    echo "ok   $name"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 expect table 0 "matmul[transpose_a=0,transpose_b=0]" -- "$PLAN" --ops
 expect table-reduce 0 "split k (reduction)" -- "$PLAN" --ops

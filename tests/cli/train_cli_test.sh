@@ -8,22 +8,7 @@ TRAIN="$1"
 SRC="$2"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-fail=0
-
-expect() {  # expect NAME WANT_RC NEEDLE -- CMD...
-    local name="$1" want="$2" needle="$3"
-    shift 4
-    local out rc
-    out="$("$@" 2>&1)"
-    rc=$?
-    if [ "$rc" -ne "$want" ]; then
-        echo "FAIL $name: exit $rc, want $want; output: $out"; fail=1; return
-    fi
-    if ! grep -qF -- "$needle" <<<"$out"; then
-        echo "FAIL $name: output lacks '$needle': $out"; fail=1; return
-    fi
-    echo "ok   $name"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
 SMALL=(--model mlp:layers=2,hidden=32,input=20,classes=4 --data synthetic --synthetic-size 512 --batch 32
        --progress lines --seed 7)

@@ -11,9 +11,13 @@
 #include "tessera/exec/memory_plan.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
+#include "test_graphs.h"
 
 namespace tessera {
 namespace {
+
+using test::mlp_training_graph;
+using test::random_topological_order;
 
 template<typename F>
 std::string error_of(F &&f) {
@@ -166,28 +170,6 @@ RandomGraph random_graph(std::mt19937 &rng, int nodes) {
     return r;
 }
 
-// A uniformly random choice among the ready nodes at each step.
-std::vector<NodeId> random_topological_order(const Graph &g, std::mt19937 &rng) {
-    std::vector<int> missing(g.num_nodes(), 0);
-    std::vector<std::vector<NodeId>> readers = g.consumers();
-    for (NodeId n = 0; n < g.num_nodes(); n++)
-        for (TensorId t : g.node(n).inputs) missing[n] += g.tensor(t).producer != kNoNode;
-    std::vector<NodeId> ready, order;
-    for (NodeId n = 0; n < g.num_nodes(); n++)
-        if (missing[n] == 0) ready.push_back(n);
-    while (!ready.empty()) {
-        size_t k = std::uniform_int_distribution<size_t>(0, ready.size() - 1)(rng);
-        NodeId n = ready[k];
-        ready.erase(ready.begin() + static_cast<std::ptrdiff_t>(k));
-        order.push_back(n);
-        for (TensorId t : g.node(n).outputs)
-            for (NodeId c : readers[t])
-                for (TensorId in : g.node(c).inputs)
-                    if (in == t && --missing[c] == 0) ready.push_back(c);
-    }
-    return order;
-}
-
 TEST(MemoryPlan, RandomGraphsInRandomOrdersNeverShareBytesWhileLiveTogether) {
     std::mt19937 rng(2024);
     double worst = 0;
@@ -262,26 +244,6 @@ TEST(MemoryPlan, AChainReusesTwoBuffers) {
     // too: 4 MiB, however long the chain.
     EXPECT_EQ(plan.lower_bound, 4 * n * 4);
     EXPECT_EQ(plan.arena_bytes, plan.lower_bound);
-}
-
-Graph mlp_training_graph(int64_t batch, const std::vector<int64_t> &widths, OptimizerConfig::Kind opt) {
-    Graph g;
-    Builder b(g);
-    Tensor x = b.data("images", {batch, widths[0]});
-    Tensor labels = b.data("labels", {batch}, DType::I32);
-    Tensor h = x;
-    for (size_t i = 1; i < widths.size(); i++) {
-        auto scope = b.scope("fc" + std::to_string(i));
-        h = b.linear(h, widths[i]);
-        if (i + 1 < widths.size()) h = b.relu(h);
-    }
-    g.set_output("logits", h.id);
-    Tensor loss = b.softmax_xent(h, labels);
-    g.set_output("loss", loss.id);
-    OptimizerConfig cfg;
-    cfg.kind = opt;
-    make_training_graph(g, loss.id, cfg);
-    return g;
 }
 
 TEST(MemoryPlan, MlpTrainingArenaIsWithinTwentyPercentOfTheLowerBound) {
