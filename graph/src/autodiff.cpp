@@ -28,6 +28,7 @@ public:
         TensorId seed = g_.add_constant(g_.unique_name(l.name + ".grad_seed"), l.type, Init::constant(1));
         grad_.resize(g_.num_tensors(), kNoTensor);
         grad_[loss] = seed;
+        g_.set_grad_of(seed, loss);
 
         for (NodeId n = forward_nodes - 1; n >= 0; n--) {
             if (!feeds_loss[n]) continue;
@@ -37,6 +38,7 @@ public:
             bool any_grad = false;
             for (TensorId t : node.outputs) any_grad = any_grad || grad_[t] != kNoTensor;
             if (!any_input || !any_grad) continue;
+            current_ = n;
             differentiate(node, wanted);
         }
         std::vector<TensorId> out;
@@ -96,6 +98,7 @@ private:
         std::string name = g_.unique_name(fwd.call.name + "." + suffix);
         auto outs = g_.add_node(OpCall{kind, name, std::move(attrs)}, in, TensorRole::Gradient);
         g_.set_node_flags(g_.num_nodes() - 1, true, false);
+        g_.set_forward(g_.num_nodes() - 1, current_);
         grad_.resize(g_.num_tensors(), kNoTensor);
         return outs;
     }
@@ -106,6 +109,9 @@ private:
                                 "gradient of '", g_.tensor(input).name, "' from ", fwd.call.who(), " is ",
                                 type_str(g_.tensor(contribution).type), ", expected ",
                                 type_str(g_.tensor(input).type));
+        // A contribution may be another tensor's gradient passed through (add's
+        // backward forwards dy); it stays that tensor's.
+        if (g_.tensor(contribution).grad_of == kNoTensor && contribution > input) g_.set_grad_of(contribution, input);
         if (grad_[input] == kNoTensor) {
             grad_[input] = contribution;
             return;
@@ -113,6 +119,8 @@ private:
         std::string name = g_.unique_name(g_.tensor(input).name + ".grad_sum");
         auto outs = g_.add_node(OpCall{OpKind::Add, name, {}}, {grad_[input], contribution}, TensorRole::Gradient);
         g_.set_node_flags(g_.num_nodes() - 1, true, false);
+        g_.set_forward(g_.num_nodes() - 1, current_);
+        g_.set_grad_of(outs[0], input);
         grad_.resize(g_.num_tensors(), kNoTensor);
         grad_[input] = outs[0];
     }
@@ -301,6 +309,7 @@ private:
 
     Graph &g_;
     std::vector<TensorId> grad_;
+    NodeId current_ = kNoNode;  // the forward node being differentiated
 };
 
 }  // namespace

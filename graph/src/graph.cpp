@@ -164,6 +164,19 @@ void Graph::set_node_flags(NodeId n, bool backward, bool optimizer) {
     nodes_[n].optimizer = optimizer;
 }
 
+void Graph::set_forward(NodeId backward_node, NodeId forward_node) {
+    TESSERA_INTERNAL_ASSERT(backward_node >= 0 && backward_node < num_nodes() && forward_node >= 0 &&
+                            forward_node < backward_node);
+    nodes_[backward_node].forward = forward_node;
+}
+
+void Graph::set_grad_of(TensorId gradient, TensorId primal) {
+    TESSERA_INTERNAL_ASSERT(gradient >= 0 && gradient < num_tensors() && primal >= 0 && primal < gradient);
+    TESSERA_INTERNAL_ASSERT(tensors_[gradient].type.shape == tensors_[primal].type.shape, "gradient '",
+                            tensors_[gradient].name, "' does not have the shape of '", tensors_[primal].name, "'");
+    tensors_[gradient].grad_of = primal;
+}
+
 const TensorInfo &Graph::tensor(TensorId t) const {
     TESSERA_INTERNAL_ASSERT(t >= 0 && t < num_tensors(), "tensor id ", t, " out of range");
     return tensors_[t];

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -77,6 +78,12 @@ void add_input_tensor(Graph &g, const json &e, std::string where) {
     case TensorRole::Constant: g.add_constant(name, type, init); break;
     default: fail(where, ": role '", role_name(role), "' belongs to node outputs, not graph inputs");
     }
+    if (e.contains("grad_of")) {
+        auto primal = g.find_tensor(field<std::string>(e, "grad_of", where));
+        TESSERA_CHECK(primal.has_value(), where, ": unknown tensor '", e.at("grad_of").get<std::string>(),
+                      "' in 'grad_of'");
+        g.set_grad_of(g.num_tensors() - 1, *primal);
+    }
 }
 
 }  // namespace
@@ -95,6 +102,7 @@ json graph_to_json(const Graph &g) {
                   {"shape", info.type.shape},
                   {"role", role_name(info.role)},
                   {"after_nodes", nodes_before}};
+        if (info.grad_of != kNoTensor) e["grad_of"] = g.tensor(info.grad_of).name;
         if (is_persistent(info.role))
             e["init"] = {{"kind", init_kind_name(info.init.kind)},
                          {"value", info.init.value},
@@ -105,7 +113,7 @@ json graph_to_json(const Graph &g) {
     for (const Node &n : g.nodes()) {
         json attrs = json::object();
         for (const auto &[k, v] : n.call.attrs.values()) attrs[k] = attr_json(v);
-        json in = json::array(), out = json::array(), updates = json::array();
+        json in = json::array(), out = json::array(), updates = json::array(), grad_of = json::array();
         for (TensorId t : n.inputs) in.push_back(g.tensor(t).name);
         for (TensorId t : n.outputs) {
             out.push_back(json{{"name", g.tensor(t).name},
@@ -114,6 +122,8 @@ json graph_to_json(const Graph &g) {
                                {"role", role_name(g.tensor(t).role)}});
             TensorId u = g.tensor(t).updates;
             updates.push_back(u == kNoTensor ? json(nullptr) : json(g.tensor(u).name));
+            TensorId p = g.tensor(t).grad_of;
+            grad_of.push_back(p == kNoTensor ? json(nullptr) : json(g.tensor(p).name));
         }
         nodes.push_back({{"op", op_name(n.call.kind)},
                          {"name", n.call.name},
@@ -123,6 +133,8 @@ json graph_to_json(const Graph &g) {
                          {"updates", updates},
                          {"backward", n.backward},
                          {"optimizer", n.optimizer}});
+        if (n.forward != kNoNode) nodes.back()["forward"] = g.node(n.forward).call.name;
+        if (n.backward) nodes.back()["grad_of"] = grad_of;
     }
     json outputs = json::object();
     for (const auto &[k, t] : g.outputs()) outputs[k] = g.tensor(t).name;
@@ -148,6 +160,7 @@ Graph graph_from_json(const json &j, const std::string &source) {
     // Tensors and nodes are re-created in their original interleaving, so that
     // every TensorId comes out as it was.
     size_t next_tensor = 0;
+    std::map<std::string, NodeId> node_ids;
     auto add_tensors_until = [&](size_t node_count) {
         for (; next_tensor < tensors.size(); next_tensor++) {
             const json &e = tensors[next_tensor];
@@ -171,6 +184,7 @@ Graph graph_from_json(const json &j, const std::string &source) {
         TensorRole role = outs.empty() ? TensorRole::Activation
                                        : role_from_name(field<std::string>(outs[0], "role", where));
         std::vector<TensorId> got = g.add_node(call, in, role);
+        node_ids[call.name] = g.num_nodes() - 1;
         TESSERA_CHECK(got.size() == outs.size(), where, ": records ", outs.size(), " outputs, ",
                       op_name(call.kind), " has ", got.size());
         for (size_t k = 0; k < got.size(); k++) {
@@ -184,6 +198,17 @@ Graph graph_from_json(const json &j, const std::string &source) {
             if (!u.is_null()) g.set_updates(got[k], lookup(u.get<std::string>(), where));
         }
         g.set_node_flags(g.num_nodes() - 1, e.value("backward", false), e.value("optimizer", false));
+        if (e.contains("forward")) {
+            std::string fwd = field<std::string>(e, "forward", where);
+            auto f = node_ids.find(fwd);
+            TESSERA_CHECK(f != node_ids.end(), where, ": unknown forward node '", fwd, "'");
+            g.set_forward(g.num_nodes() - 1, f->second);
+        }
+        if (e.contains("grad_of"))
+            for (size_t k = 0; k < got.size() && k < e.at("grad_of").size(); k++) {
+                const json &p = e.at("grad_of").at(k);
+                if (!p.is_null()) g.set_grad_of(got[k], lookup(p.get<std::string>(), where));
+            }
     }
     add_tensors_until(nodes.size());
     TESSERA_CHECK(next_tensor == tensors.size(), source, ": tensors[", next_tensor,

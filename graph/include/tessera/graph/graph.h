@@ -77,6 +77,9 @@ struct TensorInfo {
     // The memory plan gives both the same storage; the update kernels are safe
     // in place.
     TensorId updates = kNoTensor;
+    // For a gradient (or one contribution to it): the tensor it is the gradient
+    // of. The partitioner lays both out alike.
+    TensorId grad_of = kNoTensor;
     bool operator==(const TensorInfo &) const = default;
 };
 
@@ -86,6 +89,7 @@ struct Node {
     std::vector<TensorId> outputs;
     bool backward = false;   // created by autodiff
     bool optimizer = false;  // created by an optimizer
+    NodeId forward = kNoNode;  // for a backward node: the forward node it differentiates
     bool operator==(const Node &) const = default;
 };
 
@@ -115,6 +119,9 @@ public:
     // change; tessera::Error otherwise.
     void set_attr(NodeId n, const std::string &name, AttrValue value);
     void set_node_flags(NodeId n, bool backward, bool optimizer);
+    // Autodiff's bookkeeping, read by the partitioner's coarsening.
+    void set_forward(NodeId backward_node, NodeId forward_node);
+    void set_grad_of(TensorId gradient, TensorId primal);
 
     int num_tensors() const { return static_cast<int>(tensors_.size()); }
     int num_nodes() const { return static_cast<int>(nodes_.size()); }
