@@ -1,0 +1,56 @@
+// Tofu's recursive partition search, and the baselines that share its cost model.
+//
+// For N devices the machine's levels are factored into cuts k1, k2, ... (outermost
+// links first). Each cut is one exact minimisation (solver.h) over the layouts of
+// the coarsened tensor groups: every operator contributes, for every combination
+// of the layouts it touches, the cheapest of its strategies from lang/'s analysis,
+// costed as the bytes its inputs, outputs and internal reductions move. The next
+// cut then solves the same problem on each part's local shapes, so the total is
+// c1 + k1*c2 + k1*k2*c3 + ... (Tofu section 5.3).
+//
+// A tensor is split at every level where some dimension divides evenly; the
+// search may replicate only weights (and their gradients and optimizer state),
+// which is how data parallelism falls inside the search space. A tensor with no
+// evenly divisible dimension, or an operator with no strategy that divides, is
+// replicated at that level and the plan's notes say why.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph.h"
+#include "tessera/partition/machine.h"
+#include "tessera/partition/plan.h"
+#include "tessera/partition/solver.h"
+
+namespace tessera {
+
+enum class PartitionStrategy : uint8_t {
+    Tofu,          // the DP at every cut
+    DataParallel,  // activations split along the batch, weights replicated
+    Owt,           // "one weird trick": data parallel for convolutions, model
+                   // parallel (weights split along their output) for matmuls
+    EqualChop,     // the first cut's layouts reused at every level
+    Brute,         // every assignment at every cut (small graphs only)
+};
+const char *partition_strategy_name(PartitionStrategy s);
+// Throws tessera::Error listing the valid names.
+PartitionStrategy partition_strategy_from_name(const std::string &name);
+std::vector<std::string> partition_strategy_names();
+
+struct PartitionOptions {
+    PartitionStrategy strategy = PartitionStrategy::Tofu;
+    std::string model;              // recorded in the plan
+    bool coarsen = true;
+    bool replicate_weights = true;  // whether the search may replicate weights
+    std::vector<int> cuts;          // overrides machine_cuts (each k over the outermost link)
+    int64_t brute_force_limit = int64_t{1} << 22;
+    // Replaces the solver of every cut (tests use it to check the DP against
+    // brute force on each cut of a recursion).
+    CutSolver solver;
+};
+
+Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &options = {});
+
+}  // namespace tessera

@@ -1,0 +1,66 @@
+// The cost model of one cut, per operator: for each way to run the operator at
+// this level (one of lang/'s strategies, or replicating it when none divides),
+// the layout each input must arrive in, what each output comes out as, and the
+// bytes every conversion moves. Internal to partition/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph.h"
+#include "tessera/lang/strategy.h"
+#include "tessera/partition/layout.h"
+
+namespace tessera::part {
+
+// How an input must arrive: replicated, or split along `dim` where part p needs
+// the rows [scale*lo + lo_off, scale*hi + hi_off] of the op's split variable's
+// part [lo, hi] (clamped to the input's extent).
+struct InputNeed {
+    bool split = false;
+    int dim = -1;
+    int64_t scale = 1, lo_off = 0, hi_off = 0;
+};
+
+enum class OutForm : uint8_t { Split, Partial, Replicated };
+struct OutputForm {
+    OutForm form = OutForm::Replicated;
+    int dim = -1;
+};
+
+// One way to run a node at one level.
+struct NodeOption {
+    std::string label;             // "split m", "split k (partial sum)", "replicate"
+    int strategy = -1;             // index into OpStrategies::strategies; -1 replicate
+    int64_t var_extent = 0;        // the split variable's local extent
+    std::vector<InputNeed> inputs;
+    std::vector<OutputForm> outputs;
+    int64_t stage_bytes = 0;       // bytes all-reduced inside the operator (per group)
+    std::vector<std::string> stages;
+};
+
+// The options of a node whose local (op-side) input shapes are `in` and output
+// shapes `out`, for a k-way cut: the strategies whose variable divides evenly,
+// then "replicate" (every device computes it whole).
+std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
+                                     const std::vector<TensorType> &in, const std::vector<TensorType> &out,
+                                     int k);
+
+// One conversion: its kind and total bytes over the k devices of a group.
+struct Conversion {
+    CommKind kind = CommKind::AllGather;
+    int64_t bytes = 0;
+};
+
+// Converting an input held as `held` (over the op-side local type `t`) to `need`.
+Conversion input_conversion(const Layout &held, const InputNeed &need, const TensorType &t, int64_t var_extent,
+                            int k);
+// Converting an output produced as `form` to the tensor's layout `want`.
+Conversion output_conversion(const OutputForm &form, const Layout &want, const TensorType &t, int k);
+
+// The op-side local shapes after running `opt`: inputs as needed, outputs as produced.
+TensorType input_after(const TensorType &t, const InputNeed &need, int64_t var_extent, int k);
+TensorType output_after(const TensorType &t, const OutputForm &form, int k);
+
+}  // namespace tessera::part

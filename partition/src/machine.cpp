@@ -1,0 +1,117 @@
+#include "tessera/partition/machine.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+using json = nlohmann::json;
+
+int Machine::devices() const {
+    int n = 1;
+    for (const LinkLevel &l : levels) n *= l.count;
+    return n;
+}
+
+Machine flat_machine(int devices) {
+    TESSERA_CHECK(devices >= 1, "the device count must be at least 1, got ", devices);
+    return Machine{"flat", {LinkLevel{"device", devices, kDefaultBandwidth, kDefaultLatency}}};
+}
+
+std::vector<int> prime_factors(int n) {
+    TESSERA_INTERNAL_ASSERT(n >= 1, "prime_factors of ", n);
+    std::vector<int> f;
+    for (int p = 2; static_cast<int64_t>(p) * p <= n; p++)
+        while (n % p == 0) {
+            f.push_back(p);
+            n /= p;
+        }
+    if (n > 1) f.push_back(n);
+    return f;
+}
+
+std::vector<Cut> machine_cuts(const Machine &m) {
+    std::vector<Cut> cuts;
+    for (size_t l = 0; l < m.levels.size(); l++)
+        for (int p : prime_factors(m.levels[l].count)) cuts.push_back(Cut{p, static_cast<int>(l)});
+    return cuts;
+}
+
+namespace {
+
+template<typename T>
+T number(const json &j, const char *key, const std::string &where) {
+    TESSERA_CHECK(j.contains(key), where, ": missing field '", key, "'");
+    const json &v = j.at(key);
+    TESSERA_CHECK(v.is_number(), where, ": '", key, "' must be a number, got ", v.dump());
+    return v.get<T>();
+}
+
+}  // namespace
+
+Machine machine_from_json_text(const std::string &text, const std::string &source) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::parse_error &e) {
+        fail(source, ": not valid JSON (", e.what(), ")");
+    }
+    TESSERA_CHECK(j.is_object(), source, ": a machine description must be a JSON object with 'levels'");
+    Machine m;
+    m.name = j.value("name", std::string("machine"));
+    TESSERA_CHECK(j.contains("levels") && j.at("levels").is_array() && !j.at("levels").empty(), source,
+                  ": 'levels' must be a non-empty list, outermost (slowest links) first, e.g. "
+                  "[{\"name\": \"node\", \"count\": 2, \"bandwidth_gbps\": 12.5, \"latency_us\": 10}]");
+    int64_t devices = 1;
+    for (size_t i = 0; i < j.at("levels").size(); i++) {
+        const json &e = j.at("levels")[i];
+        std::string where = source + ": levels[" + std::to_string(i) + "]";
+        TESSERA_CHECK(e.is_object(), where, ": must be an object");
+        LinkLevel l;
+        l.name = e.value("name", "level" + std::to_string(i));
+        TESSERA_CHECK(e.contains("count") && e.at("count").is_number_integer(), where,
+                      ": 'count' must be an integer");
+        int64_t count = e.at("count").get<int64_t>();
+        TESSERA_CHECK(count >= 1 && count <= 65536, where, ": 'count' must be in [1, 65536], got ", count);
+        l.count = static_cast<int>(count);
+        double gbps = number<double>(e, "bandwidth_gbps", where);
+        TESSERA_CHECK(gbps > 0, where, ": 'bandwidth_gbps' must be positive, got ", gbps);
+        l.bandwidth = gbps * 1e9;
+        double us = e.contains("latency_us") ? number<double>(e, "latency_us", where) : kDefaultLatency * 1e6;
+        TESSERA_CHECK(us >= 0, where, ": 'latency_us' must not be negative, got ", us);
+        l.latency = us * 1e-6;
+        devices *= count;
+        TESSERA_CHECK(devices <= 65536, source, ": more than 65536 devices in all");
+        m.levels.push_back(l);
+    }
+    return m;
+}
+
+Machine load_machine(const std::string &path) {
+    std::ifstream f(path);
+    TESSERA_CHECK(f.good(), "cannot read the machine description '", path, "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return machine_from_json_text(ss.str(), path);
+}
+
+std::string machine_to_json_text(const Machine &m) {
+    json levels = json::array();
+    for (const LinkLevel &l : m.levels)
+        levels.push_back({{"name", l.name},
+                          {"count", l.count},
+                          {"bandwidth_gbps", l.bandwidth / 1e9},
+                          {"latency_us", l.latency * 1e6}});
+    return json{{"name", m.name}, {"levels", levels}}.dump(2);
+}
+
+std::string machine_str(const Machine &m) {
+    std::string s;
+    for (const LinkLevel &l : m.levels) s += (s.empty() ? "" : " x ") + std::to_string(l.count) + " " + l.name;
+    return s + " (" + std::to_string(m.devices()) + (m.devices() == 1 ? " device)" : " devices)");
+}
+
+}  // namespace tessera

@@ -1,0 +1,453 @@
+// The recursion of Tofu section 5.3 and the plan it produces. Each cut builds a
+// CutProblem (solver.h) from the cost model (cost.h) on the current local
+// shapes, solves it, and then shrinks every tensor and operator to its part.
+#include "tessera/partition/partition.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <set>
+
+#include "cost.h"
+#include "tessera/error.h"
+#include "tessera/lang/strategy.h"
+#include "tessera/partition/coarsen.h"
+
+namespace tessera {
+
+using part::NodeOption;
+
+namespace {
+
+constexpr const char *kStrategyNames[] = {"tofu", "data", "owt", "equalchop", "brute"};
+
+bool matmul_like(OpKind k) { return k == OpKind::Matmul || k == OpKind::BatchMatmul; }
+
+// Everything the recursion tracks between cuts.
+class Search {
+public:
+    Search(const Graph &g, const PartitionOptions &opts)
+        : g_(g), opts_(opts), co_(coarsen(g, opts.coarsen)) {
+        for (const TensorInfo &t : g.tensors()) tshape_.push_back(t.type);
+        for (const Node &n : g.nodes()) {
+            std::vector<TensorType> in, out;
+            for (TensorId t : n.inputs) in.push_back(g.tensor(t).type);
+            for (TensorId t : n.outputs) out.push_back(g.tensor(t).type);
+            strategies_.push_back(strategies_for(n.call, in));
+            in_.push_back(in);
+            out_.push_back(out);
+        }
+        members_.resize(co_.num_tensor_groups);
+        for (TensorId t = 0; t < g.num_tensors(); t++) members_[co_.tensor_group[t]].push_back(t);
+        persistent_.assign(co_.num_tensor_groups, false);
+        for (TensorId t = 0; t < g.num_tensors(); t++)
+            if (is_persistent(g.tensor(t).role)) persistent_[co_.tensor_group[t]] = true;
+        group_layouts_.resize(co_.num_tensor_groups);
+        node_labels_.resize(g.num_nodes());
+        slot_converted_.resize(g.num_nodes());
+        for (NodeId n = 0; n < g.num_nodes(); n++)
+            slot_converted_[n].assign(in_[n].size() + out_[n].size(), false);
+        classify_for_owt();
+    }
+
+    // Runs every cut; fills the plan's per-level and per-step fields.
+    void run(const std::vector<Cut> &cuts, const Machine &machine, Plan &plan) {
+        int64_t groups = 1;  // parts so far: k1 k2 ... k_{l-1}
+        const int devices = plan.devices;
+        for (size_t l = 0; l < cuts.size(); l++) {
+            const int k = cuts[l].k;
+            const LinkLevel &link = machine.levels.at(cuts[l].link);
+            std::vector<std::vector<Layout>> domains = build_domains(k, static_cast<int>(l), plan.notes);
+            std::vector<std::vector<NodeOption>> options(g_.num_nodes());
+            for (NodeId n = 0; n < g_.num_nodes(); n++)
+                options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k);
+            CutProblem problem = build_problem(domains, options, k);
+            CutSolution sol = solve(problem);
+            // Apply: layouts, then each node's best option, its conversions, shapes.
+            std::vector<Layout> chosen(co_.num_tensor_groups);
+            for (int gid = 0; gid < co_.num_tensor_groups; gid++) chosen[gid] = domains[gid][sol.choice[gid]];
+            int64_t level_cost = 0;
+            for (NodeId n = 0; n < g_.num_nodes(); n++) {
+                const Node &node = g_.node(n);
+                int best = 0;
+                int64_t best_cost = -1;
+                for (size_t o = 0; o < options[n].size(); o++) {
+                    int64_t c = option_cost(n, options[n][o], chosen, k);
+                    if (best_cost < 0 || c < best_cost) {
+                        best_cost = c;
+                        best = static_cast<int>(o);
+                    }
+                }
+                const NodeOption &opt = options[n][best];
+                level_cost += best_cost;
+                node_labels_[n].push_back(opt.label);
+                if (opt.strategy < 0 && options[n].size() == 1 && !all_replicated(n, chosen))
+                    note_replicated_op(n, k, static_cast<int>(l), plan.notes);
+                record_steps(n, opt, chosen, k, static_cast<int>(l), groups, devices, link, plan);
+                for (size_t i = 0; i < node.inputs.size(); i++)
+                    in_[n][i] = part::input_after(in_[n][i], opt.inputs[i], opt.var_extent, k);
+                for (size_t j = 0; j < node.outputs.size(); j++)
+                    out_[n][j] = part::output_after(out_[n][j], opt.outputs[j], k);
+            }
+            TESSERA_INTERNAL_ASSERT(level_cost == sol.cost, "cut ", l, ": the chosen strategies cost ", level_cost,
+                                    " bytes but the search found ", sol.cost);
+            for (int gid = 0; gid < co_.num_tensor_groups; gid++) {
+                group_layouts_[gid].push_back(chosen[gid]);
+                if (!chosen[gid].is_split()) continue;
+                for (TensorId t : members_[gid]) tshape_[t].shape[chosen[gid].dim] /= k;
+            }
+            plan.level_bytes.push_back(groups * sol.cost);
+            groups *= k;
+        }
+    }
+
+    const Coarsening &coarsening() const { return co_; }
+    const std::vector<TensorType> &local_types() const { return tshape_; }
+    const std::vector<std::vector<Layout>> &group_layouts() const { return group_layouts_; }
+    const std::vector<std::vector<std::string>> &node_labels() const { return node_labels_; }
+    const std::vector<std::vector<TensorType>> &local_inputs() const { return in_; }
+    const std::vector<std::vector<TensorType>> &local_outputs() const { return out_; }
+    const std::vector<std::vector<bool>> &slot_converted() const { return slot_converted_; }
+
+private:
+    CutSolution solve(const CutProblem &p) {
+        if (opts_.solver) return opts_.solver(p);
+        if (opts_.strategy == PartitionStrategy::Brute) return solve_brute(p, opts_.brute_force_limit);
+        return solve_dp(p);
+    }
+
+    // The layouts each tensor group may take at this cut.
+    std::vector<std::vector<Layout>> build_domains(int k, int level, std::vector<std::string> &notes) {
+        std::vector<std::vector<Layout>> domains(co_.num_tensor_groups);
+        int replicated_small = 0;
+        for (int gid = 0; gid < co_.num_tensor_groups; gid++) {
+            const TensorType &t = tshape_[members_[gid][0]];
+            std::vector<Layout> all;
+            for (int d = 0; d < t.rank(); d++)
+                if (t.shape[d] >= k && t.shape[d] % k == 0) all.push_back(Layout::split(d));
+            if (all.empty()) {
+                domains[gid] = {Layout::replicated()};
+                if (t.elements() <= 1) replicated_small++;
+                else note_replicated_tensor(gid, k, level, notes);
+                continue;
+            }
+            if (persistent_[gid] && opts_.replicate_weights) all.push_back(Layout::replicated());
+            std::vector<Layout> kept;
+            for (const Layout &lay : all)
+                if (allowed(gid, lay, t, level)) kept.push_back(lay);
+            domains[gid] = kept.empty() ? all : kept;
+        }
+        if (replicated_small > 0)
+            notes.push_back("level " + std::to_string(level + 1) + ": " + std::to_string(replicated_small) +
+                            " scalar tensors (loss, step counter, ...) are replicated");
+        return domains;
+    }
+
+    bool all_replicated(NodeId n, const std::vector<Layout> &lay) const {
+        for (TensorId t : g_.node(n).inputs)
+            if (lay[co_.tensor_group[t]].is_split()) return false;
+        return true;
+    }
+
+    // The baselines, as restrictions of the same search.
+    bool allowed(int gid, const Layout &lay, const TensorType &t, int level) const {
+        switch (opts_.strategy) {
+        case PartitionStrategy::DataParallel:
+            return persistent_[gid] ? !lay.is_split() : lay == Layout::split(0);
+        case PartitionStrategy::Owt:
+            if (owt_matmul_weight_[gid]) return lay == Layout::split(t.rank() - 1);
+            if (owt_fc_param_[gid]) return lay.is_split();
+            if (persistent_[gid]) return !lay.is_split();
+            if (owt_fc_activation_[gid]) return true;
+            return lay == Layout::split(0);
+        case PartitionStrategy::EqualChop:
+            if (level == 0) return true;
+            return lay == group_layouts_[gid][0];
+        default: return true;
+        }
+    }
+
+    void classify_for_owt() {
+        const int ng = co_.num_tensor_groups;
+        owt_matmul_weight_.assign(ng, false);
+        owt_fc_activation_.assign(ng, false);
+        owt_fc_param_.assign(ng, false);
+        for (const Node &n : g_.nodes()) {
+            if (n.backward || n.optimizer) continue;
+            bool mm = matmul_like(n.call.kind), emb = n.call.kind == OpKind::Embedding;
+            if (!mm && !emb) continue;
+            for (TensorId t : n.inputs) {
+                int gid = co_.tensor_group[t];
+                if (persistent_[gid]) owt_matmul_weight_[gid] = true;
+                else if (mm) owt_fc_activation_[gid] = true;
+            }
+            for (TensorId t : n.outputs) owt_fc_activation_[co_.tensor_group[t]] = true;
+        }
+        for (const Node &n : g_.nodes()) {
+            if (n.backward || n.optimizer) continue;
+            bool touches_fc = false;
+            for (TensorId t : n.inputs) touches_fc = touches_fc || owt_fc_activation_[co_.tensor_group[t]];
+            if (!touches_fc) continue;
+            for (TensorId t : n.inputs) {
+                int gid = co_.tensor_group[t];
+                if (persistent_[gid] && !owt_matmul_weight_[gid]) owt_fc_param_[gid] = true;
+            }
+        }
+    }
+
+    // Bytes option `o` of node n moves when its tensors are laid out as `lay`.
+    int64_t option_cost(NodeId n, const NodeOption &o, const std::vector<Layout> &lay, int k) const {
+        const Node &node = g_.node(n);
+        int64_t c = o.stage_bytes;
+        for (size_t i = 0; i < node.inputs.size(); i++)
+            c += part::input_conversion(lay[co_.tensor_group[node.inputs[i]]], o.inputs[i], in_[n][i], o.var_extent, k)
+                     .bytes;
+        for (size_t j = 0; j < node.outputs.size(); j++)
+            c += part::output_conversion(o.outputs[j], lay[co_.tensor_group[node.outputs[j]]], out_[n][j], k).bytes;
+        return c;
+    }
+
+    // One factor per node over the distinct groups it touches: the cheapest
+    // option for each combination of their layouts.
+    CutProblem build_problem(const std::vector<std::vector<Layout>> &domains,
+                             const std::vector<std::vector<NodeOption>> &options, int k) const {
+        CutProblem p;
+        for (const auto &d : domains) p.domain.push_back(static_cast<int>(d.size()));
+        std::vector<Layout> lay(co_.num_tensor_groups);
+        for (NodeId n = 0; n < g_.num_nodes(); n++) {
+            const Node &node = g_.node(n);
+            std::set<int> vs;
+            for (TensorId t : node.inputs) vs.insert(co_.tensor_group[t]);
+            for (TensorId t : node.outputs) vs.insert(co_.tensor_group[t]);
+            Factor f;
+            for (int v : vs)
+                if (p.domain[v] > 1) f.vars.push_back(v);
+            for (int v : vs)
+                if (p.domain[v] == 1) lay[v] = domains[v][0];
+            int64_t size = 1;
+            for (int v : f.vars) size *= p.domain[v];
+            f.table.resize(size);
+            std::vector<int> idx(f.vars.size(), 0);
+            for (int64_t e = 0; e < size; e++) {
+                for (size_t s = 0; s < f.vars.size(); s++) lay[f.vars[s]] = domains[f.vars[s]][idx[s]];
+                int64_t best = -1;
+                for (const NodeOption &o : options[n]) {
+                    int64_t c = option_cost(n, o, lay, k);
+                    if (best < 0 || c < best) best = c;
+                }
+                f.table[e] = best;
+                for (size_t s = 0; s < f.vars.size(); s++) {
+                    if (++idx[s] < p.domain[f.vars[s]]) break;
+                    idx[s] = 0;
+                }
+            }
+            p.factors.push_back(std::move(f));
+        }
+        return p;
+    }
+
+    void record_steps(NodeId n, const NodeOption &o, const std::vector<Layout> &lay, int k, int level, int64_t groups,
+                      int devices, const LinkLevel &link, Plan &plan) {
+        const Node &node = g_.node(n);
+        auto add = [&](CommKind kind, int64_t bytes, TensorId t, std::string what) {
+            if (bytes == 0) return;
+            double per_device = static_cast<double>(groups * bytes) / devices;
+            plan.comm.push_back(CommStep{level, kind, node.call.name, t == kNoTensor ? "" : g_.tensor(t).name,
+                                         std::move(what), groups * bytes,
+                                         comm_steps(kind, k) * link.latency + per_device / link.bandwidth});
+        };
+        for (size_t i = 0; i < node.inputs.size(); i++) {
+            const Layout &held = lay[co_.tensor_group[node.inputs[i]]];
+            auto c = part::input_conversion(held, o.inputs[i], in_[n][i], o.var_extent, k);
+            if (c.bytes > 0) slot_converted_[n][i] = true;
+            std::string need = o.inputs[i].split ? "split(" + std::to_string(o.inputs[i].dim) + ")" : "replicated";
+            add(c.kind, c.bytes, node.inputs[i], "input " + std::to_string(i) + ": " + held.str() + " -> " + need);
+        }
+        for (size_t j = 0; j < node.outputs.size(); j++) {
+            const Layout &want = lay[co_.tensor_group[node.outputs[j]]];
+            auto c = part::output_conversion(o.outputs[j], want, out_[n][j], k);
+            if (c.bytes > 0) slot_converted_[n][node.inputs.size() + j] = true;
+            const char *from = o.outputs[j].form == part::OutForm::Partial ? "partial sums" : "split";
+            std::string src = o.outputs[j].form == part::OutForm::Split
+                                  ? "split(" + std::to_string(o.outputs[j].dim) + ")"
+                                  : from;
+            add(c.kind, c.bytes, node.outputs[j], "output " + std::to_string(j) + ": " + src + " -> " + want.str());
+        }
+        if (o.stage_bytes > 0) {
+            std::string stages;
+            for (const auto &s : o.stages) stages += (stages.empty() ? "" : ", ") + s;
+            add(CommKind::AllReduce, o.stage_bytes, kNoTensor, "inside the operator: " + stages);
+        }
+    }
+
+    void note_replicated_tensor(int gid, int k, int level, std::vector<std::string> &notes) {
+        const TensorInfo &t = g_.tensor(members_[gid][0]);
+        if (++noted_tensors_ > kMaxNotes) return;
+        notes.push_back("level " + std::to_string(level + 1) + " (" + std::to_string(k) + "-way): tensor '" + t.name +
+                        "' " + type_str(t.type) + " has local shape " + shape_str(tshape_[members_[gid][0]].shape) +
+                        " with no dimension divisible by " + std::to_string(k) + "; it is replicated");
+    }
+
+    void note_replicated_op(NodeId n, int k, int level, std::vector<std::string> &notes) {
+        if (++noted_ops_ > kMaxNotes) return;
+        notes.push_back("level " + std::to_string(level + 1) + " (" + std::to_string(k) + "-way): " +
+                        g_.node(n).call.who() + " has no strategy whose index divides by " + std::to_string(k) +
+                        "; every device computes it whole");
+    }
+
+    static constexpr int kMaxNotes = 40;
+    const Graph &g_;
+    const PartitionOptions &opts_;
+    Coarsening co_;
+    std::vector<TensorType> tshape_;                    // tensor-side local types
+    std::vector<const OpStrategies *> strategies_;
+    std::vector<std::vector<TensorType>> in_, out_;     // op-side local types
+    std::vector<std::vector<TensorId>> members_;
+    std::vector<bool> persistent_, owt_matmul_weight_, owt_fc_activation_, owt_fc_param_;
+    std::vector<std::vector<Layout>> group_layouts_;
+    std::vector<std::vector<std::string>> node_labels_;
+    std::vector<std::vector<bool>> slot_converted_;
+    int noted_tensors_ = 0, noted_ops_ = 0;
+
+public:
+    int notes_dropped() const {
+        return std::max(0, noted_tensors_ - kMaxNotes) + std::max(0, noted_ops_ - kMaxNotes);
+    }
+};
+
+// The root primal of a gradient chain, to tell a weight's gradient from an
+// activation's.
+TensorId primal_of(const Graph &g, TensorId t) {
+    while (g.tensor(t).grad_of != kNoTensor) t = g.tensor(t).grad_of;
+    return t;
+}
+
+// The most bytes of the selected non-persistent tensors live at once when the
+// nodes run in graph order: a tensor lives from its producer (or the start, for
+// data) to its last reader.
+int64_t peak_live_bytes(const Graph &g, const std::vector<int64_t> &bytes, const std::vector<bool> &counted) {
+    const int nn = g.num_nodes();
+    std::vector<int64_t> delta(nn + 2, 0);
+    auto consumers = g.consumers();
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        if (!counted[t] || is_persistent(info.role) || info.updates != kNoTensor) continue;
+        int first = info.producer == kNoNode ? 0 : info.producer;
+        int last = consumers[t].empty() ? first : consumers[t].back();
+        delta[first] += bytes[t];
+        delta[last + 1] -= bytes[t];
+    }
+    int64_t live = 0, peak = 0;
+    for (int i = 0; i <= nn; i++) {
+        live += delta[i];
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
+// Weights, optimizer state, parameter gradients (all of them: the updates run
+// last), and the peak of everything else.
+MemoryFootprint footprint(const Graph &g, const std::vector<int64_t> &bytes) {
+    MemoryFootprint m;
+    std::vector<bool> activation(g.num_tensors(), false);
+    // A weight's complete gradient is the one an optimizer reads; partial
+    // contributions to it are short-lived, like activations.
+    std::vector<bool> read_by_optimizer(g.num_tensors(), false);
+    for (const Node &n : g.nodes())
+        if (n.optimizer)
+            for (TensorId t : n.inputs) read_by_optimizer[t] = true;
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        if (info.updates != kNoTensor) continue;  // shares its weight's storage
+        switch (info.role) {
+        case TensorRole::Param:
+        case TensorRole::Constant: m.weights += bytes[t]; break;
+        case TensorRole::OptState: m.optimizer_state += bytes[t]; break;
+        case TensorRole::Gradient:
+            if (g.tensor(primal_of(g, t)).role == TensorRole::Param && read_by_optimizer[t]) m.gradients += bytes[t];
+            else activation[t] = true;
+            break;
+        default: activation[t] = true;
+        }
+    }
+    m.activations = peak_live_bytes(g, bytes, activation);
+    return m;
+}
+
+}  // namespace
+
+const char *partition_strategy_name(PartitionStrategy s) { return kStrategyNames[static_cast<int>(s)]; }
+
+std::vector<std::string> partition_strategy_names() { return {std::begin(kStrategyNames), std::end(kStrategyNames)}; }
+
+PartitionStrategy partition_strategy_from_name(const std::string &name) {
+    for (int i = 0; i < 5; i++)
+        if (name == kStrategyNames[i]) return static_cast<PartitionStrategy>(i);
+    fail("unknown partition strategy '", name, "' (valid: tofu, data, owt, equalchop, brute)");
+}
+
+Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &options) {
+    auto start = std::chrono::steady_clock::now();
+    TESSERA_CHECK(!machine.levels.empty(), "the machine description has no levels");
+    Plan plan;
+    plan.model = options.model;
+    plan.strategy = partition_strategy_name(options.strategy);
+    plan.machine = machine;
+    plan.devices = machine.devices();
+    if (options.cuts.empty()) {
+        plan.cuts = machine_cuts(machine);
+    } else {
+        int product = 1;
+        for (int k : options.cuts) {
+            TESSERA_CHECK(k >= 2, "a cut must split at least 2 ways, got ", k);
+            plan.cuts.push_back(Cut{k, 0});
+            product *= k;
+        }
+        TESSERA_CHECK(product == plan.devices, "the cuts multiply to ", product, ", but the machine has ",
+                      plan.devices, " devices");
+    }
+
+    Search search(g, options);
+    search.run(plan.cuts, machine, plan);
+    const Coarsening &co = search.coarsening();
+    plan.ops_before_coarsening = g.num_nodes();
+    plan.ops_after_coarsening = co.num_op_groups;
+    plan.tensors_before_coarsening = g.num_tensors();
+    plan.tensors_after_coarsening = co.num_tensor_groups;
+    for (int64_t b : plan.level_bytes) plan.comm_bytes += b;
+    for (const CommStep &s : plan.comm) plan.predicted_comm_time_s += s.time_s;
+    if (search.notes_dropped() > 0)
+        plan.notes.push_back("... and " + std::to_string(search.notes_dropped()) + " more like these");
+
+    for (NodeId n = 0; n < g.num_nodes(); n++)
+        plan.ops.push_back(OpPlan{g.node(n).call.name, op_name(g.node(n).call.kind), co.op_group[n],
+                                  search.node_labels()[n]});
+    std::vector<int64_t> local(g.num_tensors()), whole(g.num_tensors());
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        int gid = co.tensor_group[t];
+        const TensorType &lt = search.local_types()[t];
+        local[t] = lt.bytes();
+        whole[t] = info.type.bytes();
+        plan.tensors.push_back(TensorPlan{info.name, role_name(info.role), info.type.shape, lt.shape, gid,
+                                          search.group_layouts()[gid], whole[t], local[t]});
+    }
+    plan.memory = footprint(g, local);
+    for (NodeId n = 0; n < g.num_nodes(); n++) {
+        int64_t buffers = 0;
+        const auto &conv = search.slot_converted()[n];
+        const auto &in = search.local_inputs()[n];
+        const auto &out = search.local_outputs()[n];
+        for (size_t i = 0; i < in.size(); i++)
+            if (conv[i]) buffers += in[i].bytes();
+        for (size_t j = 0; j < out.size(); j++)
+            if (conv[in.size() + j]) buffers += out[j].bytes();
+        plan.memory.comm_buffers = std::max(plan.memory.comm_buffers, buffers);
+    }
+    plan.per_device_peak_bytes = plan.memory.total();
+    plan.single_device_peak_bytes = footprint(g, whole).total();
+    plan.search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return plan;
+}
+
+}  // namespace tessera

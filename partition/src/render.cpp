@@ -1,0 +1,694 @@
+// Human views of a plan. Everything here is derived from the Plan value alone,
+// so a plan saved as JSON renders the same as one just searched.
+//
+// The views share one vocabulary: a "level" is one cut of the recursion (level 0
+// is the outermost cut), an operator's strategy at a level is the text lang/'s
+// analysis gave it, and bytes are per iteration, received by all devices
+// together, unless a column says "per device".
+#include "tessera/partition/render.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string strf(const char *format, ...) __attribute__((format(printf, 1, 2)));
+std::string strf(const char *format, ...) {
+    va_list args, copy;
+    va_start(args, format);
+    va_copy(copy, args);
+    int n = std::vsnprintf(nullptr, 0, format, copy);
+    va_end(copy);
+    std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+    if (n > 0) std::vsnprintf(s.data(), s.size() + 1, format, args);
+    va_end(args);
+    return s;
+}
+
+// "0 B", "512 B", "1.50 KiB", "12.3 MiB", "123 GiB": three significant digits
+// in powers of 1024, so columns of sizes read at a glance.
+std::string human_bytes(int64_t bytes) {
+    if (bytes < 0) return "-" + human_bytes(-bytes);
+    if (bytes < 1024) return strf("%lld B", static_cast<long long>(bytes));
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = static_cast<double>(bytes) / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    if (v < 9.995) return strf("%.2f %s", v, units[u]);
+    if (v < 99.95) return strf("%.1f %s", v, units[u]);
+    return strf("%.0f %s", v, units[u]);
+}
+
+std::string human_time(double s) {
+    if (std::isnan(s)) return "n/a";
+    if (std::isinf(s)) return s > 0 ? "inf" : "-inf";
+    double a = std::fabs(s);
+    if (a == 0) return "0 s";
+    if (a < 1e-6) return strf("%.3g ns", s * 1e9);
+    if (a < 1e-3) return strf("%.3g us", s * 1e6);
+    if (a < 1) return strf("%.3g ms", s * 1e3);
+    return strf("%.3g s", s);
+}
+
+std::string with_commas(int64_t v) {
+    std::string digits = std::to_string(v < 0 ? -v : v), out;
+    for (size_t i = 0; i < digits.size(); i++) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return v < 0 ? "-" + out : out;
+}
+
+std::string join(const std::vector<std::string> &parts, const std::string &sep) {
+    std::string s;
+    for (size_t i = 0; i < parts.size(); i++) s += (i ? sep : "") + parts[i];
+    return s;
+}
+
+std::string shape_text(const Shape &s) {
+    std::vector<std::string> parts;
+    for (int64_t d : s) parts.push_back(std::to_string(d));
+    return "[" + join(parts, ", ") + "]";
+}
+
+std::string layout_text(const std::vector<Layout> &layout) {
+    if (layout.empty()) return "whole";
+    std::vector<std::string> parts;
+    for (const Layout &l : layout) parts.push_back(l.str());
+    return join(parts, " | ");
+}
+
+std::string strategy_text(const OpPlan &o) { return o.strategy.empty() ? "whole" : join(o.strategy, " | "); }
+
+// "level 0 (2-way over node)": what the levels of op and tensor tables mean.
+std::string level_name(const Plan &p, size_t level) {
+    if (level >= p.cuts.size()) return "level " + std::to_string(level);
+    const Cut &c = p.cuts[level];
+    std::string link = c.link >= 0 && c.link < static_cast<int>(p.machine.levels.size())
+                           ? p.machine.levels[c.link].name
+                           : "link " + std::to_string(c.link);
+    return strf("level %zu (%d-way over %s)", level, c.k, link.c_str());
+}
+
+std::string cuts_text(const Plan &p) {
+    if (p.cuts.empty()) return "none (one device)";
+    std::vector<std::string> parts;
+    for (size_t i = 0; i < p.cuts.size(); i++) {
+        const Cut &c = p.cuts[i];
+        std::string link = c.link >= 0 && c.link < static_cast<int>(p.machine.levels.size())
+                               ? p.machine.levels[c.link].name
+                               : "link " + std::to_string(c.link);
+        parts.push_back(std::to_string(c.k) + " over " + link);
+    }
+    return join(parts, ", then ");
+}
+
+std::string ratio_text(int64_t a, int64_t b) {
+    if (b == 0) return a == 0 ? "1.00x" : "n/a";
+    return strf("%.2fx", static_cast<double>(a) / static_cast<double>(b));
+}
+
+// A plain-text table: columns padded to their widest cell, numbers right-aligned.
+class TextTable {
+public:
+    TextTable(std::vector<std::string> header, std::vector<bool> right) : right_(std::move(right)) {
+        right_.resize(header.size(), false);
+        rows_.push_back(std::move(header));
+    }
+    void add(std::vector<std::string> row) {
+        row.resize(rows_[0].size());
+        rows_.push_back(std::move(row));
+    }
+    std::string str(const std::string &indent = "  ") const {
+        std::vector<size_t> width(rows_[0].size(), 0);
+        for (const auto &r : rows_)
+            for (size_t c = 0; c < r.size(); c++) width[c] = std::max(width[c], r[c].size());
+        std::string s;
+        for (const auto &r : rows_) {
+            std::string line = indent;
+            for (size_t c = 0; c < r.size(); c++) {
+                std::string pad(width[c] - r[c].size(), ' ');
+                line += right_[c] ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : "");
+                if (c + 1 < r.size()) line += "  ";
+            }
+            while (!line.empty() && line.back() == ' ') line.pop_back();
+            s += line + "\n";
+        }
+        return s;
+    }
+
+private:
+    std::vector<std::vector<std::string>> rows_;
+    std::vector<bool> right_;
+};
+
+struct MemoryRow {
+    const char *name;
+    int64_t bytes;
+};
+
+std::vector<MemoryRow> memory_rows(const MemoryFootprint &m) {
+    return {{"weights", m.weights},
+            {"gradients", m.gradients},
+            {"optimizer state", m.optimizer_state},
+            {"activations", m.activations},
+            {"comm buffers", m.comm_buffers}};
+}
+
+// Whole and per-device bytes of the tensors of each role, in first-seen order:
+// the one place the plan says how much splitting saved, role by role.
+struct RoleBytes {
+    std::string role;
+    int tensors = 0;
+    int64_t whole = 0, local = 0;
+};
+
+std::vector<RoleBytes> role_bytes(const Plan &p) {
+    std::vector<RoleBytes> out;
+    for (const TensorPlan &t : p.tensors) {
+        auto it = std::find_if(out.begin(), out.end(), [&](const RoleBytes &r) { return r.role == t.role; });
+        if (it == out.end()) it = out.insert(out.end(), RoleBytes{t.role});
+        it->tensors++;
+        it->whole += t.bytes;
+        it->local += t.local_bytes;
+    }
+    return out;
+}
+
+// Communication summed by level and kind, in level then kind order.
+struct CommGroup {
+    int level = 0;
+    CommKind kind = CommKind::AllGather;
+    int steps = 0;
+    int64_t bytes = 0;
+    double time_s = 0;
+};
+
+std::vector<CommGroup> comm_groups(const Plan &p) {
+    std::map<std::pair<int, int>, CommGroup> groups;
+    for (const CommStep &c : p.comm) {
+        CommGroup &g = groups[{c.level, static_cast<int>(c.kind)}];
+        g.level = c.level;
+        g.kind = c.kind;
+        g.steps++;
+        g.bytes += c.bytes;
+        g.time_s += c.time_s;
+    }
+    std::vector<CommGroup> out;
+    for (const auto &[key, g] : groups) out.push_back(g);
+    return out;
+}
+
+// Indices of the steps moving the most bytes, largest first; ties keep plan order.
+std::vector<size_t> top_steps(const Plan &p, size_t limit) {
+    std::vector<size_t> idx(p.comm.size());
+    for (size_t i = 0; i < idx.size(); i++) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return p.comm[a].bytes > p.comm[b].bytes; });
+    if (idx.size() > limit) idx.resize(limit);
+    return idx;
+}
+
+int64_t comm_step_bytes(const Plan &p) {
+    int64_t total = 0;
+    for (const CommStep &c : p.comm) total += c.bytes;
+    return total;
+}
+
+double comm_step_time(const Plan &p) {
+    double total = 0;
+    for (const CommStep &c : p.comm) total += c.time_s;
+    return total;
+}
+
+size_t num_levels(const Plan &p) {
+    size_t n = p.cuts.size();
+    for (const OpPlan &o : p.ops) n = std::max(n, o.strategy.size());
+    return n;
+}
+
+constexpr size_t kTopSteps = 20;
+
+std::string level_bytes_text(const Plan &p) {
+    std::vector<std::string> parts;
+    for (size_t l = 0; l < p.level_bytes.size(); l++)
+        parts.push_back("level " + std::to_string(l) + " " + human_bytes(p.level_bytes[l]));
+    return join(parts, ", ");
+}
+
+}  // namespace
+
+std::string plan_table(const Plan &p) {
+    std::string s;
+    s += "model        " + p.model + "\n";
+    s += "strategy     " + p.strategy + "\n";
+    s += strf("devices      %d on %s\n", p.devices, machine_str(p.machine).c_str());
+    s += "cuts         " + cuts_text(p) + "\n";
+    s += strf("coarsening   %d ops -> %d groups, %d tensors -> %d groups\n", p.ops_before_coarsening,
+              p.ops_after_coarsening, p.tensors_before_coarsening, p.tensors_after_coarsening);
+    s += "comm bytes   " + human_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
+         (p.level_bytes.empty() ? "" : "; " + level_bytes_text(p)) + ")\n";
+    s += "comm time    " + human_time(p.predicted_comm_time_s) + " per iteration (predicted)\n";
+    s += "search time  " + human_time(p.search_time_s) + "\n";
+
+    s += "\nmemory per device\n";
+    TextTable mem({"category", "per device"}, {false, true});
+    for (const MemoryRow &r : memory_rows(p.memory)) mem.add({r.name, human_bytes(r.bytes)});
+    mem.add({"total", human_bytes(p.memory.total())});
+    s += mem.str();
+    s += strf("  peak %s per device, %s on one device (%s less)\n", human_bytes(p.per_device_peak_bytes).c_str(),
+              human_bytes(p.single_device_peak_bytes).c_str(),
+              ratio_text(p.single_device_peak_bytes, p.per_device_peak_bytes).c_str());
+    if (!p.tensors.empty()) {
+        s += "\ntensor bytes by role\n";
+        TextTable roles({"role", "tensors", "whole", "per device"}, {false, true, true, true});
+        for (const RoleBytes &r : role_bytes(p))
+            roles.add({r.role, std::to_string(r.tensors), human_bytes(r.whole), human_bytes(r.local)});
+        s += roles.str();
+    }
+
+    const size_t levels = num_levels(p);
+    s += strf("\noperators (%zu)\n", p.ops.size());
+    std::vector<std::string> head = {"node", "op", "group"};
+    std::vector<bool> right = {false, false, true};
+    for (size_t l = 0; l < levels; l++) head.push_back(level_name(p, l)), right.push_back(false);
+    TextTable ops(head, right);
+    for (const OpPlan &o : p.ops) {
+        std::vector<std::string> row = {o.node, o.op, std::to_string(o.group)};
+        for (size_t l = 0; l < levels; l++) row.push_back(l < o.strategy.size() ? o.strategy[l] : "");
+        ops.add(row);
+    }
+    s += ops.str();
+
+    s += strf("\ntensors (%zu)\n", p.tensors.size());
+    TextTable tensors({"tensor", "role", "shape", "layout", "local shape", "local bytes"},
+                      {false, false, false, false, false, true});
+    for (const TensorPlan &t : p.tensors)
+        tensors.add({t.tensor, t.role, shape_text(t.shape), layout_text(t.layout), shape_text(t.local_shape),
+                     human_bytes(t.local_bytes)});
+    s += tensors.str();
+
+    s += strf("\ncommunication (%zu steps, %s, %s)\n", p.comm.size(), human_bytes(comm_step_bytes(p)).c_str(),
+              human_time(comm_step_time(p)).c_str());
+    if (!p.comm.empty()) {
+        TextTable groups({"level", "kind", "steps", "bytes", "time"}, {false, false, true, true, true});
+        for (const CommGroup &g : comm_groups(p))
+            groups.add({std::to_string(g.level), comm_kind_name(g.kind), std::to_string(g.steps),
+                        human_bytes(g.bytes), human_time(g.time_s)});
+        s += groups.str();
+        s += strf("\nlargest communication steps (top %zu of %zu)\n", std::min(kTopSteps, p.comm.size()),
+                  p.comm.size());
+        TextTable steps({"level", "kind", "node", "tensor", "what", "bytes", "time"},
+                        {false, false, false, false, false, true, true});
+        for (size_t i : top_steps(p, kTopSteps)) {
+            const CommStep &c = p.comm[i];
+            steps.add({std::to_string(c.level), comm_kind_name(c.kind), c.node, c.tensor, c.what, human_bytes(c.bytes),
+                       human_time(c.time_s)});
+        }
+        steps.add({"", "", "", "", "total", human_bytes(comm_step_bytes(p)), human_time(comm_step_time(p))});
+        s += steps.str();
+    }
+
+    if (!p.notes.empty()) {
+        s += strf("\nnotes (%zu)\n", p.notes.size());
+        for (const std::string &n : p.notes) s += "  - " + n + "\n";
+    }
+    return s;
+}
+
+// ---------------------------------------------------------------------------
+// Graphviz
+
+namespace {
+
+std::string dot_quote(const std::string &s) {
+    std::string out = "\"";
+    for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out + "\"";
+}
+
+// Pale fills that keep black text readable; strategies beyond these are grey.
+constexpr const char *kPalette[] = {"#a6cee3", "#b2df8a", "#fdbf6f", "#cab2d6", "#fb9a99", "#ffff99",
+                                    "#8dd3c7", "#bebada", "#80b1d3", "#fccde5", "#ccebc5", "#ffed6f"};
+constexpr size_t kPaletteSize = sizeof(kPalette) / sizeof(kPalette[0]);
+constexpr const char *kOtherColour = "#d9d9d9";
+
+// Strategies in order of first appearance, so colours do not change between runs.
+std::vector<std::string> strategy_keys(const Plan &p) {
+    std::vector<std::string> keys;
+    for (const OpPlan &o : p.ops) {
+        std::string k = strategy_text(o);
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    }
+    return keys;
+}
+
+const char *colour_of(const std::vector<std::string> &keys, const std::string &key) {
+    size_t i = std::find(keys.begin(), keys.end(), key) - keys.begin();
+    return i < kPaletteSize ? kPalette[i] : kOtherColour;
+}
+
+// The node that produces a tensor, by the graph's naming rule: a node's outputs
+// are "<node>" or "<node>:<i>". -1 for graph inputs (data, params, state).
+int producer_of(const std::map<std::string, int> &node_index, const std::string &tensor) {
+    auto it = node_index.find(tensor);
+    if (it != node_index.end()) return it->second;
+    size_t colon = tensor.rfind(':');
+    if (colon == std::string::npos || colon + 1 == tensor.size()) return -1;
+    if (tensor.find_first_not_of("0123456789", colon + 1) != std::string::npos) return -1;
+    it = node_index.find(tensor.substr(0, colon));
+    return it == node_index.end() ? -1 : it->second;
+}
+
+}  // namespace
+
+std::string plan_dot(const Plan &p) {
+    std::map<std::string, int> node_index;
+    for (size_t i = 0; i < p.ops.size(); i++) node_index.emplace(p.ops[i].node, static_cast<int>(i));
+    std::vector<std::string> keys = strategy_keys(p);
+    auto op_id = [&](size_t i) { return "op" + std::to_string(i); };
+    auto tensor_id = [&](size_t i) { return "t" + std::to_string(i); };
+
+    std::string s = "digraph plan {\n";
+    s += "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n";
+    s += "  labelloc=t;\n  label=" +
+         dot_quote(p.model + ": " + p.strategy + " on " + machine_str(p.machine) + ", " + human_bytes(p.comm_bytes) +
+                   " communication per iteration") +
+         ";\n";
+
+    // Operators, clustered by op group where a group has more than one member.
+    std::map<int, std::vector<size_t>> groups;
+    for (size_t i = 0; i < p.ops.size(); i++) groups[p.ops[i].group].push_back(i);
+    for (const auto &[group, members] : groups) {
+        bool cluster = members.size() > 1;
+        std::string indent = cluster ? "    " : "  ";
+        if (cluster)
+            s += "  subgraph cluster_g" + std::to_string(group) + " {\n    label=" +
+                 dot_quote("group " + std::to_string(group)) + ";\n    style=dashed;\n    color=\"#888888\";\n";
+        for (size_t i : members) {
+            const OpPlan &o = p.ops[i];
+            std::string key = strategy_text(o);
+            s += indent + op_id(i) + " [shape=box, style=\"rounded,filled\", fillcolor=\"" + colour_of(keys, key) +
+                 "\", label=" + dot_quote(o.node + "\n" + o.op + "\n" + key) + "];\n";
+        }
+        if (cluster) s += "  }\n";
+    }
+
+    // Tensors that connect to something: produced by an operator, or converted
+    // by a communication step. Edges out of a producer carry the layout.
+    std::vector<bool> converted(p.tensors.size(), false);
+    std::map<std::string, size_t> tensor_index;
+    for (size_t i = 0; i < p.tensors.size(); i++) tensor_index.emplace(p.tensors[i].tensor, i);
+    for (const CommStep &c : p.comm) {
+        auto it = tensor_index.find(c.tensor);
+        if (it != tensor_index.end()) converted[it->second] = true;
+    }
+    for (size_t i = 0; i < p.tensors.size(); i++) {
+        const TensorPlan &t = p.tensors[i];
+        int producer = producer_of(node_index, t.tensor);
+        if (producer < 0 && !converted[i]) continue;
+        s += "  " + tensor_id(i) + " [shape=ellipse, label=" +
+             dot_quote(t.tensor + "\n" + shape_text(t.shape) + " " + t.role) + "];\n";
+        if (producer >= 0)
+            s += "  " + op_id(static_cast<size_t>(producer)) + " -> " + tensor_id(i) +
+                 " [label=" + dot_quote(layout_text(t.layout)) + "];\n";
+    }
+
+    // Communication: from the converted tensor into the operator that needs it.
+    for (const CommStep &c : p.comm) {
+        auto t = tensor_index.find(c.tensor);
+        auto n = node_index.find(c.node);
+        if (t == tensor_index.end() || n == node_index.end()) continue;
+        s += "  " + tensor_id(t->second) + " -> " + op_id(static_cast<size_t>(n->second)) +
+             " [color=red, fontcolor=red, penwidth=2.5, style=bold, label=" +
+             dot_quote(std::string(comm_kind_name(c.kind)) + " " + human_bytes(c.bytes) + "\nlevel " +
+                       std::to_string(c.level) + ": " + c.what) +
+             "];\n";
+    }
+
+    // The legend: one swatch per strategy, in the colours used above.
+    if (!keys.empty()) {
+        s += "  subgraph cluster_legend {\n    label=\"strategies\";\n    style=solid;\n    color=\"#888888\";\n";
+        for (size_t i = 0; i < keys.size() && i <= kPaletteSize; i++) {
+            bool other = i == kPaletteSize;
+            s += "    legend" + std::to_string(i) + " [shape=box, style=\"rounded,filled\", fillcolor=\"" +
+                 (other ? kOtherColour : kPalette[i]) + "\", label=" + dot_quote(other ? "other" : keys[i]) + "];\n";
+        }
+        s += "  }\n";
+    }
+    s += "}\n";
+    return s;
+}
+
+// ---------------------------------------------------------------------------
+// HTML: one page with its style inline and nothing fetched, so it can be mailed
+// or opened offline.
+
+namespace {
+
+std::string esc(const std::string &s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&#39;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+constexpr const char *kCss = R"(
+body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
+       max-width: 1200px; padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; margin-bottom: 0.2em; }
+h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
+.sub { color: #666; margin-top: 0; }
+.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 0.9em; min-width: 11em; background: #fafafa; }
+.card .k { font-size: 0.8em; color: #666; text-transform: uppercase; letter-spacing: 0.03em; }
+.card .v { font-size: 1.3em; font-weight: 600; margin: 0.15em 0; }
+.card .s { font-size: 0.8em; color: #666; }
+table { border-collapse: collapse; font-size: 0.88em; margin: 0.5em 0; }
+th, td { border-bottom: 1px solid #eee; padding: 0.25em 0.7em; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; position: sticky; top: 0; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.bars { display: grid; grid-template-columns: 12em 1fr 7em; gap: 0.3em 0.8em; align-items: center; max-width: 900px; }
+.bar { height: 1.1em; background: #4e79a7; border-radius: 2px; min-width: 1px; }
+.bar.one { background: #bab0ac; }
+.bar.peak { background: #f28e2b; }
+.swatch { display: inline-block; width: 0.8em; height: 0.8em; border-radius: 2px; margin-right: 0.4em; }
+ul.notes li { margin: 0.2em 0; }
+details summary { cursor: pointer; color: #345; margin: 0.5em 0; }
+code { font-size: 0.95em; }
+)";
+
+std::string card(const std::string &key, const std::string &value, const std::string &sub) {
+    return "<div class=\"card\"><div class=\"k\">" + esc(key) + "</div><div class=\"v\">" + esc(value) +
+           "</div><div class=\"s\">" + esc(sub) + "</div></div>\n";
+}
+
+struct Cell {
+    std::string text;
+    bool numeric = false;
+};
+
+std::string html_table(const std::vector<Cell> &header, const std::vector<std::vector<Cell>> &rows) {
+    std::string s = "<table>\n<thead><tr>";
+    for (const Cell &h : header) s += std::string(h.numeric ? "<th class=\"n\">" : "<th>") + esc(h.text) + "</th>";
+    s += "</tr></thead>\n<tbody>\n";
+    for (const auto &r : rows) {
+        s += "<tr>";
+        for (const Cell &c : r) s += std::string(c.numeric ? "<td class=\"n\">" : "<td>") + esc(c.text) + "</td>";
+        s += "</tr>\n";
+    }
+    return s + "</tbody>\n</table>\n";
+}
+
+std::string bar_row(const std::string &label, int64_t bytes, int64_t scale, const char *cls) {
+    double pct = scale > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(scale) : 0;
+    pct = std::clamp(pct, 0.0, 100.0);
+    return "<div>" + esc(label) + "</div><div><div class=\"bar" + std::string(cls) + "\" style=\"width:" +
+           strf("%.2f", pct) + "%\"></div></div><div class=\"n\">" + esc(human_bytes(bytes)) + "</div>\n";
+}
+
+std::vector<Cell> comm_row(const CommStep &c) {
+    return {{std::to_string(c.level), true}, {comm_kind_name(c.kind)}, {c.node}, {c.tensor}, {c.what},
+            {human_bytes(c.bytes), true},   {human_time(c.time_s), true}};
+}
+
+}  // namespace
+
+std::string plan_html(const Plan &p) {
+    std::string title = "Tessera plan: " + p.model + " (" + p.strategy + ", " + std::to_string(p.devices) +
+                        (p.devices == 1 ? " device)" : " devices)");
+    std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+    s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+    s += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
+    s += "<h1>" + esc(title) + "</h1>\n";
+    s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_text(p)) + "</p>\n";
+
+    s += "<div class=\"cards\">\n";
+    s += card("communication", human_bytes(p.comm_bytes), with_commas(p.comm_bytes) + " bytes per iteration");
+    s += card("predicted comm time", human_time(p.predicted_comm_time_s), "per iteration");
+    s += card("peak memory per device", human_bytes(p.per_device_peak_bytes),
+              "one device: " + human_bytes(p.single_device_peak_bytes) + " (" +
+                  ratio_text(p.single_device_peak_bytes, p.per_device_peak_bytes) + " less)");
+    s += card("operators", std::to_string(p.ops_before_coarsening),
+              std::to_string(p.ops_after_coarsening) + " groups after coarsening");
+    s += card("tensors", std::to_string(p.tensors_before_coarsening),
+              std::to_string(p.tensors_after_coarsening) + " groups after coarsening");
+    s += card("search time", human_time(p.search_time_s), p.strategy);
+    s += "</div>\n";
+
+    s += "<h2>Memory per device</h2>\n<div class=\"bars\">\n";
+    int64_t scale = std::max({p.memory.total(), p.per_device_peak_bytes, p.single_device_peak_bytes, int64_t{1}});
+    for (const MemoryRow &r : memory_rows(p.memory)) s += bar_row(r.name, r.bytes, scale, "");
+    s += bar_row("total", p.memory.total(), scale, "");
+    s += bar_row("peak per device", p.per_device_peak_bytes, scale, " peak");
+    s += bar_row("peak on one device", p.single_device_peak_bytes, scale, " one");
+    s += "</div>\n";
+    if (!p.tensors.empty()) {
+        std::vector<std::vector<Cell>> rows;
+        for (const RoleBytes &r : role_bytes(p))
+            rows.push_back({{r.role}, {std::to_string(r.tensors), true}, {human_bytes(r.whole), true},
+                            {human_bytes(r.local), true}});
+        s += "<p>Tensor bytes by role, whole and on each device:</p>\n";
+        s += html_table({{"role"}, {"tensors", true}, {"whole", true}, {"per device", true}}, rows);
+    }
+
+    s += "<h2>Communication</h2>\n";
+    s += "<p>" + esc(with_commas(comm_step_bytes(p))) + " bytes in " + std::to_string(p.comm.size()) +
+         " steps per iteration" + (p.level_bytes.empty() ? "" : "; " + esc(level_bytes_text(p))) + ".</p>\n";
+    if (!p.comm.empty()) {
+        std::vector<std::vector<Cell>> rows;
+        for (const CommGroup &g : comm_groups(p))
+            rows.push_back({{std::to_string(g.level), true}, {comm_kind_name(g.kind)}, {std::to_string(g.steps), true},
+                            {human_bytes(g.bytes), true}, {human_time(g.time_s), true}});
+        s += html_table({{"level", true}, {"kind"}, {"steps", true}, {"bytes", true}, {"time", true}}, rows);
+        std::vector<Cell> head = {{"level", true}, {"kind"}, {"node"}, {"tensor"}, {"what"}, {"bytes", true},
+                                  {"time", true}};
+        rows.clear();
+        for (size_t i : top_steps(p, kTopSteps)) rows.push_back(comm_row(p.comm[i]));
+        rows.push_back({{""}, {""}, {""}, {""}, {"total"}, {human_bytes(comm_step_bytes(p)), true},
+                        {human_time(comm_step_time(p)), true}});
+        s += "<p>Largest steps (top " + std::to_string(std::min(kTopSteps, p.comm.size())) + " of " +
+             std::to_string(p.comm.size()) + "):</p>\n" + html_table(head, rows);
+        if (p.comm.size() > kTopSteps) {
+            rows.clear();
+            for (const CommStep &c : p.comm) rows.push_back(comm_row(c));
+            s += "<details><summary>All " + std::to_string(p.comm.size()) + " steps, in plan order</summary>\n" +
+                 html_table(head, rows) + "</details>\n";
+        }
+    }
+
+    s += "<h2>Operators</h2>\n";
+    std::vector<std::string> keys = strategy_keys(p);
+    const size_t levels = num_levels(p);
+    std::vector<Cell> head = {{"node"}, {"op"}, {"group", true}};
+    for (size_t l = 0; l < levels; l++) head.push_back({level_name(p, l)});
+    std::string table = "<table>\n<thead><tr>";
+    for (const Cell &h : head) table += std::string(h.numeric ? "<th class=\"n\">" : "<th>") + esc(h.text) + "</th>";
+    table += "</tr></thead>\n<tbody>\n";
+    for (const OpPlan &o : p.ops) {
+        // The swatch is the operator's colour in the DOT view too.
+        table += "<tr><td><span class=\"swatch\" style=\"background:" +
+                 std::string(colour_of(keys, strategy_text(o))) + "\"></span>" + esc(o.node) + "</td><td>" +
+                 esc(o.op) + "</td><td class=\"n\">" + std::to_string(o.group) + "</td>";
+        for (size_t l = 0; l < levels; l++) table += "<td>" + esc(l < o.strategy.size() ? o.strategy[l] : "") + "</td>";
+        table += "</tr>\n";
+    }
+    s += table + "</tbody>\n</table>\n";
+
+    s += "<h2>Tensors</h2>\n<details><summary>" + std::to_string(p.tensors.size()) +
+         " tensors with their layouts</summary>\n";
+    std::vector<std::vector<Cell>> rows;
+    for (const TensorPlan &t : p.tensors)
+        rows.push_back({{t.tensor}, {t.role}, {shape_text(t.shape)}, {layout_text(t.layout)}, {shape_text(t.local_shape)},
+                        {std::to_string(t.group), true}, {human_bytes(t.local_bytes), true}});
+    s += html_table({{"tensor"}, {"role"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}},
+                    rows);
+    s += "</details>\n";
+
+    s += "<h2>Notes</h2>\n";
+    if (p.notes.empty()) {
+        s += "<p>None: every tensor was split as the search chose.</p>\n";
+    } else {
+        s += "<ul class=\"notes\">\n";
+        for (const std::string &n : p.notes) s += "<li>" + esc(n) + "</li>\n";
+        s += "</ul>\n";
+    }
+    s += "</body>\n</html>\n";
+    return s;
+}
+
+// ---------------------------------------------------------------------------
+// Comparison
+
+std::string compare_table(const std::vector<Plan> &plans) {
+    if (plans.empty()) return "no plans to compare\n";
+    std::string s = strf("%s on %s\n", plans[0].model.c_str(), machine_str(plans[0].machine).c_str());
+    TextTable t({"strategy", "comm/iter", "vs " + plans[0].strategy, "comm time", "weights", "gradients", "opt state",
+                 "activations", "comm buf", "total/dev", "peak/dev", "search"},
+                {false, true, true, true, true, true, true, true, true, true, true, true});
+    for (const Plan &p : plans)
+        t.add({p.strategy, human_bytes(p.comm_bytes), ratio_text(p.comm_bytes, plans[0].comm_bytes),
+               human_time(p.predicted_comm_time_s), human_bytes(p.memory.weights), human_bytes(p.memory.gradients),
+               human_bytes(p.memory.optimizer_state), human_bytes(p.memory.activations),
+               human_bytes(p.memory.comm_buffers), human_bytes(p.memory.total()), human_bytes(p.per_device_peak_bytes),
+               human_time(p.search_time_s)});
+    s += t.str("");
+    return s;
+}
+
+std::string compare_json(const std::vector<Plan> &plans, int indent) {
+    json rows = json::array();
+    for (const Plan &p : plans) {
+        json ratio = nullptr;  // undefined when the first plan moves nothing and this one does
+        if (plans[0].comm_bytes != 0)
+            ratio = static_cast<double>(p.comm_bytes) / static_cast<double>(plans[0].comm_bytes);
+        else if (p.comm_bytes == 0)
+            ratio = 1.0;
+        auto finite = [](double v) { return std::isfinite(v) ? json(v) : json(nullptr); };
+        rows.push_back({{"model", p.model},
+                        {"strategy", p.strategy},
+                        {"devices", p.devices},
+                        {"comm_bytes", p.comm_bytes},
+                        {"comm_ratio", ratio},
+                        {"predicted_comm_time_s", finite(p.predicted_comm_time_s)},
+                        {"memory",
+                         {{"weights", p.memory.weights},
+                          {"gradients", p.memory.gradients},
+                          {"optimizer_state", p.memory.optimizer_state},
+                          {"activations", p.memory.activations},
+                          {"comm_buffers", p.memory.comm_buffers},
+                          {"total", p.memory.total()}}},
+                        {"per_device_peak_bytes", p.per_device_peak_bytes},
+                        {"single_device_peak_bytes", p.single_device_peak_bytes},
+                        {"search_time_s", finite(p.search_time_s)}});
+    }
+    return json{{"format", "tessera-compare"}, {"version", 1}, {"plans", rows}}.dump(indent);
+}
+
+}  // namespace tessera
