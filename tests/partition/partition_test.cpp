@@ -1,0 +1,372 @@
+// The partition search against independent references: brute force on every cut
+// of random small graphs, closed forms derived by hand for matmul chains, and the
+// consistency of the plan's own accounting.
+#include <cstdio>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+#include "tessera/graph/builder.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/models/zoo.h"
+#include "tessera/partition/partition.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t F = 4;  // bytes per f32
+
+// A solver that checks the DP against brute force on every cut it is given.
+// Cuts too large to enumerate are counted, and their graph is not counted.
+struct CheckingSolver {
+    int cuts = 0, too_large = 0;
+    CutSolution operator()(const CutProblem &p) {
+        if (assignment_count(p) > (int64_t{1} << 22)) {
+            too_large++;
+            cuts++;
+            return solve_dp(p);
+        }
+        CutSolution dp = solve_dp(p);
+        CutSolution bf = solve_brute(p, int64_t{1} << 22);
+        EXPECT_EQ(dp.cost, bf.cost) << "cut " << cuts;
+        EXPECT_EQ(evaluate(p, dp.choice), dp.cost);
+        cuts++;
+        return dp;
+    }
+};
+
+// A random small model: a few layers drawn from linear, relu, tanh, residual add,
+// layer norm and (for image inputs) conv + batch norm + pooling, ending in a
+// softmax cross-entropy loss; usually made into a training graph.
+Graph random_graph(std::mt19937 &rng) {
+    auto pick = [&](std::initializer_list<int64_t> xs) {
+        std::vector<int64_t> v(xs);
+        return v[std::uniform_int_distribution<size_t>(0, v.size() - 1)(rng)];
+    };
+    auto chance = [&](double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; };
+    Graph g;
+    Builder b(g);
+    const int64_t batch = pick({2, 4, 6, 8, 12, 24});
+    Tensor h;
+    if (chance(0.2)) {
+        const int64_t c = pick({2, 4}), side = pick({4, 6, 8});
+        Tensor x = b.data("x", {batch, c, side, side});
+        {
+            auto s = b.scope("conv");
+            h = b.relu(b.batch_norm_layer(b.conv(x, pick({2, 4, 6}), 3, 1, 1)));
+        }
+        if (chance(0.5)) h = b.max_pool2d(h, 2);
+        h = b.reshape(h, {batch, h.dim(1) * h.dim(2) * h.dim(3)});
+    } else {
+        h = b.data("x", {batch, pick({3, 4, 8, 12, 16})});
+    }
+    const int layers = std::uniform_int_distribution<int>(1, 3)(rng);
+    for (int l = 0; l < layers; l++) {
+        auto s = b.scope("l" + std::to_string(l));
+        Tensor in = h;
+        h = b.linear(h, pick({2, 4, 6, 8, 16, 32}), chance(0.5));
+        int act = std::uniform_int_distribution<int>(0, 3)(rng);
+        if (act == 0) h = b.relu(h);
+        if (act == 1) h = b.tanh(h);
+        if (act == 2 && h.dim(1) == in.dim(1)) h = b.add(h, in);
+        if (act == 3 && chance(0.5)) {
+            Tensor gamma = b.param("gamma", {h.dim(1)}, Init::constant(1));
+            Tensor beta = b.param("beta", {h.dim(1)}, Init::zeros());
+            h = b.layer_norm(h, gamma, beta);
+        }
+    }
+    Tensor logits = b.linear(h, pick({2, 3, 4, 8}));
+    Tensor labels = b.data("labels", {batch}, DType::I32);
+    Tensor loss = b.softmax_xent(logits, labels);
+    if (chance(0.8)) {
+        OptimizerConfig opt;
+        opt.kind = chance(0.5) ? OptimizerConfig::Kind::Sgd : OptimizerConfig::Kind::Adam;
+        make_training_graph(g, loss.id, opt);
+    }
+    return g;
+}
+
+// Bar: on at least 200 seeded random small graphs, at 2, 3, 4 and 8 devices, the
+// DP's cost equals brute force on every cut; and a single k-way cut (k = 4, 8)
+// as well as the recursion.
+TEST(PartitionOptimality, DpEqualsBruteForceOnEveryCutOfRandomGraphs) {
+    std::mt19937 rng(20261121);
+    int graphs = 0, cuts = 0, skipped = 0;
+    for (int i = 0; graphs < 200; i++) {
+        ASSERT_LT(skipped, 200) << "too many random graphs were too large for brute force";
+        Graph g = random_graph(rng);
+        bool small = true;
+        for (int n : {2, 3, 4, 8}) {
+            for (bool single_cut : {false, true}) {
+                if (single_cut && (n == 2 || n == 3)) continue;  // already one cut
+                CheckingSolver check;
+                PartitionOptions o;
+                o.solver = std::ref(check);
+                if (single_cut) o.cuts = {n};
+                Plan p = partition(g, flat_machine(n), o);
+                small = small && check.too_large == 0;
+                cuts += check.cuts - check.too_large;
+                ASSERT_EQ(check.cuts, static_cast<int>(p.cuts.size()));
+                // The plan's total is the levels' sum and the steps' sum.
+                int64_t levels = 0, steps = 0;
+                for (int64_t c : p.level_bytes) levels += c;
+                for (const CommStep &s : p.comm) steps += s.bytes;
+                ASSERT_EQ(p.comm_bytes, levels);
+                ASSERT_EQ(p.comm_bytes, steps);
+                if (::testing::Test::HasFailure()) {
+                    ADD_FAILURE() << "graph " << i << " at " << n << " devices";
+                    return;
+                }
+            }
+        }
+        if (small) graphs++;
+        else skipped++;
+    }
+    EXPECT_EQ(graphs, 200);
+    EXPECT_GE(cuts, 200 * 8);
+    std::printf("checked %d cuts of %d graphs (%d larger graphs skipped)\n", cuts, graphs, skipped);
+}
+
+// With one cut, the Brute strategy's plan is the DP's optimum.
+TEST(PartitionOptimality, BruteStrategyMatchesTofuOnOneCut) {
+    std::mt19937 rng(7);
+    int compared = 0;
+    for (int i = 0; compared < 40 && i < 400; i++) {
+        Graph g = random_graph(rng);
+        for (int n : {2, 3}) {
+            PartitionOptions tofu, brute;
+            brute.strategy = PartitionStrategy::Brute;
+            brute.brute_force_limit = int64_t{1} << 22;
+            CheckingSolver probe;
+            PartitionOptions measure;
+            measure.solver = std::ref(probe);
+            partition(g, flat_machine(n), measure);
+            if (probe.too_large > 0) continue;
+            compared++;
+            EXPECT_EQ(partition(g, flat_machine(n), tofu).comm_bytes, partition(g, flat_machine(n), brute).comm_bytes)
+                << "graph " << i << " at " << n;
+        }
+    }
+    EXPECT_EQ(compared, 40);
+}
+
+// Closed form 1: one matmul y = x W with nothing replicable. Splitting its rows
+// gathers W, its columns gathers x, its reduction reduce-scatters y; the
+// conversions of the others are free, so the optimum is (k-1) min(|x|, |W|, |y|).
+TEST(PartitionClosedForm, OneMatmulCostsTheSmallestOperandGathered) {
+    struct Case { int64_t m, kdim, n; };
+    for (Case c : {Case{96, 48, 24}, Case{24, 96, 48}, Case{48, 24, 96}, Case{12, 12, 12}}) {
+        Graph g;
+        Builder b(g);
+        Tensor x = b.data("x", {c.m, c.kdim});
+        Tensor w = b.param("w", {c.kdim, c.n}, Init::zeros());
+        Tensor y = b.matmul(x, w);
+        (void)y;
+        for (int k : {2, 3, 4, 6}) {
+            PartitionOptions o;
+            o.replicate_weights = false;
+            o.cuts = {k};
+            int64_t smallest = std::min({c.m * c.kdim, c.kdim * c.n, c.m * c.n}) * F;
+            EXPECT_EQ(partition(g, flat_machine(k), o).comm_bytes, (k - 1) * smallest)
+                << c.m << "x" << c.kdim << "x" << c.n << " on " << k;
+        }
+    }
+}
+
+// Closed form 2: two matmuls y1 = x W1, y2 = y1 W2 with weights far larger than
+// the activations, so no plan moves a weight. W1 is split along its rows (the
+// reduction: y1 comes out as partial sums, reduce-scattered) or its columns (x
+// gathered, y1 split by columns); W2 likewise, reading y1. Enumerating by hand:
+//   W1 cols, W2 rows, y1 split(1):  (k-1)(|x| + |y2|)
+//   W1 cols, W2 cols:               (k-1)(|x| + |y1|)
+//   W1 rows, W2 rows:               (k-1)(|y1| + |y2|)
+//   W1 rows, W2 cols:               (k-1)(|y1| + |y1|)
+// and y1 split(0) only adds an all-to-all. The optimum is their minimum.
+TEST(PartitionClosedForm, TwoMatmulChainWithLargeWeights) {
+    struct Case { int64_t b, d0, d1, d2; };
+    // One case where each candidate is the minimum.
+    for (Case c : {Case{2, 64, 256, 64}, Case{2, 512, 128, 64}, Case{2, 64, 128, 512}, Case{2, 256, 32, 256}}) {
+        Graph g;
+        Builder b(g);
+        Tensor x = b.data("x", {c.b, c.d0});
+        Tensor w1 = b.param("w1", {c.d0, c.d1}, Init::zeros());
+        Tensor w2 = b.param("w2", {c.d1, c.d2}, Init::zeros());
+        b.matmul(b.matmul(x, w1), w2);
+        const int64_t X = c.b * c.d0 * F, Y1 = c.b * c.d1 * F, Y2 = c.b * c.d2 * F;
+        const int64_t W = std::min(c.d0 * c.d1, c.d1 * c.d2) * F;
+        // Moving a weight costs at least (k-1)/k W, more than any candidate.
+        ASSERT_GT(W, 4 * (X + Y1 + Y2)) << "the weights must dominate for the closed form";
+        for (int k : {2, 4}) {
+            PartitionOptions o;
+            o.replicate_weights = false;
+            o.cuts = {k};
+            int64_t want = (k - 1) * std::min({X + Y2, X + Y1, Y1 + Y2, 2 * Y1});
+            EXPECT_EQ(partition(g, flat_machine(k), o).comm_bytes, want)
+                << c.b << "," << c.d0 << "," << c.d1 << "," << c.d2 << " on " << k;
+        }
+    }
+}
+
+// Closed form 3: an MLP's training graph with a batch far larger than its
+// weights. Every weight is replicated and its gradient all-reduced (ring:
+// 2(k-1) times its bytes), the mean loss is all-reduced, and nothing else
+// moves, so one cut costs 2(k-1)(4P + 4) for P parameters. Each level of the
+// recursion repeats it on the smaller batch, and the levels telescope:
+// sum_l (k1...k_{l-1}) 2(k_l - 1) = 2(N - 1).
+TEST(PartitionClosedForm, MlpWithLargeBatchIsDataParallel) {
+    for (const char *spec : {"mlp:layers=2,hidden=8", "mlp:layers=3,hidden=16"}) {
+        for (int n : {2, 3, 4, 6, 8}) {
+            Model m = build_model(std::string(spec) + ",input=8,classes=4", 4800);
+            make_training_graph(m.graph, m.loss, OptimizerConfig{});
+            const int64_t params = m.graph.param_count();
+            Plan p = partition(m.graph, flat_machine(n));
+            EXPECT_EQ(p.comm_bytes, 2 * (n - 1) * (F * params + F)) << spec << " on " << n;
+            PartitionOptions data;
+            data.strategy = PartitionStrategy::DataParallel;
+            EXPECT_EQ(partition(m.graph, flat_machine(n), data).comm_bytes, p.comm_bytes) << spec << " on " << n;
+        }
+    }
+}
+
+TEST(PartitionDeterminism, SameInputSamePlan) {
+    Model m = build_model("wresnet:depth=18,width=1", 8);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    for (int n : {4, 6}) {
+        Plan a = partition(m.graph, flat_machine(n)), b = partition(m.graph, flat_machine(n));
+        a.search_time_s = b.search_time_s = 0;
+        EXPECT_EQ(a, b);
+    }
+}
+
+// The bar on small zoo models: Tofu moves no more than any baseline.
+TEST(PartitionBaselines, TofuIsNoWorseThanAnyBaselineOnZooModels) {
+    for (const char *spec : {"mlp", "cnn", "wresnet:depth=18,width=2", "lstm:layers=2,hidden=64,seq=4",
+                             "transformer:layers=2,d_model=64,heads=4,seq=16"}) {
+        Model m = build_model(spec, 16);
+        make_training_graph(m.graph, m.loss, OptimizerConfig{});
+        for (int n : {2, 4, 8}) {
+            int64_t tofu = partition(m.graph, flat_machine(n)).comm_bytes;
+            for (auto s : {PartitionStrategy::DataParallel, PartitionStrategy::Owt, PartitionStrategy::EqualChop}) {
+                PartitionOptions o;
+                o.strategy = s;
+                EXPECT_LE(tofu, partition(m.graph, flat_machine(n), o).comm_bytes)
+                    << spec << " on " << n << " vs " << partition_strategy_name(s);
+            }
+        }
+    }
+}
+
+TEST(PartitionBaselines, DataParallelReplicatesWeightsAndSplitsTheBatch) {
+    Model m = build_model("mlp:layers=2,hidden=32", 16);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    PartitionOptions o;
+    o.strategy = PartitionStrategy::DataParallel;
+    Plan p = partition(m.graph, flat_machine(4), o);
+    ASSERT_EQ(p.cuts.size(), 2u);
+    int batch_split = 0;
+    for (const TensorPlan &t : p.tensors) {
+        for (const Layout &l : t.layout) {
+            if (t.role == "param" || t.role == "opt_state") EXPECT_FALSE(l.is_split()) << t.tensor;
+            else if (!t.shape.empty() && t.shape[0] == 16) {
+                EXPECT_EQ(l, Layout::split(0)) << t.tensor;
+                batch_split++;
+            }
+        }
+    }
+    EXPECT_GE(batch_split, 10);
+    // Memory: every device holds all the weights (and constants).
+    int64_t weights = 0;
+    for (const TensorPlan &t : p.tensors)
+        if (t.role == "param" || t.role == "constant") weights += t.bytes;
+    EXPECT_EQ(p.memory.weights, weights);
+}
+
+TEST(PartitionBaselines, OwtSplitsMatmulWeightsByOutput) {
+    Model m = build_model("cnn", 16);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    PartitionOptions o;
+    o.strategy = PartitionStrategy::Owt;
+    Plan p = partition(m.graph, flat_machine(2), o);
+    int checked = 0;
+    for (const TensorPlan &t : p.tensors) {
+        if (t.role != "param") continue;
+        if (t.shape.size() == 2) {  // fully connected weights [in, out]
+            EXPECT_EQ(t.layout[0], Layout::split(1)) << t.tensor;
+            checked++;
+        }
+        if (t.shape.size() == 4) {  // conv weights: data parallel
+            EXPECT_FALSE(t.layout[0].is_split()) << t.tensor;
+            checked++;
+        }
+    }
+    EXPECT_GE(checked, 4);
+}
+
+// Local shapes follow the layouts: each level's split divides that dimension.
+TEST(PartitionPlan, LocalShapesFollowLayoutsAndMemoryShrinks) {
+    Model m = build_model("wresnet:depth=18,width=2", 16);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    Plan p = partition(m.graph, flat_machine(8));
+    ASSERT_EQ(p.cuts.size(), 3u);
+    for (const TensorPlan &t : p.tensors) {
+        Shape s = t.shape;
+        ASSERT_EQ(t.layout.size(), 3u);
+        for (size_t l = 0; l < t.layout.size(); l++)
+            if (t.layout[l].is_split()) s[t.layout[l].dim] /= p.cuts[l].k;
+        EXPECT_EQ(s, t.local_shape) << t.tensor;
+    }
+    EXPECT_LT(p.per_device_peak_bytes, p.single_device_peak_bytes);
+    EXPECT_EQ(p.ops_before_coarsening, m.graph.num_nodes());
+    EXPECT_LT(p.ops_after_coarsening, p.ops_before_coarsening);
+}
+
+TEST(PartitionPlan, OneDeviceMovesNothing) {
+    Model m = build_model("mlp", 8);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    Plan p = partition(m.graph, flat_machine(1));
+    EXPECT_EQ(p.comm_bytes, 0);
+    EXPECT_TRUE(p.cuts.empty());
+    EXPECT_EQ(p.per_device_peak_bytes, p.single_device_peak_bytes);
+}
+
+// A hierarchical machine: the first cut is over the slow links, and the
+// predicted time charges each level at its own bandwidth.
+TEST(PartitionPlan, HierarchicalMachineCutsTheSlowLinksFirst) {
+    Machine m{"cluster", {LinkLevel{"node", 2, 1e9, 1e-5}, LinkLevel{"gpu", 4, 100e9, 1e-6}}};
+    Model model = build_model("mlp:layers=2,hidden=256", 64);
+    make_training_graph(model.graph, model.loss, OptimizerConfig{});
+    Plan p = partition(model.graph, m);
+    ASSERT_EQ(p.cuts.size(), 3u);
+    EXPECT_EQ(p.cuts[0], (Cut{2, 0}));
+    EXPECT_EQ(p.cuts[1], (Cut{2, 1}));
+    double expect = 0;
+    for (const CommStep &s : p.comm) {
+        const LinkLevel &link = m.levels[p.cuts[s.level].link];
+        expect += comm_steps(s.kind, p.cuts[s.level].k) * link.latency +
+                  static_cast<double>(s.bytes) / p.devices / link.bandwidth;
+    }
+    EXPECT_NEAR(p.predicted_comm_time_s, expect, 1e-12 + 1e-9 * expect);
+}
+
+TEST(PartitionErrors, IndivisibleDimensionsAreReplicatedWithAReason) {
+    Model m = build_model("mlp:layers=2,hidden=5,input=7,classes=3", 5);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    Plan p = partition(m.graph, flat_machine(2));
+    bool said = false;
+    for (const auto &n : p.notes) said = said || n.find("no dimension divisible by 2") != std::string::npos;
+    EXPECT_TRUE(said);
+}
+
+TEST(PartitionErrors, BadStrategyAndCuts) {
+    test::expect_error([] { partition_strategy_from_name("zero"); }, "unknown partition strategy 'zero'");
+    Graph g;
+    PartitionOptions o;
+    o.cuts = {2, 2};
+    test::expect_error([&] { partition(g, flat_machine(8), o); }, "the cuts multiply to 4");
+    o.cuts = {1, 8};
+    test::expect_error([&] { partition(g, flat_machine(8), o); }, "a cut must split at least 2 ways");
+}
+
+}  // namespace
+}  // namespace tessera
