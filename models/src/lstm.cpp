@@ -54,7 +54,15 @@ Model build(const Params &p, int64_t batch) {
             gates = b.bias_add(gates, bias);
             auto gate = [&](int k) { return b.slice(gates, 1, k * hidden, (k + 1) * hidden); };
             Tensor i = b.sigmoid(gate(0)), g = b.tanh(gate(2)), o = b.sigmoid(gate(3));
-            c = t == 0 ? b.mul(i, g) : b.add(b.mul(b.sigmoid(gate(1)), c), b.mul(i, g));
+            // Built in a fixed order so that every step names its nodes alike
+            // ("t3.mul" is i*g at every t): the partitioner merges timesteps by name.
+            Tensor ig = b.mul(i, g);
+            if (t == 0) {
+                c = ig;
+            } else {
+                Tensor fc = b.mul(b.sigmoid(gate(1)), c);
+                c = b.add(fc, ig);
+            }
             h = b.mul(o, b.tanh(c));
             steps[t] = h;
         }

@@ -50,18 +50,24 @@ T number(const json &j, const char *key, const std::string &where) {
     return v.get<T>();
 }
 
+std::string optional_string(const json &j, const char *key, const std::string &fallback, const std::string &where) {
+    if (!j.contains(key)) return fallback;
+    TESSERA_CHECK(j.at(key).is_string(), where, ": '", key, "' must be a string, got ", j.at(key).dump());
+    return j.at(key).get<std::string>();
+}
+
 }  // namespace
 
 Machine machine_from_json_text(const std::string &text, const std::string &source) {
     json j;
     try {
         j = json::parse(text);
-    } catch (const json::parse_error &e) {
+    } catch (const json::exception &e) {  // syntax errors, and numbers beyond a double
         fail(source, ": not valid JSON (", e.what(), ")");
     }
     TESSERA_CHECK(j.is_object(), source, ": a machine description must be a JSON object with 'levels'");
     Machine m;
-    m.name = j.value("name", std::string("machine"));
+    m.name = optional_string(j, "name", "machine", source);
     TESSERA_CHECK(j.contains("levels") && j.at("levels").is_array() && !j.at("levels").empty(), source,
                   ": 'levels' must be a non-empty list, outermost (slowest links) first, e.g. "
                   "[{\"name\": \"node\", \"count\": 2, \"bandwidth_gbps\": 12.5, \"latency_us\": 10}]");
@@ -71,9 +77,11 @@ Machine machine_from_json_text(const std::string &text, const std::string &sourc
         std::string where = source + ": levels[" + std::to_string(i) + "]";
         TESSERA_CHECK(e.is_object(), where, ": must be an object");
         LinkLevel l;
-        l.name = e.value("name", "level" + std::to_string(i));
+        l.name = optional_string(e, "name", "level" + std::to_string(i), where);
         TESSERA_CHECK(e.contains("count") && e.at("count").is_number_integer(), where,
                       ": 'count' must be an integer");
+        TESSERA_CHECK(!e.at("count").is_number_unsigned() || e.at("count").get<uint64_t>() <= 65536, where,
+                      ": 'count' must be in [1, 65536], got ", e.at("count").dump());
         int64_t count = e.at("count").get<int64_t>();
         TESSERA_CHECK(count >= 1 && count <= 65536, where, ": 'count' must be in [1, 65536], got ", count);
         l.count = static_cast<int>(count);

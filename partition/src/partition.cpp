@@ -419,9 +419,13 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
     if (search.notes_dropped() > 0)
         plan.notes.push_back("... and " + std::to_string(search.notes_dropped()) + " more like these");
 
-    for (NodeId n = 0; n < g.num_nodes(); n++)
-        plan.ops.push_back(OpPlan{g.node(n).call.name, op_name(g.node(n).call.kind), co.op_group[n],
-                                  search.node_labels()[n]});
+    for (NodeId n = 0; n < g.num_nodes(); n++) {
+        const Node &node = g.node(n);
+        OpPlan o{node.call.name, op_name(node.call.kind), co.op_group[n], search.node_labels()[n], {}, {}};
+        for (TensorId t : node.inputs) o.inputs.push_back(g.tensor(t).name);
+        for (TensorId t : node.outputs) o.outputs.push_back(g.tensor(t).name);
+        plan.ops.push_back(std::move(o));
+    }
     std::vector<int64_t> local(g.num_tensors()), whole(g.num_tensors());
     for (TensorId t = 0; t < g.num_tensors(); t++) {
         const TensorInfo &info = g.tensor(t);

@@ -181,7 +181,8 @@ MemoryFootprint read_memory(const Reader &r, const json &j, const std::string &p
 }
 
 json op_json(const OpPlan &o) {
-    return {{"node", o.node}, {"op", o.op}, {"group", o.group}, {"strategy", o.strategy}};
+    return {{"node", o.node}, {"op", o.op},           {"group", o.group},
+            {"strategy", o.strategy}, {"inputs", o.inputs}, {"outputs", o.outputs}};
 }
 
 OpPlan read_op(const Reader &r, const json &j, const std::string &path) {
@@ -190,8 +191,13 @@ OpPlan read_op(const Reader &r, const json &j, const std::string &path) {
     o.node = r.str(r.at(j, path, "node"), Reader::join(path, "node"));
     o.op = r.str(r.at(j, path, "op"), Reader::join(path, "op"));
     o.group = r.int32(r.at(j, path, "group"), Reader::join(path, "group"), 0);
-    o.strategy = r.list(r.at(j, path, "strategy"), Reader::join(path, "strategy"),
-                        [&](const json &e, const std::string &p) { return r.str(e, p); });
+    auto names = [&](const char *key) {
+        return r.list(r.at(j, path, key), Reader::join(path, key),
+                      [&](const json &e, const std::string &p) { return r.str(e, p); });
+    };
+    o.strategy = names("strategy");
+    o.inputs = names("inputs");
+    o.outputs = names("outputs");
     return o;
 }
 
@@ -290,8 +296,8 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     TESSERA_CHECK(format == kFormat, source, ": 'format' is \"", format, "\", not \"", kFormat,
                   "\"; is this a plan written by tessera-plan --format json?");
     int64_t version = r.int64(r.at(j, "", "version"), "version");
-    TESSERA_CHECK(version == kVersion, source, ": plan format version ", version, " is not supported; this build reads version ",
-                  kVersion);
+    TESSERA_CHECK(version == kVersion, source, ": plan format version ", version,
+                  " is not supported; this build reads version ", kVersion);
 
     Plan p;
     p.model = r.str(r.at(j, "", "model"), "model");
@@ -312,7 +318,8 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     p.ops_after_coarsening = r.int32(r.at(j, "", "ops_after_coarsening"), "ops_after_coarsening", 0);
     p.tensors_before_coarsening = r.int32(r.at(j, "", "tensors_before_coarsening"), "tensors_before_coarsening", 0);
     p.tensors_after_coarsening = r.int32(r.at(j, "", "tensors_after_coarsening"), "tensors_after_coarsening", 0);
-    p.ops = r.list(r.at(j, "", "ops"), "ops", [&](const json &e, const std::string &path) { return read_op(r, e, path); });
+    p.ops = r.list(r.at(j, "", "ops"), "ops",
+                   [&](const json &e, const std::string &path) { return read_op(r, e, path); });
     p.tensors = r.list(r.at(j, "", "tensors"), "tensors",
                        [&](const json &e, const std::string &path) { return read_tensor(r, e, path); });
     p.comm = r.list(r.at(j, "", "comm"), "comm",
@@ -325,7 +332,8 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     p.memory = read_memory(r, r.at(j, "", "memory"), "memory");
     p.per_device_peak_bytes = r.bytes(r.at(j, "", "per_device_peak_bytes"), "per_device_peak_bytes");
     p.single_device_peak_bytes = r.bytes(r.at(j, "", "single_device_peak_bytes"), "single_device_peak_bytes");
-    p.notes = r.list(r.at(j, "", "notes"), "notes", [&](const json &e, const std::string &path) { return r.str(e, path); });
+    p.notes = r.list(r.at(j, "", "notes"), "notes",
+                     [&](const json &e, const std::string &path) { return r.str(e, path); });
     return p;
 }
 

@@ -1,10 +1,13 @@
 // Human views of a plan. Everything here is derived from the Plan value alone,
 // so a plan saved as JSON renders the same as one just searched.
 //
-// The views share one vocabulary: a "level" is one cut of the recursion (level 0
-// is the outermost cut), an operator's strategy at a level is the text lang/'s
-// analysis gave it, and bytes are per iteration, received by all devices
-// together, unless a column says "per device".
+// The views share one vocabulary:
+//   * a "level" is one cut of the recursion, level 1 the outermost. Views count
+//     from 1, as the plan's notes and Tofu's c1 + k1 c2 + ... do; the JSON's
+//     `level` fields count from 0;
+//   * an operator's strategy at a level is the text lang/'s analysis gave it;
+//   * bytes are per iteration, received by all devices together, unless a
+//     column says "per device".
 #include "tessera/partition/render.h"
 
 #include <algorithm>
@@ -91,14 +94,14 @@ std::string layout_text(const std::vector<Layout> &layout) {
 
 std::string strategy_text(const OpPlan &o) { return o.strategy.empty() ? "whole" : join(o.strategy, " | "); }
 
-// "level 0 (2-way over node)": what the levels of op and tensor tables mean.
+// "level 1 (2-way over node)": what the levels of op and tensor tables mean.
 std::string level_name(const Plan &p, size_t level) {
-    if (level >= p.cuts.size()) return "level " + std::to_string(level);
+    if (level >= p.cuts.size()) return "level " + std::to_string(level + 1);
     const Cut &c = p.cuts[level];
     std::string link = c.link >= 0 && c.link < static_cast<int>(p.machine.levels.size())
                            ? p.machine.levels[c.link].name
                            : "link " + std::to_string(c.link);
-    return strf("level %zu (%d-way over %s)", level, c.k, link.c_str());
+    return strf("level %zu (%d-way over %s)", level + 1, c.k, link.c_str());
 }
 
 std::string cuts_text(const Plan &p) {
@@ -242,7 +245,7 @@ constexpr size_t kTopSteps = 20;
 std::string level_bytes_text(const Plan &p) {
     std::vector<std::string> parts;
     for (size_t l = 0; l < p.level_bytes.size(); l++)
-        parts.push_back("level " + std::to_string(l) + " " + human_bytes(p.level_bytes[l]));
+        parts.push_back("level " + std::to_string(l + 1) + " " + human_bytes(p.level_bytes[l]));
     return join(parts, ", ");
 }
 
@@ -252,7 +255,8 @@ std::string plan_table(const Plan &p) {
     std::string s;
     s += "model        " + p.model + "\n";
     s += "strategy     " + p.strategy + "\n";
-    s += strf("devices      %d on %s\n", p.devices, machine_str(p.machine).c_str());
+    s += strf("devices      %d\n", p.devices);
+    s += "machine      " + p.machine.name + ": " + machine_str(p.machine) + "\n";
     s += "cuts         " + cuts_text(p) + "\n";
     s += strf("coarsening   %d ops -> %d groups, %d tensors -> %d groups\n", p.ops_before_coarsening,
               p.ops_after_coarsening, p.tensors_before_coarsening, p.tensors_after_coarsening);
@@ -303,7 +307,7 @@ std::string plan_table(const Plan &p) {
     if (!p.comm.empty()) {
         TextTable groups({"level", "kind", "steps", "bytes", "time"}, {false, false, true, true, true});
         for (const CommGroup &g : comm_groups(p))
-            groups.add({std::to_string(g.level), comm_kind_name(g.kind), std::to_string(g.steps),
+            groups.add({std::to_string(g.level + 1), comm_kind_name(g.kind), std::to_string(g.steps),
                         human_bytes(g.bytes), human_time(g.time_s)});
         s += groups.str();
         s += strf("\nlargest communication steps (top %zu of %zu)\n", std::min(kTopSteps, p.comm.size()),
@@ -312,8 +316,8 @@ std::string plan_table(const Plan &p) {
                         {false, false, false, false, false, true, true});
         for (size_t i : top_steps(p, kTopSteps)) {
             const CommStep &c = p.comm[i];
-            steps.add({std::to_string(c.level), comm_kind_name(c.kind), c.node, c.tensor, c.what, human_bytes(c.bytes),
-                       human_time(c.time_s)});
+            steps.add({std::to_string(c.level + 1), comm_kind_name(c.kind), c.node, c.tensor, c.what,
+                       human_bytes(c.bytes), human_time(c.time_s)});
         }
         steps.add({"", "", "", "", "total", human_bytes(comm_step_bytes(p)), human_time(comm_step_time(p))});
         s += steps.str();
@@ -365,18 +369,6 @@ const char *colour_of(const std::vector<std::string> &keys, const std::string &k
     return i < kPaletteSize ? kPalette[i] : kOtherColour;
 }
 
-// The node that produces a tensor, by the graph's naming rule: a node's outputs
-// are "<node>" or "<node>:<i>". -1 for graph inputs (data, params, state).
-int producer_of(const std::map<std::string, int> &node_index, const std::string &tensor) {
-    auto it = node_index.find(tensor);
-    if (it != node_index.end()) return it->second;
-    size_t colon = tensor.rfind(':');
-    if (colon == std::string::npos || colon + 1 == tensor.size()) return -1;
-    if (tensor.find_first_not_of("0123456789", colon + 1) != std::string::npos) return -1;
-    it = node_index.find(tensor.substr(0, colon));
-    return it == node_index.end() ? -1 : it->second;
-}
-
 }  // namespace
 
 std::string plan_dot(const Plan &p) {
@@ -411,37 +403,49 @@ std::string plan_dot(const Plan &p) {
         if (cluster) s += "  }\n";
     }
 
-    // Tensors that connect to something: produced by an operator, or converted
-    // by a communication step. Edges out of a producer carry the layout.
-    std::vector<bool> converted(p.tensors.size(), false);
+    // Tensors as ellipses; edges from their producer (labelled with the layout)
+    // and into their readers. A converted read is drawn bold red with its
+    // collective and bytes; an operator's converted output likewise.
     std::map<std::string, size_t> tensor_index;
     for (size_t i = 0; i < p.tensors.size(); i++) tensor_index.emplace(p.tensors[i].tensor, i);
+    std::map<std::pair<size_t, std::string>, std::vector<const CommStep *>> steps;  // (op, tensor) -> steps
     for (const CommStep &c : p.comm) {
-        auto it = tensor_index.find(c.tensor);
-        if (it != tensor_index.end()) converted[it->second] = true;
-    }
-    for (size_t i = 0; i < p.tensors.size(); i++) {
-        const TensorPlan &t = p.tensors[i];
-        int producer = producer_of(node_index, t.tensor);
-        if (producer < 0 && !converted[i]) continue;
-        s += "  " + tensor_id(i) + " [shape=ellipse, label=" +
-             dot_quote(t.tensor + "\n" + shape_text(t.shape) + " " + t.role) + "];\n";
-        if (producer >= 0)
-            s += "  " + op_id(static_cast<size_t>(producer)) + " -> " + tensor_id(i) +
-                 " [label=" + dot_quote(layout_text(t.layout)) + "];\n";
-    }
-
-    // Communication: from the converted tensor into the operator that needs it.
-    for (const CommStep &c : p.comm) {
-        auto t = tensor_index.find(c.tensor);
         auto n = node_index.find(c.node);
-        if (t == tensor_index.end() || n == node_index.end()) continue;
-        s += "  " + tensor_id(t->second) + " -> " + op_id(static_cast<size_t>(n->second)) +
-             " [color=red, fontcolor=red, penwidth=2.5, style=bold, label=" +
-             dot_quote(std::string(comm_kind_name(c.kind)) + " " + human_bytes(c.bytes) + "\nlevel " +
-                       std::to_string(c.level) + ": " + c.what) +
-             "];\n";
+        if (n != node_index.end()) steps[{static_cast<size_t>(n->second), c.tensor}].push_back(&c);
     }
+    std::vector<bool> drawn(p.tensors.size(), false);
+    auto draw_tensor = [&](size_t i) {
+        if (drawn[i]) return;
+        drawn[i] = true;
+        const TensorPlan &t = p.tensors[i];
+        s += "  " + tensor_id(i) + " [shape=ellipse, label=" +
+             dot_quote(t.tensor + "\n" + shape_text(t.shape) + " " + t.role + "\n" + layout_text(t.layout)) + "];\n";
+    };
+    auto edge_attrs = [&](size_t op, const std::string &tensor, const std::string &plain) {
+        auto it = steps.find({op, tensor});
+        if (it == steps.end()) return plain;
+        std::string label;
+        for (const CommStep *c : it->second)
+            label += (label.empty() ? "" : "\n") + std::string(comm_kind_name(c->kind)) + " " + human_bytes(c->bytes) +
+                     " (level " + std::to_string(c->level + 1) + ")";
+        return " [color=red, fontcolor=red, penwidth=2.5, style=bold, label=" + dot_quote(label) + "]";
+    };
+    for (size_t i = 0; i < p.ops.size(); i++) {
+        for (const std::string &out : p.ops[i].outputs) {
+            auto t = tensor_index.find(out);
+            if (t == tensor_index.end()) continue;
+            draw_tensor(t->second);
+            s += "  " + op_id(i) + " -> " + tensor_id(t->second) +
+                 edge_attrs(i, out, " [label=" + dot_quote(layout_text(p.tensors[t->second].layout)) + "]") + ";\n";
+        }
+        for (const std::string &in : p.ops[i].inputs) {
+            auto t = tensor_index.find(in);
+            if (t == tensor_index.end()) continue;
+            draw_tensor(t->second);
+            s += "  " + tensor_id(t->second) + " -> " + op_id(i) + edge_attrs(i, in, "") + ";\n";
+        }
+    }
+    // Steps inside an operator (its own reductions) are listed in its label's tooltip.
 
     // The legend: one swatch per strategy, in the colours used above.
     if (!keys.empty()) {
@@ -495,6 +499,7 @@ th, td { border-bottom: 1px solid #eee; padding: 0.25em 0.7em; text-align: left;
 th { background: #f3f3f3; position: sticky; top: 0; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 .bars { display: grid; grid-template-columns: 12em 1fr 7em; gap: 0.3em 0.8em; align-items: center; max-width: 900px; }
+.bars .n { text-align: right; font-variant-numeric: tabular-nums; }
 .bar { height: 1.1em; background: #4e79a7; border-radius: 2px; min-width: 1px; }
 .bar.one { background: #bab0ac; }
 .bar.peak { background: #f28e2b; }
@@ -534,7 +539,7 @@ std::string bar_row(const std::string &label, int64_t bytes, int64_t scale, cons
 }
 
 std::vector<Cell> comm_row(const CommStep &c) {
-    return {{std::to_string(c.level), true}, {comm_kind_name(c.kind)}, {c.node}, {c.tensor}, {c.what},
+    return {{std::to_string(c.level + 1), true}, {comm_kind_name(c.kind)}, {c.node}, {c.tensor}, {c.what},
             {human_bytes(c.bytes), true},   {human_time(c.time_s), true}};
 }
 
@@ -584,8 +589,11 @@ std::string plan_html(const Plan &p) {
     if (!p.comm.empty()) {
         std::vector<std::vector<Cell>> rows;
         for (const CommGroup &g : comm_groups(p))
-            rows.push_back({{std::to_string(g.level), true}, {comm_kind_name(g.kind)}, {std::to_string(g.steps), true},
-                            {human_bytes(g.bytes), true}, {human_time(g.time_s), true}});
+            rows.push_back({{std::to_string(g.level + 1), true},
+                            {comm_kind_name(g.kind)},
+                            {std::to_string(g.steps), true},
+                            {human_bytes(g.bytes), true},
+                            {human_time(g.time_s), true}});
         s += html_table({{"level", true}, {"kind"}, {"steps", true}, {"bytes", true}, {"time", true}}, rows);
         std::vector<Cell> head = {{"level", true}, {"kind"}, {"node"}, {"tensor"}, {"what"}, {"bytes", true},
                                   {"time", true}};
@@ -625,10 +633,15 @@ std::string plan_html(const Plan &p) {
          " tensors with their layouts</summary>\n";
     std::vector<std::vector<Cell>> rows;
     for (const TensorPlan &t : p.tensors)
-        rows.push_back({{t.tensor}, {t.role}, {shape_text(t.shape)}, {layout_text(t.layout)}, {shape_text(t.local_shape)},
-                        {std::to_string(t.group), true}, {human_bytes(t.local_bytes), true}});
-    s += html_table({{"tensor"}, {"role"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}},
-                    rows);
+        rows.push_back({{t.tensor},
+                        {t.role},
+                        {shape_text(t.shape)},
+                        {layout_text(t.layout)},
+                        {shape_text(t.local_shape)},
+                        {std::to_string(t.group), true},
+                        {human_bytes(t.local_bytes), true}});
+    s += html_table(
+        {{"tensor"}, {"role"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}}, rows);
     s += "</details>\n";
 
     s += "<h2>Notes</h2>\n";

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# User-facing behaviour of tessera-plan --ops: outputs, exit codes and error
-# messages. Usage: plan_cli_test.sh PATH/TO/tessera-plan
+# User-facing behaviour of tessera-plan: --ops, model plans in every format,
+# --compare, determinism, exit codes and error messages.
+# Usage: plan_cli_test.sh PATH/TO/tessera-plan
 set -uo pipefail
 PLAN="$1"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 
+# ---- --ops: the operator table ----
 expect table 0 "matmul[transpose_a=0,transpose_b=0]" -- "$PLAN" --ops
 expect table-reduce 0 "split k (reduction)" -- "$PLAN" --ops
 expect json 0 '"strategies"' -- "$PLAN" --ops --format json
-expect bad-format 2 "--format: xml not in {table,json}" -- "$PLAN" --ops --format xml
+expect bad-format 2 "--format: xml not in {table,json,dot,html}" -- "$PLAN" --ops --format xml
+expect ops-dot 2 "--format dot applies to model plans; --ops prints table or json" -- "$PLAN" --ops --format dot
 expect nothing-to-do 2 "nothing to show; use --ops" -- "$PLAN"
+expect ops-and-model 2 "--ops and --model show different things" -- "$PLAN" --ops --model mlp --devices 2
 expect unwritable 1 "cannot write" -- "$PLAN" --ops -o "$TMP/missing-dir/ops.txt"
 if ls "$TMP"/missing-dir 2>/dev/null | grep -q .; then echo "FAIL unwritable left a file"; fail=1; fi
 
@@ -30,4 +34,149 @@ assert sorted(s["var"] for s in mm["strategies"]) == ["k", "m", "n"], mm
 print("ok   json-shape", len(ops), "operators")
 PY
 [ ! -e "$TMP/ops.json.tmp" ] || { echo "FAIL temporary file left behind"; fail=1; }
+
+# ---- model plans: every format ----
+expect plan-table 0 "level 1 (2-way over device)" -- "$PLAN" --model mlp --devices 4
+expect plan-table-ops 0 "fc1.matmul" -- "$PLAN" --model mlp --devices 4
+expect plan-table-comm 0 "largest communication steps" -- "$PLAN" --model mlp --devices 4
+expect plan-table-memory 0 "memory per device" -- "$PLAN" --model mlp --devices 4
+expect plan-json 0 '"format": "tessera-plan"' -- "$PLAN" --model mlp --devices 4 --format json
+expect plan-dot 0 "digraph plan {" -- "$PLAN" --model mlp --devices 4 --format dot
+expect plan-html 0 "<!DOCTYPE html>" -- "$PLAN" --model mlp --devices 4 --format html
+expect plan-adam 0 "adam" -- "$PLAN" --model mlp --devices 2 --optimizer adam
+expect plan-brute 0 "strategy     brute" -- "$PLAN" --model mlp:layers=1,hidden=16 --batch 4 --devices 2 --strategy brute
+expect plan-no-coarsen 0 "26 ops -> 26 groups" -- "$PLAN" --model mlp --devices 2 --no-coarsen
+
+# A batch of 32 cannot be split 7 ways: the plan replicates and says why.
+expect plan-odd-devices 0 "no dimension divisible by 7; it is replicated" -- "$PLAN" --model mlp --devices 7
+
+# A machine file: two nodes of four GPUs; --devices may repeat its count.
+cat >"$TMP/machine.json" <<'EOF'
+{"name": "two-boxes", "levels": [
+  {"name": "node", "count": 2, "bandwidth_gbps": 12.5, "latency_us": 10},
+  {"name": "gpu", "count": 4, "bandwidth_gbps": 300, "latency_us": 2}]}
+EOF
+expect machine 0 "2 node x 4 gpu (8 devices)" -- "$PLAN" --model mlp --machine "$TMP/machine.json"
+expect machine-cuts 0 "2 over node, then 2 over gpu, then 2 over gpu" -- "$PLAN" --model mlp --machine "$TMP/machine.json"
+expect machine-devices-agree 0 "devices      8" -- "$PLAN" --model mlp --machine "$TMP/machine.json" --devices 8
+
+# The JSON holds the documented keys, with consistent values.
+"$PLAN" --model mlp --devices 4 --format json -o "$TMP/plan.json" || { echo "FAIL plan json"; fail=1; }
+[ ! -e "$TMP/plan.json.tmp" ] || { echo "FAIL temporary file left behind"; fail=1; }
+python3 - "$TMP/plan.json" <<'PY' || fail=1
+import json, sys
+p = json.load(open(sys.argv[1]))
+for key in ["format", "version", "model", "strategy", "devices", "machine", "cuts", "comm_bytes", "level_bytes",
+            "per_device_peak_bytes", "single_device_peak_bytes", "predicted_comm_time_s", "search_time_s",
+            "ops_before_coarsening", "ops_after_coarsening", "tensors_before_coarsening",
+            "tensors_after_coarsening", "memory", "ops", "tensors", "comm", "notes"]:
+    assert key in p, key
+assert p["format"] == "tessera-plan" and p["version"] == 1, p["format"]
+assert p["model"] == "mlp" and p["strategy"] == "tofu" and p["devices"] == 4, (p["model"], p["devices"])
+assert [c["k"] for c in p["cuts"]] == [2, 2], p["cuts"]
+for key in ["comm_bytes", "per_device_peak_bytes", "ops_before_coarsening", "ops_after_coarsening"]:
+    assert isinstance(p[key], int) and p[key] > 0, (key, p[key])
+assert isinstance(p["predicted_comm_time_s"], float) and p["predicted_comm_time_s"] > 0
+assert isinstance(p["search_time_s"], float) and p["search_time_s"] >= 0
+assert p["ops_after_coarsening"] < p["ops_before_coarsening"] == len(p["ops"]), "coarsening counts"
+assert p["tensors_before_coarsening"] == len(p["tensors"])
+# The total is summed over all devices, level by level, and the steps add up to it.
+assert p["comm_bytes"] == sum(p["level_bytes"]) == sum(s["bytes"] for s in p["comm"]), "comm bytes"
+m = p["memory"]
+assert m["total"] == sum(m[k] for k in ["weights", "gradients", "optimizer_state", "activations", "comm_buffers"])
+assert p["per_device_peak_bytes"] < p["single_device_peak_bytes"], "4 devices need less than one"
+print("ok   plan-json-keys")
+PY
+
+# The same input gives the same JSON, apart from the search time.
+"$PLAN" --model mlp --devices 4 --format json -o "$TMP/plan2.json" || fail=1
+python3 - "$TMP/plan.json" "$TMP/plan2.json" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+del a["search_time_s"], b["search_time_s"]
+assert a == b, "two runs differ"
+print("ok   plan-deterministic")
+PY
+
+# DOT is accepted by Graphviz when it is installed.
+if command -v dot >/dev/null; then
+    "$PLAN" --model mlp --devices 4 --format dot -o "$TMP/plan.dot" && dot -Tsvg "$TMP/plan.dot" -o /dev/null \
+        && echo "ok   plan-dot-parses" || { echo "FAIL plan-dot-parses"; fail=1; }
+fi
+
+# HTML: one page that fetches nothing.
+"$PLAN" --model mlp --devices 4 --format html -o "$TMP/plan.html" || fail=1
+python3 - "$TMP/plan.html" <<'PY' || fail=1
+import re, sys
+h = open(sys.argv[1]).read()
+assert h.startswith("<!DOCTYPE html>"), h[:40]
+assert h.rstrip().endswith("</html>")
+assert not re.search(r'(src|href)\s*=\s*["\']?\s*(https?:)?//', h, re.I), "external reference"
+assert "http" not in h, "a URL in the page"
+assert "<script" not in h.lower() and "<link" not in h.lower(), "scripts or stylesheets"
+for text in ["fc1.matmul", "Memory per device", "Communication", "Operators", "Notes"]:
+    assert text in h, text
+print("ok   plan-html-self-contained")
+PY
+
+# ---- --compare ----
+expect compare-table 0 "vs tofu" -- "$PLAN" --model mlp --devices 4 --compare tofu,data,owt
+"$PLAN" --model mlp --devices 4 --compare tofu,data,owt --format json -o "$TMP/compare.json" || fail=1
+python3 - "$TMP/compare.json" <<'PY' || fail=1
+import json, sys
+c = json.load(open(sys.argv[1]))
+rows = {r["strategy"]: r for r in c["plans"]}
+assert [r["strategy"] for r in c["plans"]] == ["tofu", "data", "owt"], list(rows)
+for s in ["data", "owt"]:
+    assert rows["tofu"]["comm_bytes"] <= rows[s]["comm_bytes"], (s, rows["tofu"]["comm_bytes"], rows[s]["comm_bytes"])
+    assert abs(rows[s]["comm_ratio"] - rows[s]["comm_bytes"] / rows["tofu"]["comm_bytes"]) < 1e-12
+for r in c["plans"]:
+    for key in ["predicted_comm_time_s", "per_device_peak_bytes", "search_time_s", "memory"]:
+        assert key in r, key
+print("ok   compare-json tofu", rows["tofu"]["comm_bytes"], "data", rows["data"]["comm_bytes"],
+      "owt", rows["owt"]["comm_bytes"])
+PY
+# The table shows all three.
+out="$("$PLAN" --model mlp --devices 4 --compare tofu,data,owt)"
+for s in tofu data owt; do
+    grep -q "^$s " <<<"$out" || { echo "FAIL compare-table lacks $s: $out"; fail=1; }
+done
+
+# ---- user errors (exit 1) and usage errors (exit 2) ----
+expect unknown-model 1 "unknown model 'nosuch'" -- "$PLAN" --model nosuch --devices 4
+expect unknown-strategy 1 "--strategy: unknown partition strategy 'magic' (valid: tofu, data, owt" -- \
+    "$PLAN" --model mlp --devices 4 --strategy magic
+expect unknown-compare 1 "--compare: unknown partition strategy 'nope'" -- "$PLAN" --model mlp --devices 4 --compare tofu,nope
+expect unknown-optimizer 1 "unknown optimizer 'rmsprop'" -- "$PLAN" --model mlp --devices 4 --optimizer rmsprop
+expect devices-zero 1 "--devices must be at least 1, got 0" -- "$PLAN" --model mlp --devices 0
+expect batch-zero 1 "--batch must be at least 1, got 0" -- "$PLAN" --model mlp --devices 2 --batch 0
+expect devices-machine 2 "--devices 4 disagrees with --machine $TMP/machine.json, which has 8 devices" -- \
+    "$PLAN" --model mlp --devices 4 --machine "$TMP/machine.json"
+echo '{"levels": [{"name": "gpu", "count": 4' >"$TMP/broken.json"
+expect machine-malformed 1 "$TMP/broken.json: not valid JSON" -- "$PLAN" --model mlp --machine "$TMP/broken.json"
+echo '{"levels": [{"name": "gpu", "count": "four", "bandwidth_gbps": 10}]}' >"$TMP/badcount.json"
+expect machine-bad-field 1 "'count' must be an integer" -- "$PLAN" --model mlp --machine "$TMP/badcount.json"
+expect machine-missing 1 "cannot read the machine description '$TMP/absent.json'" -- \
+    "$PLAN" --model mlp --machine "$TMP/absent.json"
+expect plan-unwritable 1 "cannot write '$TMP/missing-dir/plan.json'" -- \
+    "$PLAN" --model mlp --devices 4 --format json -o "$TMP/missing-dir/plan.json"
+if [ -e "$TMP/missing-dir" ]; then echo "FAIL plan-unwritable left a file"; fail=1; fi
+# An error after the output was named leaves no file, not even an empty one.
+expect error-no-output 1 "unknown model" -- "$PLAN" --model nosuch --devices 4 -o "$TMP/never.json"
+if ls "$TMP" | grep -q "^never"; then echo "FAIL error-no-output left a file"; fail=1; fi
+expect plan-bad-format 2 "--format: xml not in {table,json,dot,html}" -- "$PLAN" --model mlp --devices 4 --format xml
+expect model-needs-devices 2 "--model needs --devices N or --machine FILE" -- "$PLAN" --model mlp
+expect compare-and-strategy 2 "excludes" -- "$PLAN" --model mlp --devices 4 --compare tofu,data --strategy owt
+expect compare-html 2 "--compare prints a table or json, not --format html" -- \
+    "$PLAN" --model mlp --devices 4 --compare tofu,data --format html
+expect unknown-flag 2 "--frobnicate" -- "$PLAN" --model mlp --devices 4 --frobnicate
+
+# TESSERA_LOG=partition prints the table to stderr as well; stdout keeps the JSON.
+TESSERA_LOG=partition "$PLAN" --model mlp --devices 2 --format json >"$TMP/out.json" 2>"$TMP/err.txt" || fail=1
+grep -q "^---- partition ----" "$TMP/err.txt" && grep -q "memory per device" "$TMP/err.txt" \
+    && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/out.json" \
+    && echo "ok   log-partition" || { echo "FAIL log-partition"; fail=1; }
+# Progress goes to a terminal only: none here, where stderr is a file.
+"$PLAN" --model mlp --devices 2 >/dev/null 2>"$TMP/err2.txt" || fail=1
+[ ! -s "$TMP/err2.txt" ] && echo "ok   no-progress-off-terminal" || { echo "FAIL progress printed: $(cat "$TMP/err2.txt")"; fail=1; }
 exit $fail

@@ -20,6 +20,7 @@ struct OpPlan {
     std::string op;                     // "matmul"
     int group = 0;                      // its op group after coarsening
     std::vector<std::string> strategy;  // per level: "split m", "split k (partial sum)", "replicate"
+    std::vector<std::string> inputs, outputs;  // tensor names, for views of the dataflow
     bool operator==(const OpPlan &) const = default;
 };
 
