@@ -118,8 +118,12 @@ std::string machine_to_json_text(const Machine &m) {
 
 std::string machine_str(const Machine &m) {
     std::string s;
-    for (const LinkLevel &l : m.levels) s += (s.empty() ? "" : " x ") + std::to_string(l.count) + " " + l.name;
-    return s + " (" + std::to_string(m.devices()) + (m.devices() == 1 ? " device)" : " devices)");
+    for (const LinkLevel &l : m.levels) {
+        bool plural = l.count != 1 && !l.name.empty() && l.name.back() != 's';
+        s += (s.empty() ? "" : " x ") + std::to_string(l.count) + " " + l.name + (plural ? "s" : "");
+    }
+    std::string total = std::to_string(m.devices()) + (m.devices() == 1 ? " device" : " devices");
+    return s == total ? s : s + " (" + total + ")";
 }
 
 }  // namespace tessera

@@ -56,7 +56,7 @@ cat >"$TMP/machine.json" <<'EOF'
   {"name": "node", "count": 2, "bandwidth_gbps": 12.5, "latency_us": 10},
   {"name": "gpu", "count": 4, "bandwidth_gbps": 300, "latency_us": 2}]}
 EOF
-expect machine 0 "2 node x 4 gpu (8 devices)" -- "$PLAN" --model mlp --machine "$TMP/machine.json"
+expect machine 0 "2 nodes x 4 gpus (8 devices)" -- "$PLAN" --model mlp --machine "$TMP/machine.json"
 expect machine-cuts 0 "2 over node, then 2 over gpu, then 2 over gpu" -- "$PLAN" --model mlp --machine "$TMP/machine.json"
 expect machine-devices-agree 0 "devices      8" -- "$PLAN" --model mlp --machine "$TMP/machine.json" --devices 8
 

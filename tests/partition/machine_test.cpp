@@ -245,9 +245,9 @@ TEST(LoadMachine, ReadsFileAndNamesItInErrors) {
 }
 
 TEST(MachineStr, Format) {
-    EXPECT_EQ(machine_str(two_level()), "2 node x 8 gpu (16 devices)");
-    EXPECT_EQ(machine_str(flat_machine(4)), "4 device (4 devices)");
-    EXPECT_EQ(machine_str(flat_machine(1)), "1 device (1 device)");
+    EXPECT_EQ(machine_str(two_level()), "2 nodes x 8 gpus (16 devices)");
+    EXPECT_EQ(machine_str(flat_machine(4)), "4 devices");
+    EXPECT_EQ(machine_str(flat_machine(1)), "1 device");
 }
 
 }  // namespace

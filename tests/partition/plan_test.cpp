@@ -211,7 +211,7 @@ TEST(PlanTable, ShowsHeaderMemoryOpsCommAndNotes) {
     EXPECT_TRUE(contains(t, "mlp:hidden=64,layers=2")) << t;
     EXPECT_TRUE(contains(t, "tofu"));
     EXPECT_TRUE(contains(t, "devices      4\n"));
-    EXPECT_TRUE(contains(t, "machine      two boxes: 2 node x 2 gpu (4 devices)"));
+    EXPECT_TRUE(contains(t, "machine      two boxes: 2 nodes x 2 gpus (4 devices)"));
     EXPECT_TRUE(contains(t, "2 over node, then 2 over gpu"));
     EXPECT_TRUE(contains(t, "11 ops -> 5 groups, 17 tensors -> 6 groups"));
     // 1,576,036 bytes = 1.503 MiB.
@@ -334,7 +334,7 @@ TEST(Compare, TableAndJsonRowPerPlan) {
     data.comm_bytes = 4 * tofu.comm_bytes;
     data.memory.weights = 4000;
     std::string t = compare_table({tofu, data});
-    EXPECT_TRUE(contains(t, "mlp:hidden=64,layers=2 on 2 node x 2 gpu (4 devices)")) << t;
+    EXPECT_TRUE(contains(t, "mlp:hidden=64,layers=2 on 2 nodes x 2 gpus (4 devices)")) << t;
     EXPECT_TRUE(contains(t, "vs tofu"));
     EXPECT_EQ(line_with(t, "data "),
               "data 6.01 MiB 4.00x 143 ms 3.91 KiB 200 B 300 B 400 B 500 B 5.27 KiB 3.00 MiB 12.3 ms");
