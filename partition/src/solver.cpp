@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <string>
 
 #include "tessera/error.h"
 
@@ -56,8 +57,10 @@ int64_t evaluate(const CutProblem &p, const std::vector<int> &choice) {
 
 CutSolution solve_brute(const CutProblem &p, int64_t limit) {
     int64_t count = assignment_count(p);
-    TESSERA_CHECK(count <= limit, "brute force would try ", count, " layout assignments, more than the limit of ",
-                  limit, "; use the DP (--strategy tofu) for a graph this size");
+    const bool saturated = count == std::numeric_limits<int64_t>::max();
+    TESSERA_CHECK(count <= limit, "brute force would try ", saturated ? "over 9.2e18" : std::to_string(count),
+                  " layout assignments, more than the limit of ", limit,
+                  "; use the DP (--strategy tofu) for a graph this size");
     const int n = static_cast<int>(p.domain.size());
     std::vector<int> a(n, 0);
     CutSolution best{a, kInf};

@@ -45,6 +45,8 @@ expect plan-dot 0 "digraph plan {" -- "$PLAN" --model mlp --devices 4 --format d
 expect plan-html 0 "<!DOCTYPE html>" -- "$PLAN" --model mlp --devices 4 --format html
 expect plan-adam 0 "adam" -- "$PLAN" --model mlp --devices 2 --optimizer adam
 expect plan-brute 0 "strategy     brute" -- "$PLAN" --model mlp:layers=1,hidden=16 --batch 4 --devices 2 --strategy brute
+expect brute-too-large 1 "brute force would try over 9.2e18 layout assignments" -- \
+    "$PLAN" --model wresnet:depth=18 --devices 2 --strategy brute
 expect plan-no-coarsen 0 "26 ops -> 26 groups" -- "$PLAN" --model mlp --devices 2 --no-coarsen
 
 # A batch of 32 cannot be split 7 ways: the plan replicates and says why.
