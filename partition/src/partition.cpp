@@ -108,6 +108,10 @@ public:
     const std::vector<std::vector<TensorType>> &local_inputs() const { return in_; }
     const std::vector<std::vector<TensorType>> &local_outputs() const { return out_; }
     const std::vector<std::vector<bool>> &slot_converted() const { return slot_converted_; }
+    // Notes beyond kMaxNotes per kind, left out of the plan.
+    int notes_dropped() const {
+        return std::max(0, noted_tensors_ - kMaxNotes) + std::max(0, noted_ops_ - kMaxNotes);
+    }
 
 private:
     CutSolution solve(const CutProblem &p) {
@@ -195,15 +199,23 @@ private:
         }
     }
 
+    // Calls fn(slot, conversion) for each input (slots 0..) and output (slots
+    // after the inputs) of node n run as option `o`, its tensors laid out as `lay`.
+    template<typename Fn>
+    void each_conversion(NodeId n, const NodeOption &o, const std::vector<Layout> &lay, int k, Fn &&fn) const {
+        const Node &node = g_.node(n);
+        for (size_t i = 0; i < node.inputs.size(); i++)
+            fn(i, part::input_conversion(lay[co_.tensor_group[node.inputs[i]]], o.inputs[i], in_[n][i],
+                                         o.var_extent, k));
+        for (size_t j = 0; j < node.outputs.size(); j++)
+            fn(node.inputs.size() + j,
+               part::output_conversion(o.outputs[j], lay[co_.tensor_group[node.outputs[j]]], out_[n][j], k));
+    }
+
     // Bytes option `o` of node n moves when its tensors are laid out as `lay`.
     int64_t option_cost(NodeId n, const NodeOption &o, const std::vector<Layout> &lay, int k) const {
-        const Node &node = g_.node(n);
         int64_t c = o.stage_bytes;
-        for (size_t i = 0; i < node.inputs.size(); i++)
-            c += part::input_conversion(lay[co_.tensor_group[node.inputs[i]]], o.inputs[i], in_[n][i], o.var_extent, k)
-                     .bytes;
-        for (size_t j = 0; j < node.outputs.size(); j++)
-            c += part::output_conversion(o.outputs[j], lay[co_.tensor_group[node.outputs[j]]], out_[n][j], k).bytes;
+        each_conversion(n, o, lay, k, [&](size_t, const part::Conversion &conv) { c += conv.bytes; });
         return c;
     }
 
@@ -256,23 +268,24 @@ private:
                                          std::move(what), groups * bytes,
                                          comm_steps(kind, k) * link.latency + per_device / link.bandwidth});
         };
-        for (size_t i = 0; i < node.inputs.size(); i++) {
-            const Layout &held = lay[co_.tensor_group[node.inputs[i]]];
-            auto c = part::input_conversion(held, o.inputs[i], in_[n][i], o.var_extent, k);
-            if (c.bytes > 0) slot_converted_[n][i] = true;
-            std::string need = o.inputs[i].split ? "split(" + std::to_string(o.inputs[i].dim) + ")" : "replicated";
-            add(c.kind, c.bytes, node.inputs[i], "input " + std::to_string(i) + ": " + held.str() + " -> " + need);
-        }
-        for (size_t j = 0; j < node.outputs.size(); j++) {
-            const Layout &want = lay[co_.tensor_group[node.outputs[j]]];
-            auto c = part::output_conversion(o.outputs[j], want, out_[n][j], k);
-            if (c.bytes > 0) slot_converted_[n][node.inputs.size() + j] = true;
-            const char *from = o.outputs[j].form == part::OutForm::Partial ? "partial sums" : "split";
-            std::string src = o.outputs[j].form == part::OutForm::Split
-                                  ? "split(" + std::to_string(o.outputs[j].dim) + ")"
-                                  : from;
-            add(c.kind, c.bytes, node.outputs[j], "output " + std::to_string(j) + ": " + src + " -> " + want.str());
-        }
+        const size_t inputs = node.inputs.size();
+        each_conversion(n, o, lay, k, [&](size_t slot, const part::Conversion &conv) {
+            if (conv.bytes > 0) slot_converted_[n][slot] = true;
+            if (slot < inputs) {
+                const part::InputNeed &need = o.inputs[slot];
+                add(conv.kind, conv.bytes, node.inputs[slot],
+                    "input " + std::to_string(slot) + ": " + lay[co_.tensor_group[node.inputs[slot]]].str() + " -> " +
+                        (need.split ? Layout::split(need.dim) : Layout::replicated()).str());
+                return;
+            }
+            const size_t j = slot - inputs;
+            const part::OutputForm &form = o.outputs[j];
+            std::string from = form.form == part::OutForm::Split     ? Layout::split(form.dim).str()
+                               : form.form == part::OutForm::Partial ? "partial sums"
+                                                                     : "split";
+            add(conv.kind, conv.bytes, node.outputs[j],
+                "output " + std::to_string(j) + ": " + from + " -> " + lay[co_.tensor_group[node.outputs[j]]].str());
+        });
         if (o.stage_bytes > 0) {
             std::string stages;
             for (const auto &s : o.stages) stages += (stages.empty() ? "" : ", ") + s;
@@ -308,11 +321,6 @@ private:
     std::vector<std::vector<std::string>> node_labels_;
     std::vector<std::vector<bool>> slot_converted_;
     int noted_tensors_ = 0, noted_ops_ = 0;
-
-public:
-    int notes_dropped() const {
-        return std::max(0, noted_tensors_ - kMaxNotes) + std::max(0, noted_ops_ - kMaxNotes);
-    }
 };
 
 // The root primal of a gradient chain, to tell a weight's gradient from an

@@ -90,7 +90,7 @@ CutSolution solve_dp(const CutProblem &p, int64_t max_table) {
     std::vector<std::set<int>> mentions(n);
     for (size_t i = 0; i < factors.size(); i++)
         for (int v : factors[i].vars) mentions[v].insert(static_cast<int>(i));
-    std::vector<bool> alive(factors.size(), true), done(n, false);
+    std::vector<bool> done(n, false);
 
     auto scope_of = [&](int v) {
         std::set<int> s{v};
@@ -154,7 +154,6 @@ CutSolution solve_dp(const CutProblem &p, int64_t max_table) {
             }
         }
         for (int fi : involved) {
-            alive[fi] = false;
             for (int u : factors[fi].vars) mentions[u].erase(fi);
         }
         done[v] = true;
@@ -164,7 +163,6 @@ CutSolution solve_dp(const CutProblem &p, int64_t max_table) {
         } else {
             int id = static_cast<int>(factors.size());
             factors.push_back(std::move(reduced));
-            alive.push_back(true);
             for (int u : factors.back().vars) mentions[u].insert(id);
         }
         for (int u : scope) {
