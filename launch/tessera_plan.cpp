@@ -121,7 +121,7 @@ struct PlanRequest {
     tessera::Machine machine;
     int64_t batch = 32;
     std::string optimizer = "sgd";
-    bool coarsen = true, replicate_weights = true;
+    bool coarsen = true, replicate_weights = true, executable = false;
 };
 
 // The pipeline, one stage per line: model, training graph, machine, plans.
@@ -145,6 +145,7 @@ std::vector<tessera::Plan> make_plans(const PlanRequest &r, const std::vector<te
         o.model = spec;
         o.coarsen = r.coarsen;
         o.replicate_weights = r.replicate_weights;
+        o.executable = r.executable;
         plans.push_back(partition(m.graph, r.machine, o));
         if (log_enabled("partition")) std::cerr << "---- partition ----\n" << plan_table(plans.back());
     }
@@ -169,7 +170,7 @@ int main(int argc, char **argv) {
     std::string format = "table", out_path, strategy = "tofu", compare, machine_path;
     std::optional<int> devices;
     PlanRequest req;
-    bool no_coarsen = false, no_replicate_weights = false;
+    bool no_coarsen = false, no_replicate_weights = false, executable = false;
     app.add_flag("--ops", ops, "List the operators and the partition strategies of each");
     app.add_flag("--all-variants", all_variants, "With --ops: every analysed variant (ranks, axes, transposes)");
     app.add_option("--model", req.model, "Model spec to plan, e.g. mlp or wresnet:depth=50,width=2");
@@ -188,6 +189,9 @@ int main(int argc, char **argv) {
         ->check(CLI::IsMember({"table", "json", "dot", "html"}))
         ->capture_default_str();
     app.add_option("-o,--output", out_path, "Write to this file instead of standard output");
+    app.add_flag("--executable", executable,
+                 "Only strategies tessera-train can run (no halos, no reductions inside an operator), and "
+                 "each rank's exact bytes once lowered: the plan mpirun ... tessera-train --partition runs");
     app.add_flag("--no-coarsen", no_coarsen, "Search every tensor and operator on its own (slower)");
     app.add_flag("--no-replicate-weights", no_replicate_weights,
                  "Do not let the search replicate weights (excludes data parallelism from Tofu's space)");
@@ -226,6 +230,7 @@ int main(int argc, char **argv) {
                                          *devices, machine_path, req.machine.devices()));
             req.coarsen = !no_coarsen;
             req.replicate_weights = !no_replicate_weights;
+            req.executable = executable;
             std::vector<tessera::PartitionStrategy> strategies;
             for (const std::string &name : compare.empty() ? std::vector<std::string>{strategy} : split_list(compare)) {
                 try {

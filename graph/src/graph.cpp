@@ -116,6 +116,29 @@ std::vector<TensorId> Graph::add_node(OpCall call, const std::vector<TensorId> &
     return nodes_.back().outputs;
 }
 
+TensorId Graph::add_comm_node(const std::string &name, Attrs attrs, const std::vector<TensorId> &inputs,
+                              TensorType out, TensorRole output_role) {
+    TESSERA_CHECK(!name.empty(), "a communication node needs a name");
+    TESSERA_CHECK(!has_name(name), "the graph already has a tensor or node named '", name, "'");
+    for (TensorId t : inputs)
+        TESSERA_CHECK(t >= 0 && t < num_tensors(), "communication node '", name, "': input ", t,
+                      " is not a tensor of this graph");
+    auto id = static_cast<NodeId>(nodes_.size());
+    Node n;
+    n.call = OpCall{kCommCarrierKind, name, std::move(attrs)};
+    n.comm = true;
+    n.inputs = inputs;
+    TensorInfo t;
+    t.name = name;
+    t.type = std::move(out);
+    t.role = output_role;
+    t.producer = id;
+    n.outputs.push_back(add_tensor(std::move(t)));
+    node_names_[name] = id;
+    nodes_.push_back(std::move(n));
+    return nodes_.back().outputs[0];
+}
+
 void Graph::set_output(const std::string &key, TensorId t) {
     TESSERA_INTERNAL_ASSERT(t >= 0 && t < num_tensors(), "output '", key, "' is not a tensor");
     outputs_[key] = t;
@@ -241,7 +264,7 @@ std::string graph_summary(const Graph &g) {
         os << "param " << g.tensor(t).name << " " << type_str(g.tensor(t).type) << " "
            << init_str(g.tensor(t).init) << "\n";
     for (const Node &n : g.nodes()) {
-        os << n.call.name << " = " << op_name(n.call.kind) << "(";
+        os << n.call.name << " = " << (n.comm ? "comm" : op_name(n.call.kind)) << "(";
         for (size_t i = 0; i < n.inputs.size(); i++)
             os << (i ? ", " : "") << g.tensor(n.inputs[i]).name;
         os << ") -> ";

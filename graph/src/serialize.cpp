@@ -125,7 +125,7 @@ json graph_to_json(const Graph &g) {
             TensorId p = g.tensor(t).grad_of;
             grad_of.push_back(p == kNoTensor ? json(nullptr) : json(g.tensor(p).name));
         }
-        nodes.push_back({{"op", op_name(n.call.kind)},
+        nodes.push_back({{"op", n.comm ? "comm" : op_name(n.call.kind)},
                          {"name", n.call.name},
                          {"attrs", attrs},
                          {"inputs", in},
@@ -173,7 +173,9 @@ Graph graph_from_json(const json &j, const std::string &source) {
         const json &e = nodes[i];
         std::string where = source + ": nodes[" + std::to_string(i) + "]";
         OpCall call;
-        call.kind = op_from_name(field<std::string>(e, "op", where));
+        const std::string op = field<std::string>(e, "op", where);
+        const bool comm = op == "comm";
+        call.kind = comm ? kCommCarrierKind : op_from_name(op);
         call.name = field<std::string>(e, "name", where);
         where += " '" + call.name + "'";
         for (const auto &[k, v] : e.at("attrs").items()) call.attrs.set(k, attr_value(v, where));
@@ -183,7 +185,15 @@ Graph graph_from_json(const json &j, const std::string &source) {
         const json &outs = e.at("outputs");
         TensorRole role = outs.empty() ? TensorRole::Activation
                                        : role_from_name(field<std::string>(outs[0], "role", where));
-        std::vector<TensorId> got = g.add_node(call, in, role);
+        std::vector<TensorId> got;
+        if (comm) {
+            TESSERA_CHECK(outs.size() == 1, where, ": a communication node has one output");
+            TensorType type{dtype_from(field<std::string>(outs[0], "dtype", where), where),
+                            field<Shape>(outs[0], "shape", where)};
+            got.push_back(g.add_comm_node(call.name, call.attrs, in, type, role));
+        } else {
+            got = g.add_node(call, in, role);
+        }
         node_ids[call.name] = g.num_nodes() - 1;
         TESSERA_CHECK(got.size() == outs.size(), where, ": records ", outs.size(), " outputs, ",
                       op_name(call.kind), " has ", got.size());

@@ -39,11 +39,37 @@ const char *reduce_word(const std::string &r) {
     return r == "sum" ? "partial sum" : r == "max" ? "partial max" : "partial min";
 }
 
+// Whether the operator's kernel, run on the blocks a strategy gives it,
+// computes that block of the result (up to the scaling lowering adds for a
+// batch mean). Kernels that index with a global coordinate do not: dropout's
+// mask is drawn per element index; embedding_grad scatters into rows by token
+// id; global average pooling's gradient takes the whole extents as attributes.
+bool runs_on_blocks(const OpCall &call, const NodeOption &o) {
+    switch (call.kind) {
+    case OpKind::Dropout: return false;
+    case OpKind::EmbeddingGrad: return !(o.outputs[0].form == OutForm::Split && o.outputs[0].dim == 0);
+    case OpKind::GlobalAvgPool: return o.outputs[0].form != OutForm::Partial;
+    case OpKind::GlobalAvgPoolGrad: return !(o.outputs[0].form == OutForm::Split && o.outputs[0].dim >= 2);
+    default: return true;
+    }
+}
+
+// Every split input is read as exactly its own block: part p of the
+// variable's k parts reads part p of the input's k parts.
+bool aligned(const NodeOption &o, const std::vector<TensorType> &in) {
+    for (size_t i = 0; i < o.inputs.size(); i++) {
+        const InputNeed &n = o.inputs[i];
+        if (!n.split) continue;
+        if (n.lo_off != 0 || n.hi_off != n.scale - 1 || n.scale * o.var_extent != in[i].shape[n.dim]) return false;
+    }
+    return true;
+}
+
 }  // namespace
 
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
                                      const std::vector<TensorType> &in, const std::vector<TensorType> &out,
-                                     int k) {
+                                     int k, bool executable) {
     std::vector<NodeOption> options;
     if (strategies) {
         SymEnv env = symbol_env(call, in);
@@ -82,6 +108,7 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             for (size_t j = 0; j < o.outputs.size(); j++)
                 if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] % k != 0) ok = false;
             if (!ok) continue;
+            if (executable && (!s.reductions.empty() || !aligned(o, in) || !runs_on_blocks(call, o))) continue;
             for (const StageReduction &r : s.reductions) {
                 int64_t elements = r.elements.eval(env);
                 o.stage_bytes += all_reduce_bytes(k, elements * 4);

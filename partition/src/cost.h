@@ -42,10 +42,13 @@ struct NodeOption {
 
 // The options of a node whose local (op-side) input shapes are `in` and output
 // shapes `out`, for a k-way cut: the strategies whose variable divides evenly,
-// then "replicate" (every device computes it whole).
+// then "replicate" (every device computes it whole). With `executable`, only
+// the strategies lowering can run (lower.h): every split input is read as
+// its aligned block (no halo, no offset), no reduction inside the operator,
+// and the kernel computes the same thing on the block (see runs_on_blocks).
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
                                      const std::vector<TensorType> &in, const std::vector<TensorType> &out,
-                                     int k);
+                                     int k, bool executable = false);
 
 // One conversion: its kind and total bytes over the k devices of a group.
 struct Conversion {

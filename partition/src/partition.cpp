@@ -2,6 +2,7 @@
 // CutProblem (solver.h) from the cost model (cost.h) on the current local
 // shapes, solves it, and then shrinks every tensor and operator to its part.
 #include "tessera/partition/partition.h"
+#include "tessera/partition/lower.h"
 
 #include <algorithm>
 #include <chrono>
@@ -60,7 +61,7 @@ public:
             std::vector<std::vector<Layout>> domains = build_domains(k, static_cast<int>(l), plan.notes);
             std::vector<std::vector<NodeOption>> options(g_.num_nodes());
             for (NodeId n = 0; n < g_.num_nodes(); n++)
-                options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k);
+                options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable);
             CutProblem problem = build_problem(domains, options, k);
             CutSolution sol = solve(problem);
             // Apply: layouts, then each node's best option, its conversions, shapes.
@@ -458,6 +459,10 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
     }
     plan.per_device_peak_bytes = plan.memory.total();
     plan.single_device_peak_bytes = footprint(g, whole).total();
+    if (options.executable) {
+        plan.executable = true;
+        plan.rank_comm_bytes = lowered_comm_bytes(g, plan);
+    }
     plan.search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return plan;
 }

@@ -275,6 +275,8 @@ std::string plan_to_json(const Plan &p, int indent) {
               {"level_bytes", p.level_bytes},
               {"comm_bytes", p.comm_bytes},
               {"predicted_comm_time_s", double_json(p.predicted_comm_time_s)},
+              {"executable", p.executable},
+              {"rank_comm_bytes", p.rank_comm_bytes},
               {"search_time_s", double_json(p.search_time_s)},
               {"memory", memory_json(p.memory)},
               {"per_device_peak_bytes", p.per_device_peak_bytes},
@@ -328,6 +330,13 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
                            [&](const json &e, const std::string &path) { return r.bytes(e, path); });
     p.comm_bytes = r.bytes(r.at(j, "", "comm_bytes"), "comm_bytes");
     p.predicted_comm_time_s = r.number(r.at(j, "", "predicted_comm_time_s"), "predicted_comm_time_s");
+    if (j.contains("executable")) {
+        if (!j.at("executable").is_boolean()) r.bad("executable", "must be true or false");
+        p.executable = j.at("executable").get<bool>();
+    }
+    if (j.contains("rank_comm_bytes"))
+        p.rank_comm_bytes = r.list(r.at(j, "", "rank_comm_bytes"), "rank_comm_bytes",
+                                   [&](const json &e, const std::string &path) { return r.bytes(e, path); });
     p.search_time_s = r.number(r.at(j, "", "search_time_s"), "search_time_s");
     p.memory = read_memory(r, r.at(j, "", "memory"), "memory");
     p.per_device_peak_bytes = r.bytes(r.at(j, "", "per_device_peak_bytes"), "per_device_peak_bytes");

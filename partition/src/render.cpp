@@ -262,6 +262,15 @@ std::string plan_table(const Plan &p) {
               p.ops_after_coarsening, p.tensors_before_coarsening, p.tensors_after_coarsening);
     s += "comm bytes   " + human_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
          (p.level_bytes.empty() ? "" : "; " + level_bytes_text(p)) + ")\n";
+    if (p.executable) {
+        int64_t sum = 0, most = 0;
+        for (int64_t b : p.rank_comm_bytes) {
+            sum += b;
+            most = std::max(most, b);
+        }
+        s += "lowered      " + human_bytes(sum) + " per iteration sent by all ranks (" + with_commas(sum) +
+             " bytes; the busiest rank sends " + with_commas(most) + ")\n";
+    }
     s += "comm time    " + human_time(p.predicted_comm_time_s) + " per iteration (predicted)\n";
     s += "search time  " + human_time(p.search_time_s) + "\n";
 

@@ -67,6 +67,9 @@ struct Init {
 const char *init_kind_name(Init::Kind k);
 std::string init_str(const Init &init);  // "he_normal(fan_in=784)"
 
+// What a communication node's OpCall::kind holds: no operator runs for it.
+inline constexpr OpKind kCommCarrierKind = OpKind::Reshape;
+
 struct TensorInfo {
     std::string name;  // unique in the graph
     TensorType type;
@@ -90,6 +93,11 @@ struct Node {
     bool backward = false;   // created by autodiff
     bool optimizer = false;  // created by an optimizer
     NodeId forward = kNoNode;  // for a backward node: the forward node it differentiates
+    // A communication operator, inserted by lowering (partition/lower.h): the
+    // executor runs it on the comm stream with the communicator instead of a
+    // kernel. call.attrs describe it ("comm": "all_reduce", "reduce_scatter",
+    // "redistribute"); call.kind is not used and holds kCommCarrierKind.
+    bool comm = false;
     bool operator==(const Node &) const = default;
 };
 
@@ -108,6 +116,11 @@ public:
                                    TensorRole output_role = TensorRole::Activation);
 
     // Named results ("loss", "logits") that the trainer and tests look up.
+    // A communication node (Node::comm) reading `inputs` and producing one
+    // tensor of type `out`, which lowering computed; no shape inference.
+    TensorId add_comm_node(const std::string &name, Attrs attrs, const std::vector<TensorId> &inputs,
+                           TensorType out, TensorRole output_role);
+
     void set_output(const std::string &key, TensorId t);
     TensorId output(const std::string &key) const;  // throws when absent
     bool has_output(const std::string &key) const { return outputs_.count(key) != 0; }

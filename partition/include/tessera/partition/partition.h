@@ -46,6 +46,10 @@ struct PartitionOptions {
     bool replicate_weights = true;  // whether the search may replicate weights
     std::vector<int> cuts;          // overrides machine_cuts (each k over the outermost link)
     int64_t brute_force_limit = int64_t{1} << 22;
+    // Only strategies lowering can run (cost.h: aligned blocks, no reductions
+    // inside an operator); tessera-train plans this way. The plan then also
+    // records each rank's exact bytes per step (Plan::rank_comm_bytes).
+    bool executable = false;
     // Replaces the solver of every cut (tests use it to check the DP against
     // brute force on each cut of a recursion).
     CutSolver solver;

@@ -74,6 +74,11 @@ struct Plan {
     std::vector<int64_t> level_bytes;   // per level: c_l times the number of groups
     int64_t comm_bytes = 0;             // per iteration, all devices: c1 + k1 c2 + k1 k2 c3 + ...
     double predicted_comm_time_s = 0;
+    // Plans made to run (PartitionOptions::executable): the bytes each rank
+    // sends per step once lowered (lower.h), exact; their sum equals
+    // comm_bytes for a single cut. Empty otherwise.
+    bool executable = false;
+    std::vector<int64_t> rank_comm_bytes;
     double search_time_s = 0;           // the one field that differs between runs
 
     MemoryFootprint memory;             // per device

@@ -1,0 +1,169 @@
+// The communicator: how the ranks of a job exchange tensor bytes.
+//
+//   std::unique_ptr<Communicator> world = make_mpi_communicator();  // after mpi_init()
+//   Group all = world->world_group();
+//   world->all_reduce(grad, n, all);          // float sum, identical bits on every member
+//   int64_t sent = world->counters().total(); // bytes this rank sent so far
+//
+// Every collective runs over a Group: an ordered list of world ranks that
+// includes the caller. All members must call the same collectives in the same
+// order with the same group and sizes (as with MPI). The recursion's levels are
+// sub-groups: level_groups() gives, for this rank, the ranks that differ from it
+// only in one level's index.
+//
+// Backends implement point-to-point exchange; the collectives are ring
+// algorithms over it in communicator.cpp, so every byte a rank sends is counted
+// where it is sent, and the reductions add in the same order on every backend.
+// A backend may override a collective (NCCL does) and then counts the bytes of
+// the same ring algorithm.
+//
+// Watchdog: every operation that waits for a peer gives up after timeout()
+// seconds and throws tessera::Error naming this rank, the operation, the group
+// and the peer it was waiting for. A timeout of 0 waits forever.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+enum class CommOp : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv, Broadcast, Barrier };
+inline constexpr int kNumCommOps = 7;
+const char *comm_op_name(CommOp op);  // "all_reduce", "all_gather", ...
+
+// Bytes this rank sent, per operation kind.
+struct CommCounters {
+    std::array<int64_t, kNumCommOps> bytes{};
+    std::array<int64_t, kNumCommOps> calls{};
+    int64_t total() const;
+};
+
+// An ordered list of distinct world ranks; collectives use this order (ring
+// order; all_gather concatenates in it; reduce_scatter's chunk j goes to ranks[j]).
+struct Group {
+    std::vector<int> ranks;
+    int size() const { return static_cast<int>(ranks.size()); }
+    int index_of(int world_rank) const;  // -1 when absent
+    std::string str() const;             // "[0,1,2,3]"
+    bool operator==(const Group &) const = default;
+};
+
+// The ranks that differ from `rank` only in level l's index, for every level,
+// outermost first. Ranks are numbered with the outermost level most
+// significant: rank = ((i_1 * k_2) + i_2) * k_3 + i_3 ... for cuts k_1, k_2, ...
+// Throws tessera::Error when the cuts' product is not `world_size`.
+std::vector<Group> level_groups(const std::vector<int> &cuts, int rank, int world_size);
+
+class Communicator {
+public:
+    virtual ~Communicator();
+    Communicator(const Communicator &) = delete;
+    Communicator &operator=(const Communicator &) = delete;
+
+    int rank() const { return rank_; }
+    int size() const { return size_; }
+    virtual const char *backend() const = 0;  // "mpi", "threads", "nccl"
+    Group world_group() const;
+
+    // Seconds an operation may wait for a peer before it throws; 0: forever.
+    void set_timeout(double seconds) { timeout_s_ = seconds; }
+    double timeout() const { return timeout_s_; }
+
+    // Point to point. Blocking; `peer` is a world rank, never this rank.
+    void send(const void *buf, size_t bytes, int peer);
+    void recv(void *buf, size_t bytes, int peer);
+    // Sends to `dst` and receives from `src` at once (no deadlock in a ring).
+    void sendrecv(const void *send_buf, size_t send_bytes, int dst, void *recv_buf, size_t recv_bytes, int src);
+
+    // Collectives over `g`, which must contain this rank. Reductions are float sums.
+    // In place; every member ends with identical bits.
+    virtual void all_reduce(float *data, size_t count, const Group &g);
+    // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
+    virtual void all_gather(const void *in, void *out, size_t bytes_each, const Group &g);
+    // `in` holds g.size() chunks of `count_each` floats; member j receives the sum of chunk j.
+    virtual void reduce_scatter(const float *in, float *out, size_t count_each, const Group &g);
+    // `in` holds g.size() blocks of `bytes_each`; block j goes to member j, and
+    // `out`'s block i comes from member i.
+    virtual void all_to_all(const void *in, void *out, size_t bytes_each, const Group &g);
+    // `root` is a world rank in `g`.
+    virtual void broadcast(void *buf, size_t bytes, int root, const Group &g);
+    virtual void barrier(const Group &g);
+
+    const CommCounters &counters() const { return counters_; }
+    void reset_counters() { counters_ = CommCounters{}; }
+
+protected:
+    Communicator(int rank, int size) : rank_(rank), size_(size) {}
+
+    // The backend's exchange: send `send_bytes` to `dst` (if dst >= 0) and
+    // receive `recv_bytes` from `src` (if src >= 0), both at once; it returns
+    // when both are complete. It throws tessera::Error after timeout() seconds,
+    // naming `op`, `g` and the peer it was waiting for (comm_timeout_message).
+    virtual void exchange(const void *send_buf, size_t send_bytes, int dst, void *recv_buf,
+                          size_t recv_bytes, int src, CommOp op, const Group &g) = 0;
+
+    // "rank 2: all_reduce over ranks [0,1,2,3] timed out after 30 s waiting for rank 1"
+    std::string comm_timeout_message(CommOp op, const Group &g, int peer) const;
+    void count(CommOp op, int64_t bytes) { counters_.bytes[static_cast<int>(op)] += bytes; }
+    void count_call(CommOp op) { counters_.calls[static_cast<int>(op)] += 1; }
+    // Throws tessera::Error unless `g` is valid for this communicator and holds this rank,
+    // or when an earlier operation failed (see mark_broken).
+    void check_group(const Group &g, CommOp op) const;
+
+    // Bytes member `me` of a `k`-member group sends in this file's algorithm for
+    // `op`; `n` is the count of floats (all_reduce; reduce_scatter: per chunk) or
+    // of bytes (all_gather and all_to_all: per block; broadcast: the buffer).
+    // A backend that overrides a collective counts these, so the counters do not
+    // depend on the backend.
+    static int64_t algorithm_bytes(CommOp op, size_t n, int k, int me, int root_index = 0);
+
+    // An operation that failed part way (a timeout, a size mismatch) leaves
+    // messages in flight, so the members' message streams are out of step and a
+    // later operation could match the wrong message. After this call every
+    // operation throws, quoting `why`; make a new communicator to go on.
+    void mark_broken(const std::string &why);
+
+private:
+    // exchange(), marking this communicator broken when it throws.
+    void step(const void *send_buf, size_t send_bytes, int dst, void *recv_buf, size_t recv_bytes,
+              int src, CommOp op, const Group &g);
+    float *scratch(size_t count);  // grows once, then reused: no allocation per call
+
+    int rank_, size_;
+    double timeout_s_ = 0;
+    CommCounters counters_;
+    std::vector<float> scratch_;
+    mutable std::vector<unsigned char> seen_;  // check_group's duplicate test, sized once
+    std::string broken_;                       // why the communicator is unusable; empty: usable
+};
+
+// In-process backend for unit tests: `n` communicators that share mailboxes.
+// Use each from its own thread.
+std::vector<std::unique_ptr<Communicator>> make_thread_communicators(int n);
+
+// MPI backend (OpenMPI). mpi_init() initialises MPI once per process (asking
+// for thread support that lets the executor's comm stream call it); both
+// functions throw tessera::Error when the build has no MPI. mpi_abort() ends
+// the whole job (every rank) with `code`, after the caller has printed why.
+bool mpi_available();  // built with MPI
+void mpi_init(int *argc, char ***argv);
+void mpi_finalize();
+[[noreturn]] void mpi_abort(int code);
+// The world rank and size from the launcher's environment (OMPI_COMM_WORLD_RANK
+// and SIZE, or PMI_RANK/PMI_SIZE), without initialising MPI: 0 and 1 when the
+// process was not started by mpirun.
+int launcher_rank();
+int launcher_size();
+std::unique_ptr<Communicator> make_mpi_communicator();
+
+// NCCL backend for GPU buffers, built when CUDA and NCCL are found. It needs a
+// bootstrap communicator (MPI) to share its unique id. Buffers passed to it are
+// device pointers.
+bool nccl_available();
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device);
+
+}  // namespace tessera

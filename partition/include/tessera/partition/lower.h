@@ -1,0 +1,80 @@
+// Lowering: a partition plan turned into what each rank runs.
+//
+//   Plan plan = partition(g, flat_machine(4), {.strategy = ..., .executable = true});
+//   DeviceGraph dg = lower(g, plan, rank);   // dg.graph: local shapes + comm nodes
+//
+// Rank r's coordinates: with cuts k_1, k_2, ..., rank = ((i_1 k_2) + i_2) k_3 + ...
+// (outermost level most significant). A tensor laid out as L_1, L_2, ... is
+// held by r as the box you get by starting from the whole tensor and, for each
+// level l, cutting the box into k_l equal parts along L_l's dimension (when L_l
+// splits) and keeping part i_l.
+//
+// Each node of the training graph becomes, on every rank and in graph order:
+//   1. for each input held in a layout other than the one its strategy reads,
+//      a redistribute node: every rank receives the part of its needed box it
+//      does not hold, each element from exactly one holder (the one whose
+//      coordinates equal the receiver's on every level the tensor is replicated
+//      at), by pairwise exchange;
+//   2. the operator on its local blocks (same operator and attributes, with
+//      shape attributes made local, and a batch mean rescaled to the whole
+//      batch where the loss is split by batch);
+//   3. for an output of partial sums, one reduction over the ranks that differ
+//      only on the partial levels: a reduce-scatter when those ranks' target
+//      boxes tile the box, else an all-reduce; then, if the layout still differs
+//      from the tensor's, a redistribute.
+// Communication nodes are Node::comm nodes whose attributes hold everything the
+// executor needs on this rank (the group, the boxes to send and receive, and
+// "bytes": what this rank sends). All ranks lower the same plan to the same
+// sequence of communication nodes, so the collectives match up.
+//
+// The byte counts are exact by construction: they are what the executor's
+// communicator sends. For a single cut they equal the search's cost model
+// (Plan::comm_bytes); across several levels the search's recursive estimate
+// c1 + k1 c2 + ... can differ from them (README, design), and the plan records
+// the exact counts in Plan::rank_comm_bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/box.h"
+#include "tessera/graph/graph.h"
+#include "tessera/partition/plan.h"
+
+namespace tessera {
+
+struct DeviceGraph {
+    int rank = 0;
+    int devices = 1;
+    std::vector<int> cuts;        // k per level, outermost first
+    Graph graph;                  // local shapes; comm nodes; node order is the run order
+    // Per tensor of `graph`: the training-graph tensor it holds part of
+    // (kNoTensor for none), and the box of it.
+    std::vector<TensorId> source;
+    std::vector<Box> box;
+    // Per training-graph tensor: the local tensor holding it in its planned
+    // layout (what the next node reads, what an update writes).
+    std::vector<TensorId> local;
+    int64_t comm_bytes = 0;       // this rank sends per step
+    int comm_nodes = 0;
+
+    // The local tensor holding the training-graph tensor named `name`; throws
+    // tessera::Error when there is none.
+    TensorId local_named(const Graph &whole, const std::string &name) const;
+};
+
+// Throws tessera::Error when the plan does not fit the graph or uses a strategy
+// lowering cannot run (plan with PartitionOptions::executable).
+DeviceGraph lower(const Graph &g, const Plan &plan, int rank);
+
+// The bytes each rank sends per step, for every rank (index = rank).
+std::vector<int64_t> lowered_comm_bytes(const Graph &g, const Plan &plan);
+
+// The coordinates of `rank` per level (outermost first).
+std::vector<int> rank_coords(const std::vector<int> &cuts, int rank);
+
+// The box `rank` holds of a tensor of shape `s` laid out as `layout`.
+Box held_box(const Shape &s, const std::vector<Layout> &layout, const std::vector<int> &cuts, int rank);
+
+}  // namespace tessera

@@ -1,0 +1,498 @@
+#include "tessera/partition/lower.h"
+
+#include <algorithm>
+#include <map>
+
+#include "tessera/error.h"
+#include "tessera/lang/strategy.h"
+
+namespace tessera {
+
+namespace {
+
+// What a tensor is on each level: split along a dimension, whole (every rank
+// of the level holds the same data), or partial sums (every rank of the level
+// holds its own addend of the whole).
+struct Form {
+    enum Kind : uint8_t { Whole, Split, Partial };
+    Kind kind = Whole;
+    int dim = -1;
+};
+using State = std::vector<Form>;  // per level
+
+State state_of(const std::vector<Layout> &layout) {
+    State s;
+    for (const Layout &l : layout) s.push_back(l.is_split() ? Form{Form::Split, l.dim} : Form{});
+    return s;
+}
+
+Box cut(Box b, int dim, int k, int part, const std::string &what) {
+    int64_t extent = b.hi[dim] - b.lo[dim];
+    TESSERA_CHECK(extent % k == 0, "lowering: ", what, ": extent ", extent, " of dimension ", dim,
+                  " does not divide by ", k);
+    b.lo[dim] += part * (extent / k);
+    b.hi[dim] = b.lo[dim] + extent / k;
+    return b;
+}
+
+Box box_in(const Shape &s, const State &st, const std::vector<int> &cuts, const std::vector<int> &coords,
+           const std::string &what) {
+    Box b = Box::whole(s);
+    for (size_t l = 0; l < st.size(); l++)
+        if (st[l].kind == Form::Split) b = cut(b, st[l].dim, cuts[l], coords[l], what);
+    return b;
+}
+
+// One rank's part of a redistribution: boxes in whole-tensor coordinates.
+struct Moves {
+    std::vector<std::pair<int, Box>> sends, recvs;  // by peer, ascending
+    std::vector<Box> local;
+    int64_t bytes = 0;
+};
+
+// An operator's form on one level: which strategy, and what it makes of each
+// input and output.
+struct LevelChoice {
+    const Strategy *strategy = nullptr;  // nullptr: replicate
+};
+
+std::string var_of_label(const std::string &label) {
+    if (label.rfind("split ", 0) != 0) return "";
+    std::string rest = label.substr(6);
+    return rest.substr(0, rest.find(' '));
+}
+
+class Lowerer {
+public:
+    Lowerer(const Graph &g, const Plan &plan) : g_(g), plan_(plan) {
+        for (const Cut &c : plan.cuts) cuts_.push_back(c.k);
+        n_ = 1;
+        for (int k : cuts_) n_ *= k;
+        TESSERA_CHECK(n_ == plan.devices, "lowering: the plan's cuts multiply to ", n_, " but it has ",
+                      plan.devices, " devices");
+        TESSERA_CHECK(static_cast<int>(plan.ops.size()) == g.num_nodes() &&
+                          static_cast<int>(plan.tensors.size()) == g.num_tensors(),
+                      "lowering: the plan has ", plan.ops.size(), " operators and ", plan.tensors.size(),
+                      " tensors, but the graph has ", g.num_nodes(), " and ", g.num_tensors(),
+                      "; was it made for another model or batch size?");
+        for (NodeId n = 0; n < g.num_nodes(); n++)
+            TESSERA_CHECK(plan.ops[n].node == g.node(n).call.name, "lowering: the plan's operator ", n, " is '",
+                          plan.ops[n].node, "' but the graph's is '", g.node(n).call.name, "'");
+        for (TensorId t = 0; t < g.num_tensors(); t++) {
+            TESSERA_CHECK(plan.tensors[t].tensor == g.tensor(t).name && plan.tensors[t].shape == g.tensor(t).type.shape,
+                          "lowering: the plan's tensor ", t, " is '", plan.tensors[t].tensor, "' ",
+                          shape_str(plan.tensors[t].shape), " but the graph's is '", g.tensor(t).name, "' ",
+                          shape_str(g.tensor(t).type.shape));
+            TESSERA_CHECK(plan.tensors[t].layout.size() == cuts_.size(), "lowering: tensor '", g.tensor(t).name,
+                          "' has ", plan.tensors[t].layout.size(), " layouts for ", cuts_.size(), " cuts");
+        }
+        for (int r = 0; r < n_; r++) coords_.push_back(rank_coords(cuts_, r));
+    }
+
+    // Builds rank `rank`'s graph; with rank < 0 only counts every rank's bytes.
+    DeviceGraph run(int rank);
+    std::vector<int64_t> bytes() const { return bytes_; }
+
+private:
+    Box held(TensorId t, int r) const {
+        return box_in(g_.tensor(t).type.shape, state_of(plan_.tensors[t].layout), cuts_, coords_[r],
+                      "tensor '" + g_.tensor(t).name + "'");
+    }
+
+    std::vector<const Strategy *> choices(NodeId n) const;
+    std::vector<Moves> redistribute(const Shape &s, const State &from, const std::vector<Box> &target,
+                                    size_t elem) const;
+    TensorId add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
+                              TensorId whole, TensorRole role, const std::string &why);
+    TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
+                           size_t elem, TensorId whole, TensorRole role, const std::string &why);
+    TensorId add_comm(const std::string &why, Attrs attrs, TensorId in, const Box &out_box, TensorId whole,
+                      TensorRole role);
+    void lower_node(NodeId n);
+
+    const Graph &g_;
+    const Plan &plan_;
+    std::vector<int> cuts_;
+    int n_ = 1;
+    std::vector<std::vector<int>> coords_;
+    int rank_ = 0;
+    bool build_ = false;
+    DeviceGraph dg_;
+    std::vector<int64_t> bytes_;
+    int comm_counter_ = 0;
+};
+
+std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
+    const Node &node = g_.node(n);
+    std::vector<TensorType> in;
+    for (TensorId t : node.inputs) in.push_back(g_.tensor(t).type);
+    const OpStrategies *table = strategies_for(node.call, in);
+    std::vector<const Strategy *> out;
+    const OpPlan &op = plan_.ops[n];
+    TESSERA_CHECK(op.strategy.size() == cuts_.size(), "lowering: operator '", op.node, "' has ",
+                  op.strategy.size(), " strategies for ", cuts_.size(), " cuts");
+    for (size_t l = 0; l < cuts_.size(); l++) {
+        const std::string &label = op.strategy[l];
+        if (label == "replicate") {
+            out.push_back(nullptr);
+            continue;
+        }
+        std::string var = var_of_label(label);
+        const Strategy *found = nullptr;
+        if (table)
+            for (const Strategy &s : table->strategies)
+                if (s.var == var) found = &s;
+        TESSERA_CHECK(found, "lowering: ", node.call.who(), " has no strategy '", label, "'");
+        TESSERA_CHECK(found->reductions.empty(), "lowering: ", node.call.who(), " at level ", l + 1, " uses '",
+                      label, "', which reduces inside the operator; lowering runs only plans made with "
+                      "PartitionOptions::executable (tessera-plan --executable)");
+        for (size_t i = 0; i < found->inputs.size(); i++) {
+            const tessera::InputNeed &need = found->inputs[i];
+            if (need.kind != NeedKind::Split) continue;
+            SymEnv env = symbol_env(node.call, in);
+            TESSERA_CHECK(need.lo_offset.eval(env) == 0 && need.halo.eval(env) == 0, "lowering: ", node.call.who(),
+                          " at level ", l + 1, " uses '", label, "', whose input ", i,
+                          " needs a halo or an offset; lowering runs only plans made with "
+                          "PartitionOptions::executable (tessera-plan --executable)");
+        }
+        for (const OutputResult &r : found->outputs)
+            TESSERA_CHECK(r.kind != OutKind::Partial || r.reduce == "sum", "lowering: ", node.call.who(),
+                          " makes partial ", r.reduce, " values, which lowering cannot combine");
+        out.push_back(found);
+    }
+    return out;
+}
+
+std::vector<Moves> Lowerer::redistribute(const Shape &s, const State &from, const std::vector<Box> &target,
+                                         size_t elem) const {
+    std::vector<Moves> moves(n_);
+    std::vector<Box> have(n_);
+    for (int r = 0; r < n_; r++) have[r] = box_in(s, from, cuts_, coords_[r], "redistribute");
+    for (int r = 0; r < n_; r++) {
+        for (int src = 0; src < n_; src++) {
+            // The holder on every level where the data is whole is the
+            // receiver's own position there: each element comes from one rank.
+            bool holder = true;
+            for (size_t l = 0; l < cuts_.size(); l++)
+                if (from[l].kind != Form::Split && coords_[src][l] != coords_[r][l]) holder = false;
+            if (!holder) continue;
+            Box piece = target[r].intersect(have[src]);
+            if (piece.empty()) continue;
+            if (src == r) {
+                moves[r].local.push_back(piece);
+                continue;
+            }
+            moves[r].recvs.emplace_back(src, piece);
+            moves[src].sends.emplace_back(r, piece);
+            moves[src].bytes += piece.elements() * static_cast<int64_t>(elem);
+        }
+    }
+    for (Moves &m : moves) std::sort(m.sends.begin(), m.sends.end(), [](auto &a, auto &b) { return a.first < b.first; });
+    return moves;
+}
+
+TensorId Lowerer::add_comm(const std::string &why, Attrs attrs, TensorId in, const Box &out_box, TensorId whole,
+                           TensorRole role) {
+    std::string name = "comm" + std::to_string(comm_counter_++) + ":" + why;
+    TensorId t = dg_.graph.add_comm_node(name, std::move(attrs), {in},
+                                         TensorType{g_.tensor(whole).type.dtype, out_box.extents()}, role);
+    dg_.source.push_back(whole);
+    dg_.box.push_back(out_box);
+    dg_.comm_nodes++;
+    return t;
+}
+
+// Every rank takes the same branch: the decisions depend on all ranks' boxes.
+TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
+                                   TensorId whole, TensorRole role, const std::string &why) {
+    const Shape &s = g_.tensor(whole).type.shape;
+    bool same = true;
+    for (int r = 0; r < n_; r++)
+        if (!(box_in(s, from, cuts_, coords_[r], why) == target[r])) same = false;
+    if (same) return src;
+    std::vector<Moves> moves = redistribute(s, from, target, elem);
+    for (int r = 0; r < n_; r++) bytes_[r] += moves[r].bytes;
+    if (!build_) return kNoTensor;
+    const Moves &m = moves[rank_];
+    const Box in_box = box_in(s, from, cuts_, coords_[rank_], why), &out_box = target[rank_];
+    std::vector<int64_t> sends, recvs, local;
+    for (const auto &[peer, b] : m.sends) {
+        sends.push_back(peer);
+        auto v = box_ints(b.shifted(in_box));
+        sends.insert(sends.end(), v.begin(), v.end());
+    }
+    for (const auto &[peer, b] : m.recvs) {
+        recvs.push_back(peer);
+        auto v = box_ints(b.shifted(out_box));
+        recvs.insert(recvs.end(), v.begin(), v.end());
+    }
+    for (const Box &b : m.local) {
+        auto v = box_ints(b.shifted(in_box));
+        local.insert(local.end(), v.begin(), v.end());
+        auto w = box_ints(b.shifted(out_box));
+        local.insert(local.end(), w.begin(), w.begin() + b.rank());  // destination origin
+    }
+    Attrs a;
+    a.set("comm", std::string("redistribute"));
+    a.set("world", int64_t{n_});
+    a.set("sends", sends);
+    a.set("recvs", recvs);
+    a.set("local", local);
+    a.set("bytes", m.bytes);
+    return add_comm(why, std::move(a), src, out_box, whole, role);
+}
+
+// The ranks that differ from r only on the levels in `levels`.
+std::vector<int64_t> group_of(const std::vector<std::vector<int>> &coords, int r, const std::vector<bool> &levels) {
+    std::vector<int64_t> g;
+    for (size_t q = 0; q < coords.size(); q++) {
+        bool same = true;
+        for (size_t l = 0; l < levels.size(); l++)
+            if (!levels[l] && coords[q][l] != coords[r][l]) same = false;
+        if (same) g.push_back(static_cast<int64_t>(q));
+    }
+    return g;
+}
+
+// Bytes member `i` of a ring all-reduce over k members sends for `count`
+// elements: chunk j has count/k elements, one more for j < count % k; the
+// reduce-scatter pass sends every chunk but (i+1) mod k, the all-gather pass
+// every chunk but (i+2) mod k.
+int64_t all_reduce_sent(int64_t count, int k, int i) {
+    if (k < 2) return 0;
+    auto chunk = [&](int j) { return count / k + (j < count % k ? 1 : 0); };
+    return 2 * count - chunk((i + 1) % k) - chunk((i + 2) % k);
+}
+
+TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
+                                size_t elem, TensorId whole, TensorRole role, const std::string &why) {
+    std::vector<bool> partial(cuts_.size(), false);
+    for (size_t l = 0; l < st.size(); l++) partial[l] = st[l].kind == Form::Partial;
+    // Reduce-scatter when each group's target boxes tile the summed box.
+    bool scatter = true;
+    for (int r = 0; r < n_ && scatter; r++) {
+        std::vector<int64_t> grp = group_of(coords_, r, partial);
+        Box sum = box_in(shape, st, cuts_, coords_[r], why);
+        int64_t covered = 0;
+        for (size_t a = 0; a < grp.size() && scatter; a++) {
+            const Box &ta = target[grp[a]];
+            if (!sum.contains(ta) || ta.elements() * static_cast<int64_t>(grp.size()) != sum.elements()) scatter = false;
+            for (size_t b = 0; b < a && scatter; b++)
+                if (!ta.intersect(target[grp[b]]).empty()) scatter = false;
+            covered += ta.elements();
+        }
+        if (covered != sum.elements()) scatter = false;
+    }
+    const Box in_box = box_in(shape, st, cuts_, coords_[std::max(rank_, 0)], why);
+    for (int r = 0; r < n_; r++) {
+        std::vector<int64_t> grp = group_of(coords_, r, partial);
+        int k = static_cast<int>(grp.size());
+        int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
+        int64_t count = box_in(shape, st, cuts_, coords_[r], why).elements();
+        bytes_[r] += scatter ? (k - 1) * (count / k) * static_cast<int64_t>(elem)
+                             : all_reduce_sent(count, k, i) * static_cast<int64_t>(elem);
+    }
+    TensorId out = kNoTensor;
+    if (build_) {
+        std::vector<int64_t> grp = group_of(coords_, rank_, partial);
+        int k = static_cast<int>(grp.size());
+        int i = static_cast<int>(std::find(grp.begin(), grp.end(), rank_) - grp.begin());
+        Attrs a;
+        a.set("ranks", grp);
+        if (scatter) {
+            std::vector<int64_t> chunks;
+            for (int64_t q : grp) {
+                auto v = box_ints(target[q].shifted(in_box));
+                chunks.insert(chunks.end(), v.begin(), v.end());
+            }
+            a.set("comm", std::string("reduce_scatter"));
+            a.set("chunks", chunks);
+            a.set("bytes", (k - 1) * (in_box.elements() / k) * static_cast<int64_t>(elem));
+            out = add_comm(why, std::move(a), src, target[rank_], whole, role);
+        } else {
+            a.set("comm", std::string("all_reduce"));
+            a.set("bytes", all_reduce_sent(in_box.elements(), k, i) * static_cast<int64_t>(elem));
+            out = add_comm(why, std::move(a), src, in_box, whole, role);
+        }
+    }
+    for (Form &f : st)
+        if (f.kind == Form::Partial) f = Form{};
+    if (scatter) {
+        // The result is the target; mark it so the caller moves nothing more.
+        st.clear();
+    }
+    return out;
+}
+
+void Lowerer::lower_node(NodeId n) {
+    const Node &node = g_.node(n);
+    const std::vector<const Strategy *> choice = choices(n);
+    const size_t levels = cuts_.size();
+    const std::string who = node.call.who();
+
+    // What the strategy reads and makes, per level.
+    std::vector<State> in_state(node.inputs.size(), State(levels)), out_state(node.outputs.size(), State(levels));
+    for (size_t l = 0; l < levels; l++) {
+        const Strategy *s = choice[l];
+        if (!s) continue;
+        for (size_t i = 0; i < node.inputs.size(); i++)
+            if (s->inputs[i].kind == NeedKind::Split) in_state[i][l] = Form{Form::Split, s->inputs[i].dim};
+        for (size_t j = 0; j < node.outputs.size(); j++) {
+            const OutputResult &r = s->outputs[j];
+            if (r.kind == OutKind::Split) out_state[j][l] = Form{Form::Split, r.dim};
+            else if (r.kind == OutKind::Partial) out_state[j][l] = Form{Form::Partial, -1};
+        }
+    }
+
+    // 1. Inputs into the blocks the strategy reads.
+    std::vector<TensorId> local_in;
+    std::vector<Box> in_box;
+    for (size_t i = 0; i < node.inputs.size(); i++) {
+        TensorId t = node.inputs[i];
+        const TensorInfo &info = g_.tensor(t);
+        std::vector<Box> target(n_);
+        for (int r = 0; r < n_; r++)
+            target[r] = box_in(info.type.shape, in_state[i], cuts_, coords_[r], who + " input " + std::to_string(i));
+        TensorId src = build_ ? dg_.local[t] : kNoTensor;
+        TensorId got = add_redistribute(src, state_of(plan_.tensors[t].layout), target, dtype_size(info.type.dtype),
+                                        t, info.role == TensorRole::Gradient ? TensorRole::Gradient : TensorRole::Activation,
+                                        info.name + ">" + node.call.name);
+        local_in.push_back(got);
+        in_box.push_back(target[std::max(rank_, 0)]);
+    }
+
+    // 2. The operator on its blocks.
+    std::vector<TensorId> raw(node.outputs.size(), kNoTensor);
+    std::vector<Box> out_box(node.outputs.size());
+    for (size_t j = 0; j < node.outputs.size(); j++)
+        out_box[j] = box_in(g_.tensor(node.outputs[j]).type.shape, out_state[j], cuts_, coords_[std::max(rank_, 0)],
+                            who + " output " + std::to_string(j));
+    if (build_) {
+        OpCall call = node.call;
+        if (call.kind == OpKind::Reshape) call.attrs.set("shape", out_box[0].extents());
+        if (call.kind == OpKind::Broadcast) {
+            int rank = out_box[0].rank();
+            int64_t axis = call.attrs.get_int(who, "axis");
+            if (axis < 0) axis += rank;
+            call.attrs.set("extent", out_box[0].extents()[axis]);
+        }
+        std::vector<TensorId> outs =
+            dg_.graph.add_node(call, local_in, node.outputs.empty() ? TensorRole::Activation
+                                                                    : g_.tensor(node.outputs[0]).role);
+        NodeId id = dg_.graph.num_nodes() - 1;
+        dg_.graph.set_node_flags(id, node.backward, node.optimizer);
+        for (size_t j = 0; j < outs.size(); j++) {
+            TESSERA_CHECK(dg_.graph.tensor(outs[j]).type.shape == out_box[j].extents(), "lowering: ", who,
+                          " on rank ", rank_, " makes ", shape_str(dg_.graph.tensor(outs[j]).type.shape),
+                          " from its blocks, but the plan's block of output ", j, " is ",
+                          shape_str(out_box[j].extents()));
+            dg_.source.push_back(node.outputs[j]);
+            dg_.box.push_back(out_box[j]);
+            raw[j] = outs[j];
+        }
+        // A mean over the batch divides by the local batch; rescale to the whole.
+        bool mean = node.call.kind == OpKind::SoftmaxXent || node.call.kind == OpKind::SoftmaxXentGrad;
+        if (mean && in_box[0].extents()[0] != g_.tensor(node.inputs[0]).type.shape[0]) {
+            OpCall scale{OpKind::Scale, node.call.name + "#whole_batch", {}};
+            scale.attrs.set("alpha", static_cast<double>(in_box[0].extents()[0]) /
+                                         static_cast<double>(g_.tensor(node.inputs[0]).type.shape[0]));
+            raw[0] = dg_.graph.add_node(scale, {raw[0]}, g_.tensor(node.outputs[0]).role)[0];
+            dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
+            dg_.source.push_back(node.outputs[0]);
+            dg_.box.push_back(out_box[0]);
+        }
+    }
+
+    // 3. Outputs into the tensors' layouts.
+    for (size_t j = 0; j < node.outputs.size(); j++) {
+        TensorId t = node.outputs[j];
+        const TensorInfo &info = g_.tensor(t);
+        const size_t elem = dtype_size(info.type.dtype);
+        std::vector<Box> target(n_);
+        for (int r = 0; r < n_; r++) target[r] = held(t, r);
+        State st = out_state[j];
+        TensorId cur = raw[j];
+        bool partial = false;
+        for (const Form &f : st) partial = partial || f.kind == Form::Partial;
+        if (partial) cur = add_reduction(cur, info.type.shape, st, target, elem, t, info.role, info.name);
+        if (!st.empty()) cur = add_redistribute(cur, st, target, elem, t, info.role, info.name + ">layout");
+        if (build_) dg_.local[t] = cur;
+    }
+}
+
+DeviceGraph Lowerer::run(int rank) {
+    rank_ = rank;
+    build_ = rank >= 0;
+    bytes_.assign(n_, 0);
+    dg_ = DeviceGraph{};
+    dg_.rank = std::max(rank, 0);
+    dg_.devices = n_;
+    dg_.cuts = cuts_;
+    dg_.local.assign(g_.num_tensors(), kNoTensor);
+    comm_counter_ = 0;
+    if (build_) {
+        // Graph inputs: this rank's block, under the same name.
+        for (TensorId t = 0; t < g_.num_tensors(); t++) {
+            const TensorInfo &info = g_.tensor(t);
+            if (info.producer != kNoNode) continue;
+            Box b = held(t, rank);
+            TensorType type{info.type.dtype, b.extents()};
+            TensorId id = kNoTensor;
+            switch (info.role) {
+            case TensorRole::Param: id = dg_.graph.add_param(info.name, type, info.init); break;
+            case TensorRole::OptState: id = dg_.graph.add_opt_state(info.name, type, info.init); break;
+            case TensorRole::Constant: id = dg_.graph.add_constant(info.name, type, info.init); break;
+            default: id = dg_.graph.add_data(info.name, type); break;
+            }
+            dg_.source.push_back(t);
+            dg_.box.push_back(b);
+            dg_.local[t] = id;
+        }
+    }
+    for (NodeId n = 0; n < g_.num_nodes(); n++) lower_node(n);
+    if (build_) {
+        for (TensorId t = 0; t < g_.num_tensors(); t++) {
+            TensorId p = g_.tensor(t).updates;
+            if (p != kNoTensor) dg_.graph.set_updates(dg_.local[t], dg_.local[p]);
+        }
+        for (const auto &[key, t] : g_.outputs()) dg_.graph.set_output(key, dg_.local[t]);
+        dg_.comm_bytes = bytes_[rank];
+    }
+    return std::move(dg_);
+}
+
+}  // namespace
+
+std::vector<int> rank_coords(const std::vector<int> &cuts, int rank) {
+    std::vector<int> c(cuts.size());
+    for (int l = static_cast<int>(cuts.size()) - 1; l >= 0; l--) {
+        c[l] = rank % cuts[l];
+        rank /= cuts[l];
+    }
+    return c;
+}
+
+Box held_box(const Shape &s, const std::vector<Layout> &layout, const std::vector<int> &cuts, int rank) {
+    return box_in(s, state_of(layout), cuts, rank_coords(cuts, rank), "held_box");
+}
+
+TensorId DeviceGraph::local_named(const Graph &whole, const std::string &name) const {
+    auto t = whole.find_tensor(name);
+    TESSERA_CHECK(t.has_value() && local[*t] != kNoTensor, "rank ", rank, " holds no tensor named '", name, "'");
+    return local[*t];
+}
+
+DeviceGraph lower(const Graph &g, const Plan &plan, int rank) {
+    TESSERA_CHECK(rank >= 0 && rank < plan.devices, "lowering: rank ", rank, " is outside the plan's ",
+                  plan.devices, " devices");
+    Lowerer l(g, plan);
+    return l.run(rank);
+}
+
+std::vector<int64_t> lowered_comm_bytes(const Graph &g, const Plan &plan) {
+    Lowerer l(g, plan);
+    l.run(-1);
+    return l.bytes();
+}
+
+}  // namespace tessera
