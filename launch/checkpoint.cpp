@@ -55,7 +55,7 @@ void remove_stale_checkpoint_temporaries(const std::string &dir) {
         if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
 }
 
-void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex,
+void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
                      int64_t step) {
     std::vector<StTensor> tensors;
     for (TensorId t = 0; t < g.num_tensors(); t++) {
@@ -66,9 +66,10 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
         st.dtype = to_st_dtype(ti.type.dtype);
         st.shape = ti.type.shape;
         st.data.resize(ti.type.bytes());
-        ex.read(t, st.data.data(), st.data.size());
+        store.read(t, st.data.data(), st.data.size());
         tensors.push_back(std::move(st));
     }
+    if (!store.root()) return;
     std::map<std::string, std::string> meta = info.identity;
     meta["format"] = kFormat;
     meta["step"] = std::to_string(step);
@@ -79,7 +80,7 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
     write_safetensors(checkpoint_path(dir), tensors, meta);
 }
 
-int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex) {
+int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store) {
     const std::string path = checkpoint_path(dir);
     StFile f = read_safetensors(path);
     auto meta = [&](const std::string &key) -> const std::string & {
@@ -116,7 +117,7 @@ int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, cons
         const TensorInfo &ti = g.tensor(t);
         if (!saved(ti)) continue;
         const StTensor &st = f.get(ti.name, ti.type.dtype, ti.type.shape);
-        ex.write(t, st.data.data(), st.data.size());
+        store.write(t, st.data.data(), st.data.size());
     }
     return step;
 }

@@ -12,7 +12,7 @@
 #include <map>
 #include <string>
 
-#include "tessera/exec/executor.h"
+#include "tensor_store.h"
 #include "train_loop.h"
 
 namespace tessera {
@@ -32,13 +32,16 @@ bool checkpoint_exists(const std::string &dir);
 // half-written, because it only ever appears by rename.
 void remove_stale_checkpoint_temporaries(const std::string &dir);
 
-// Writes atomically (a temporary file, then a rename).
-void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex,
+// Writes atomically (a temporary file, then a rename). Tensors are whole and
+// named as in the single-process graph whatever the ranks hold, so a
+// checkpoint written by N ranks resumes on M. Collective when partitioned:
+// every rank calls it; the root writes the file.
+void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
                      int64_t step);
 
-// Loads every Param and OptState tensor into the executor and returns the step.
+// Loads every Param and OptState tensor (each rank keeps its block) and returns the step.
 // Throws tessera::Error naming the file and the mismatch: a different model,
 // batch, optimizer or seed; a missing tensor; a wrong shape.
-int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, Executor &ex);
+int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store);
 
 }  // namespace tessera

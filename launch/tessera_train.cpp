@@ -1,4 +1,5 @@
-// tessera-train: trains a model from the zoo on one CPU device.
+// tessera-train: trains a model from the zoo on one CPU device, or, under
+// `mpirun -np N`, partitioned over N processes (one device each).
 //
 // Exit codes: 0 success, 1 a user error (bad flag value, missing data, a budget
 // too small, a corrupt checkpoint), 2 a usage error (unknown flag), 3 an
@@ -8,13 +9,29 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
 #include "train_loop.h"
 
+namespace {
+
+// Under mpirun one rank's failure must end the whole job: the message names
+// the rank, then MPI aborts every process.
+int finish(int code, int world) {
+    if (world > 1) {
+        if (code != 0) tessera::mpi_abort(code);
+        tessera::mpi_finalize();
+    }
+    return code;
+}
+
+}  // namespace
+
 int main(int argc, char **argv) {
     tessera::TrainOptions o;
-    CLI::App app{"tessera-train: train a model on one device (the CPU backend)"};
+    CLI::App app{"tessera-train: train a model on one device (the CPU backend), or under mpirun -np N on N "
+                 "processes with the model partitioned over them"};
     app.footer(tessera::models_help() +
                "\nSet TESSERA_LOG=model,graph,memory,program (or all) to dump each pipeline stage.");
     std::string optimizer = "sgd";
@@ -47,28 +64,48 @@ int main(int argc, char **argv) {
     app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
     bool no_eval = false;
     app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
+    app.add_option("--partition", o.partition,
+                   "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
+        ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
+        ->capture_default_str();
+    double comm_timeout = 60;
+    app.add_option("--comm-timeout", comm_timeout,
+                   "Seconds a rank waits for a peer in a collective before the job fails, naming both")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
+    const int world = tessera::launcher_size();
+    std::string who = "tessera-train";
+    std::unique_ptr<tessera::Communicator> comm;
     try {
+        if (world > 1) {
+            tessera::mpi_init(&argc, &argv);
+            comm = tessera::make_mpi_communicator();
+            comm->set_timeout(comm_timeout);
+            o.comm = comm.get();
+            who += ": rank " + std::to_string(comm->rank());
+        }
         o.eval = !no_eval;
         o.optimizer.kind = tessera::optimizer_from_name(optimizer);
         o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
         tessera::run_training(o);
-        return 0;
+        comm.reset();
+        return finish(0, world);
     } catch (const tessera::Error &e) {
-        std::cerr << "tessera-train: error: " << e.what() << "\n";
-        return 1;
+        std::cerr << who << ": error: " << e.what() << "\n" << std::flush;
+        return finish(1, world);
     } catch (const tessera::InternalError &e) {
-        std::cerr << "tessera-train: internal error: " << e.what() << "\n";
-        return 3;
+        std::cerr << who << ": internal error: " << e.what() << "\n" << std::flush;
+        return finish(3, world);
     } catch (const std::bad_alloc &) {
-        std::cerr << "tessera-train: out of host memory\n";
-        return 1;
+        std::cerr << who << ": out of host memory\n" << std::flush;
+        return finish(1, world);
     } catch (const std::exception &e) {
-        std::cerr << "tessera-train: internal error: " << e.what() << "\n";
-        return 3;
+        std::cerr << who << ": internal error: " << e.what() << "\n" << std::flush;
+        return finish(3, world);
     }
 }

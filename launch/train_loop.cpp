@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,7 +19,13 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "tensor_store.h"
+#include "tessera/comm/communicator.h"
 #include "tessera/error.h"
+#include "tessera/exec/init.h"
+#include "tessera/partition/lower.h"
+#include "tessera/partition/partition.h"
+#include "tessera/partition/render.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/memory_plan.h"
@@ -192,10 +200,10 @@ struct BatchBuffers {
         else xi.resize(t.elements());
         labels.resize(g.tensor(labels_t).type.elements());
     }
-    void write_to(Executor &ex, TensorId input, TensorId labels_t) {
-        if (!x.empty()) ex.write(input, x.data(), x.size() * sizeof(float));
-        else ex.write(input, xi.data(), xi.size() * sizeof(int32_t));
-        ex.write(labels_t, labels.data(), labels.size() * sizeof(int32_t));
+    void write_to(TensorStore &store, TensorId input, TensorId labels_t) {
+        if (!x.empty()) store.write(input, x.data(), x.size() * sizeof(float));
+        else store.write(input, xi.data(), xi.size() * sizeof(int32_t));
+        store.write(labels_t, labels.data(), labels.size() * sizeof(int32_t));
     }
 };
 
@@ -207,7 +215,7 @@ struct EvalResult {
 // the statistics of each test batch (the graph has no running averages); the
 // padded rows of the last batch are left out of the count but do take part in
 // that batch's statistics.
-EvalResult evaluate(Executor &ex, const Program &forward, const Model &m, const Batcher &batcher,
+EvalResult evaluate(Executor &ex, TensorStore &store, const Program &forward, const Model &m, const Batcher &batcher,
                     BatchBuffers &buf) {
     const int64_t classes = m.num_classes, le = m.label_elements;
     std::vector<float> logits(m.graph.tensor(m.logits).type.elements());
@@ -216,11 +224,11 @@ EvalResult evaluate(Executor &ex, const Program &forward, const Model &m, const 
     for (int64_t b = 0; b < batcher.eval_batches(); b++) {
         int64_t valid = batcher.fill_eval(b, buf.x.empty() ? nullptr : buf.x.data(),
                                           buf.xi.empty() ? nullptr : buf.xi.data(), buf.labels.data());
-        buf.write_to(ex, m.input, m.labels);
+        buf.write_to(store, m.input, m.labels);
         ex.run(forward);
-        ex.read(m.logits, logits.data(), logits.size() * sizeof(float));
+        store.read(m.logits, logits.data(), logits.size() * sizeof(float));
         float loss = 0;
-        ex.read(m.loss, &loss, sizeof(float));
+        store.read(m.loss, &loss, sizeof(float));
         loss_sum += static_cast<double>(loss) * static_cast<double>(valid);
         for (int64_t r = 0; r < valid * le; r++) {
             const float *row = logits.data() + r * classes;
@@ -255,20 +263,45 @@ TrainResult run_training(const TrainOptions &o) {
                   o.lr_schedule, "'; valid: constant, cosine");
 
     // The pipeline, one stage per line (TESSERA_LOG=all shows each result).
+    const bool sharded = o.comm && o.comm->size() > 1;
+    const bool root = !sharded || o.comm->rank() == 0;
     Model m = build_model(o.model, o.batch);
-    log_stage("model", m.description);
+    if (root) log_stage("model", m.description);
     make_training_graph(m.graph, m.loss, o.optimizer);
     const Graph &g = m.graph;
-    log_stage("graph", graph_summary(g));
-    std::vector<NodeId> order = default_order(g);
-    MemoryPlan plan = plan_memory(g, order);
-    log_stage("memory", plan.summary());
-    Program train_program = build_program(g, order);
-    Program forward_program = build_program_for(g, order, {m.logits, m.loss});
-    log_stage("program", train_program.to_string(g));
+    if (root) log_stage("graph", graph_summary(g));
+    std::optional<Plan> partition_plan;
+    std::optional<DeviceGraph> lowered;
+    if (sharded) {
+        PartitionOptions po;
+        po.strategy = partition_strategy_from_name(o.partition);
+        TESSERA_CHECK(po.strategy != PartitionStrategy::Brute, "--partition brute is a planning baseline for "
+                      "small graphs; train with tofu, data, owt or equalchop");
+        po.model = o.model;
+        po.executable = true;
+        partition_plan = partition(g, flat_machine(o.comm->size()), po);
+        if (root) log_stage("partition", plan_table(*partition_plan));
+        lowered = lower(g, *partition_plan, o.comm->rank());
+        if (root) log_stage("lowered", graph_summary(lowered->graph));
+    }
+    const Graph &run_graph = sharded ? lowered->graph : g;
+    auto local = [&](TensorId t) { return sharded ? lowered->local[t] : t; };
+    std::vector<NodeId> order = default_order(run_graph);
+    MemoryPlan plan = plan_memory(run_graph, order);
+    if (root) log_stage("memory", plan.summary());
+    Program train_program = build_program(run_graph, order);
+    Program forward_program = build_program_for(run_graph, order, {local(m.logits), local(m.loss)});
+    if (root) log_stage("program", train_program.to_string(run_graph));
     int64_t arena = o.device_mem.empty() ? plan.arena_bytes : parse_size(o.device_mem, "--device-mem");
     CpuDevice device(arena);
-    Executor ex(g, device, plan);  // fails here, before any data is read, if the arena is too small
+    Executor ex(run_graph, device, plan);  // fails here, before any data is read, if the arena is too small
+    std::unique_ptr<TensorStore> store;
+    if (sharded) {
+        ex.set_communicator(o.comm);
+        store = std::make_unique<ShardedStore>(g, *lowered, ex, *o.comm);
+    } else {
+        store = std::make_unique<DirectStore>(ex);
+    }
 
     DataSplit data = load_data(o, m);
     Batcher train_batches(data.train, o.batch, o.seed, true);
@@ -276,39 +309,72 @@ TrainResult run_training(const TrainOptions &o) {
     const int64_t per_epoch = train_batches.batches_per_epoch();
     const int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * std::max<int64_t>(1, o.epochs);
 
-    std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n", device.name(),
-                             format_bytes(arena), format_bytes(plan.arena_bytes), format_bytes(plan.lower_bound),
-                             m.description);
-    std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {} ({})\n",
-                             data.train.name, data.train.size, data.test.size, o.batch, total_steps, per_epoch,
-                             optimizer_name(o.optimizer.kind), o.optimizer.lr, o.lr_schedule)
-              << std::flush;
+    if (root) {
+        std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n",
+                                 device.name(), format_bytes(arena), format_bytes(plan.arena_bytes),
+                                 format_bytes(plan.lower_bound), m.description);
+        if (sharded) {
+            int64_t all = 0;
+            for (int64_t b : partition_plan->rank_comm_bytes) all += b;
+            std::cout << fmt::format("partition {} over {} ranks (cuts {}) | {} communication nodes | rank 0 sends {} "
+                                     "per step, all ranks {}\n",
+                                     o.partition, o.comm->size(), [&] {
+                                         std::string c;
+                                         for (int k : lowered->cuts) c += (c.empty() ? "" : "x") + std::to_string(k);
+                                         return c;
+                                     }(),
+                                     lowered->comm_nodes, format_bytes(lowered->comm_bytes), format_bytes(all));
+        }
+        std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {} ({})\n",
+                                 data.train.name, data.train.size, data.test.size, o.batch, total_steps, per_epoch,
+                                 optimizer_name(o.optimizer.kind), o.optimizer.lr, o.lr_schedule)
+                  << std::flush;
+    }
 
     CheckpointInfo info = checkpoint_info(o, per_epoch);
     // Constants (the loss gradient's seed) are not in checkpoints: initialise
-    // everything, then overwrite what the checkpoint holds.
+    // everything, then overwrite what the checkpoint holds. Partitioned, each
+    // whole tensor is drawn as in the single-process run and then sharded.
     ex.initialize(o.seed);
+    if (sharded) {
+        std::vector<float> whole;
+        for (TensorId t = 0; t < g.num_tensors(); t++) {
+            const TensorInfo &info_t = g.tensor(t);
+            if (info_t.producer != kNoNode || !is_persistent(info_t.role) || info_t.type.dtype != DType::F32) continue;
+            whole.resize(static_cast<size_t>(info_t.type.elements()));
+            fill_init(info_t.init, o.seed, info_t.name, info_t.type.shape, whole.data(), info_t.type.elements());
+            store->write(t, whole.data(), whole.size() * sizeof(float));
+        }
+    }
     int64_t start_step = 0;
     if (o.resume && checkpoint_exists(o.checkpoint_dir)) {
-        start_step = load_checkpoint(o.checkpoint_dir, info, g, ex);
-        std::cout << fmt::format("resumed from {} at step {}\n", checkpoint_path(o.checkpoint_dir), start_step);
-    } else if (o.resume) {
+        start_step = load_checkpoint(o.checkpoint_dir, info, g, *store);
+        if (root)
+            std::cout << fmt::format("resumed from {} at step {}\n", checkpoint_path(o.checkpoint_dir), start_step);
+    } else if (o.resume && root) {
         std::cout << "no checkpoint in " << o.checkpoint_dir << " yet; starting from step 0\n";
     }
     TESSERA_CHECK(start_step <= total_steps, "the checkpoint is at step ", start_step, " but this run has only ",
                   total_steps, " steps; raise --steps or --epochs to continue");
-    if (!o.checkpoint_dir.empty()) {
+    if (!o.checkpoint_dir.empty() && root) {
         std::filesystem::create_directories(o.checkpoint_dir);
         remove_stale_checkpoint_temporaries(o.checkpoint_dir);
     }
 
-    MetricsWriter metrics(o.metrics_path, o.resume);
-    Progress progress(o.progress, total_steps, o.log_every > 0 ? o.log_every : std::max<int64_t>(1, per_epoch / 10));
+    MetricsWriter metrics(root ? o.metrics_path : std::string(), o.resume);
+    Progress progress(root ? o.progress : "none", total_steps, o.log_every > 0 ? o.log_every : std::max<int64_t>(1, per_epoch / 10));
     BatchBuffers buf(g, m.input, m.labels);
     std::optional<TensorId> step_tensor = g.find_tensor(kStepTensor);
     std::vector<NodeId> update_nodes;
-    for (NodeId n = 0; n < g.num_nodes(); n++)
-        if (g.node(n).optimizer) update_nodes.push_back(n);
+    for (NodeId n = 0; n < run_graph.num_nodes(); n++)
+        if (run_graph.node(n).optimizer && !run_graph.node(n).comm) update_nodes.push_back(n);
+    // A test hook for the failure path: TESSERA_FAULT_KILL=RANK:STEP makes that
+    // rank SIGKILL itself as that step starts.
+    int fault_rank = -1;
+    int64_t fault_step = -1;
+    if (const char *f = std::getenv("TESSERA_FAULT_KILL"))
+        if (std::sscanf(f, "%d:%ld", &fault_rank, &fault_step) != 2) fault_rank = -1;
+    const int my_rank = sharded ? o.comm->rank() : 0;
 
     TrainResult result;
     EvalResult last_eval;
@@ -318,7 +384,7 @@ TrainResult run_training(const TrainOptions &o) {
     auto started = Clock::now();
     auto maybe_evaluate = [&](int64_t epoch) {
         if (!o.eval) return;
-        last_eval = evaluate(ex, forward_program, m, test_batches, buf);
+        last_eval = evaluate(ex, *store, forward_program, m, test_batches, buf);
         evaluated = true;
         metrics.write({{"epoch", epoch}, {"test_accuracy", last_eval.accuracy}, {"test_loss", last_eval.loss}});
         progress.line(fmt::format("epoch {}: test accuracy {:.2f}% test loss {:.4f}", epoch, last_eval.accuracy * 100,
@@ -326,35 +392,44 @@ TrainResult run_training(const TrainOptions &o) {
     };
     auto save = [&](int64_t step) {
         if (o.checkpoint_dir.empty()) return;
-        save_checkpoint(o.checkpoint_dir, info, g, ex, step);
+        save_checkpoint(o.checkpoint_dir, info, g, *store, step);
     };
 
     for (int64_t step = start_step; step < total_steps; step++) {
         const int64_t epoch = step / per_epoch, index = step % per_epoch;
+        if (my_rank == fault_rank && step + 1 == fault_step) std::raise(SIGKILL);
         train_batches.fill(epoch, index, buf.x.empty() ? nullptr : buf.x.data(),
                            buf.xi.empty() ? nullptr : buf.xi.data(), buf.labels.data());
-        buf.write_to(ex, m.input, m.labels);
+        buf.write_to(*store, m.input, m.labels);
         if (step_tensor) {
             int32_t s = static_cast<int32_t>(step + 1);
-            ex.write(*step_tensor, &s, sizeof(s));
+            store->write(*step_tensor, &s, sizeof(s));
         }
         if (o.lr_schedule != "constant") {
             double lr = scheduled_lr(o, step, total_steps);
             for (NodeId n : update_nodes) ex.set_attr(n, "lr", lr);
         }
         StepStats stats = ex.run(train_program);
+        // Lowering counted what each rank sends; the communicator counts what
+        // it did send. They must agree exactly.
+        TESSERA_INTERNAL_ASSERT(!sharded || stats.comm_bytes == lowered->comm_bytes, "rank ", my_rank, " sent ",
+                                stats.comm_bytes, " bytes in step ", step + 1, " but its lowered graph says ",
+                                lowered->comm_bytes);
         float loss = 0;
-        ex.read(m.loss, &loss, sizeof(loss));
-        TESSERA_CHECK(std::isfinite(loss), "the loss is ", loss, " at step ", step + 1,
+        store->read(m.loss, &loss, sizeof(loss));
+        TESSERA_CHECK(!root || std::isfinite(loss), "the loss is ", loss, " at step ", step + 1,
                       "; training diverged. Lower --lr (now ", o.optimizer.lr, ")");
         peak = std::max(peak, stats.peak_live_bytes);
         train_seconds += stats.step_time_s;
         result.final_loss = loss;
-        metrics.write({{"step", step + 1},
-                       {"epoch", epoch},
-                       {"loss", loss},
-                       {"step_time_s", stats.step_time_s},
-                       {"peak_device_bytes", stats.peak_live_bytes}});
+        nlohmann::json line{{"step", step + 1},
+                            {"epoch", epoch},
+                            {"loss", loss},
+                            {"step_time_s", stats.step_time_s},
+                            {"peak_device_bytes", stats.peak_live_bytes},
+                            {"comm_bytes", stats.comm_bytes}};
+        if (sharded) line["planned_comm_bytes"] = lowered->comm_bytes;
+        metrics.write(line);
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
         progress.step(step + 1, epoch, loss, stats.step_time_s, elapsed, step + 1 - start_step);
         result.steps_run++;
@@ -368,6 +443,7 @@ TrainResult run_training(const TrainOptions &o) {
     if (o.eval && total_steps > start_step) maybe_evaluate((total_steps + per_epoch - 1) / per_epoch);
     save(total_steps);
     double wall = std::chrono::duration<double>(Clock::now() - started).count();
+    if (!root) return result;
 
     std::cout << fmt::format("\nsummary: {} steps in {} ({:.1f} ms/step compute)", result.steps_run,
                              duration_str(wall),

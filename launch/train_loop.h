@@ -12,6 +12,8 @@
 
 namespace tessera {
 
+class Communicator;
+
 struct TrainOptions {
     std::string model = "mlp";
     std::string data = "auto";  // fashion-mnist | synthetic | auto (fashion-mnist when the model takes it)
@@ -31,6 +33,11 @@ struct TrainOptions {
     std::string progress = "auto";  // auto | bar | lines | none
     int64_t log_every = 0;          // plain-line interval in steps; 0: ten per epoch
     bool eval = true;
+    // Partitioned training: with a communicator of more than one rank (mpirun),
+    // every rank plans the same partition (tofu, data, owt or equalchop) and
+    // runs its lowered graph. Rank 0 reports and writes files.
+    std::string partition = "tofu";
+    Communicator *comm = nullptr;
 };
 
 struct TrainResult {

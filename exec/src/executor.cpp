@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "collective.h"
+#include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
 #include "tessera/exec/size.h"
@@ -22,6 +24,7 @@ struct Executor::Prepared {
         StreamKind stream;
         int event = -1;
         const OpCall *call = nullptr;
+        std::unique_ptr<Collective> collective;
         std::vector<TensorRef> inputs, outputs;
         int64_t born = 0;       // bytes that become live when the step starts
         int64_t died = 0;       // bytes that die when it ends
@@ -118,8 +121,10 @@ Executor::Prepared &Executor::prepare(const Program &p) {
     size_t last_instr = 0;
     for (size_t i = 0; i < p.instructions.size(); i++) {
         const Instruction &in = p.instructions[i];
-        if (in.kind != Instruction::Kind::Compute) continue;
+        if (in.kind != Instruction::Kind::Compute && in.kind != Instruction::Kind::Collective) continue;
         const Node &node = graph_.node(in.node);
+        TESSERA_CHECK(in.kind == Instruction::Kind::Compute || comm_, "program instruction ", i, " runs the collective '",
+                      node.call.name, "', but the executor has no communicator (set_communicator)");
         TESSERA_CHECK(plan_pos[in.node] >= 0, "program instruction ", i, " computes '", node.call.name,
                       "', which is not in the memory plan's order; plan memory for this program's order");
         TESSERA_CHECK(plan_pos[in.node] > last_pos, "program instruction ", i, " computes '", node.call.name,
@@ -148,9 +153,11 @@ Executor::Prepared &Executor::prepare(const Program &p) {
         st.kind = in.kind;
         st.stream = in.stream;
         st.event = in.event;
-        if (in.kind != Instruction::Kind::Compute) continue;
+        if (in.kind != Instruction::Kind::Compute && in.kind != Instruction::Kind::Collective) continue;
         const Node &node = graph_.node(in.node);
         st.call = &node.call;
+        if (in.kind == Instruction::Kind::Collective)
+            st.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
         auto bind = [&](TensorId t, std::vector<TensorRef> &refs, bool writes) {
             const TensorInfo &info = graph_.tensor(t);
             int64_t off = plan_.offset[t];
@@ -185,6 +192,7 @@ StepStats Executor::run(const Program &p) {
     device_.reset_peak();
     before = device_.counters();
 
+    const int64_t comm_before = comm_ ? comm_->counters().total() : 0;
     auto t0 = std::chrono::steady_clock::now();
     try {
         for (Prepared::Step &st : prep.steps) {
@@ -196,6 +204,15 @@ StepStats Executor::run(const Program &p) {
                     dev->note_arena_use(step->touch_end);
                 });
                 device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
+                if (st.died) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
+                break;
+            case Instruction::Kind::Collective:
+                s.enqueue([dev = &device_, comm = comm_, step = &st] {
+                    dev->add_live_bytes(step->born);
+                    dev->note_arena_use(step->touch_end);
+                    step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
+                                          static_cast<std::byte *>(step->outputs[0].data));
+                });
                 if (st.died) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
                 break;
             case Instruction::Kind::EventRecord: s.record(*prep.events[st.event]); break;
@@ -222,7 +239,7 @@ StepStats Executor::run(const Program &p) {
     stats.arena_high_water = after.arena_high_water;
     stats.swap_out_bytes = after.swap_out_bytes - before.swap_out_bytes;
     stats.swap_in_bytes = after.swap_in_bytes - before.swap_in_bytes;
-    stats.comm_bytes = after.comm_bytes - before.comm_bytes;
+    stats.comm_bytes = after.comm_bytes - before.comm_bytes + (comm_ ? comm_->counters().total() - comm_before : 0);
     return stats;
 }
 

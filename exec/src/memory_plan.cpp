@@ -96,6 +96,38 @@ std::vector<bool> persistent_tensors(const Graph &g) {
     return out;
 }
 
+std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &order) {
+    const int n = static_cast<int>(order.size());
+    std::vector<int> sync(n, -1), pos(g.num_nodes(), -1);
+    for (int i = 0; i < n; i++) pos[order[i]] = i;
+    // Walking forward, `pending` are the communication positions not yet
+    // waited for; an operator reading the output of the newest of them (or of
+    // any, since the comm stream runs in order) is where they all complete.
+    std::vector<int> pending;
+    for (int i = 0; i < n; i++) {
+        const Node &node = g.node(order[i]);
+        if (node.comm) {
+            pending.push_back(i);
+            continue;
+        }
+        int newest = -1;
+        for (TensorId t : node.inputs) {
+            NodeId p = g.tensor(t).producer;
+            if (p != kNoNode && g.node(p).comm && pos[p] >= 0 && pos[p] < i) newest = std::max(newest, pos[p]);
+        }
+        if (newest < 0) continue;
+        // Everything pending up to `newest` completes here; later ones stay pending.
+        std::vector<int> still;
+        for (int c : pending) {
+            if (c <= newest) sync[c] = i;
+            else still.push_back(c);
+        }
+        pending.swap(still);
+    }
+    for (int c : pending) sync[c] = n;
+    return sync;
+}
+
 MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
     const int nt = g.num_tensors(), n = static_cast<int>(order.size());
 
@@ -116,13 +148,19 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
         pos[id] = i;
     }
 
-    // Each tensor's own lifetime, then the hull over each storage root.
+    // Each tensor's own lifetime, then the hull over each storage root. A
+    // collective's buffers live until the compute stream waits for it.
     std::vector<bool> persistent = persistent_tensors(g);
     std::vector<int> start(nt, -1), end(nt, -1);
+    const std::vector<int> sync = comm_sync_points(g, order);
     for (int i = 0; i < n; i++) {
         const Node &node = g.node(order[i]);
-        for (TensorId t : node.outputs) start[t] = end[t] = i;
-        for (TensorId t : node.inputs) end[t] = std::max(end[t], i);
+        int until = node.comm ? std::min(sync[i], n - 1) : i;
+        for (TensorId t : node.outputs) {
+            start[t] = i;
+            end[t] = until;
+        }
+        for (TensorId t : node.inputs) end[t] = std::max(end[t], until);
     }
     std::vector<int> root(nt), gstart(nt, std::numeric_limits<int>::max()), gend(nt, -1);
     std::vector<bool> stored(nt, false);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/exec/memory_plan.h"
 
 namespace tessera {
 
@@ -25,7 +26,7 @@ Kind kind_from_name(const std::string &name, const std::string &where) {
 std::string describe(const Graph &g, const Instruction &in) {
     std::ostringstream os;
     os << instruction_kind_name(in.kind);
-    if (in.kind == Kind::Compute && in.node >= 0 && in.node < g.num_nodes())
+    if ((in.kind == Kind::Compute || in.kind == Kind::Collective) && in.node >= 0 && in.node < g.num_nodes())
         os << " '" << g.node(in.node).call.name << "'";
     if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) os << " e" << in.event;
     os << " on the " << stream_name(in.stream) << " stream";
@@ -70,7 +71,7 @@ std::string Program::to_string(const Graph &g) const {
         case Kind::Collective:
             if (in.node >= 0 && in.node < g.num_nodes()) {
                 const Node &n = g.node(in.node);
-                os << "'" << n.call.name << "' " << op_name(n.call.kind) << "(" << names(n.inputs) << ") -> ("
+                os << "'" << n.call.name << "' " << (n.comm ? "comm" : op_name(n.call.kind)) << "(" << names(n.inputs) << ") -> ("
                    << names(n.outputs) << ")";
             } else {
                 os << "node " << in.node;
@@ -90,15 +91,56 @@ std::string Program::to_string(const Graph &g) const {
     return os.str();
 }
 
-Program build_program(const Graph &g, const std::vector<NodeId> &order) {
+namespace {
+
+// The nodes of `order` with keep[i] set, in order. Operators go on the compute
+// stream; a communication node goes on the comm stream after an event that
+// orders it behind every operator before it, and the compute stream waits for
+// it at its sync point (comm_sync_points over the whole order, so a
+// subsequence waits no later than the memory plan allows).
+Program emit_program(const Graph &g, const std::vector<NodeId> &order, const std::vector<bool> &keep) {
     Program p;
-    p.instructions.reserve(order.size());
-    for (NodeId n : order) {
-        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "build_program: node ", n, " does not exist; the graph has ",
-                      g.num_nodes(), " nodes");
+    const std::vector<int> sync = comm_sync_points(g, order);
+    int compute_event = -1;   // recorded after the latest operator, if any since the last collective
+    bool compute_ran = false;
+    std::vector<std::pair<int, int>> pending;  // (sync position, event after the collective)
+    for (size_t i = 0; i < order.size(); i++) {
+        if (!keep[i]) continue;
+        const NodeId n = order[i];
+        if (g.node(n).comm) {
+            if (compute_ran) {
+                compute_event = p.num_events++;
+                p.instructions.push_back(Instruction::record(compute_event, StreamKind::Compute));
+                p.instructions.push_back(Instruction::wait(compute_event, StreamKind::Comm));
+                compute_ran = false;
+            }
+            p.instructions.push_back(Instruction::collective(n));
+            int done = p.num_events++;
+            p.instructions.push_back(Instruction::record(done, StreamKind::Comm));
+            pending.emplace_back(sync[i], done);
+            continue;
+        }
+        int wait_for = -1;
+        std::vector<std::pair<int, int>> still;
+        for (auto [at, event] : pending) {
+            if (at <= static_cast<int>(i)) wait_for = std::max(wait_for, event);
+            else still.emplace_back(at, event);
+        }
+        pending.swap(still);
+        if (wait_for >= 0) p.instructions.push_back(Instruction::wait(wait_for, StreamKind::Compute));
         p.instructions.push_back(Instruction::compute(n));
+        compute_ran = true;
     }
     return p;
+}
+
+}  // namespace
+
+Program build_program(const Graph &g, const std::vector<NodeId> &order) {
+    for (NodeId n : order)
+        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "build_program: node ", n, " does not exist; the graph has ",
+                      g.num_nodes(), " nodes");
+    return emit_program(g, order, std::vector<bool>(order.size(), true));
 }
 
 Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets) {
@@ -125,10 +167,7 @@ Program build_program_for(const Graph &g, const std::vector<NodeId> &order, cons
         if (keep[i])
             for (TensorId t : node.inputs) needed_tensor[t] = true;
     }
-    Program p;
-    for (size_t i = 0; i < order.size(); i++)
-        if (keep[i]) p.instructions.push_back(Instruction::compute(order[i]));
-    return p;
+    return emit_program(g, order, keep);
 }
 
 void check_program(const Graph &g, const Program &p) {
@@ -154,9 +193,14 @@ void check_program(const Graph &g, const Program &p) {
         auto where = [&] { return detail::concat("program instruction ", i, " (", describe(g, in), ")"); };
         seen[s][s]++;
         switch (in.kind) {
-        case Kind::Compute: {
+        case Kind::Compute:
+        case Kind::Collective: {
             TESSERA_CHECK(in.node >= 0 && in.node < g.num_nodes(), where(), ": node ", in.node,
                           " does not exist; the graph has ", g.num_nodes(), " nodes");
+            TESSERA_CHECK(g.node(in.node).comm == (in.kind == Kind::Collective), where(), ": '",
+                          g.node(in.node).call.name, "' is ",
+                          g.node(in.node).comm ? "a communication node, run as a collective"
+                                               : "an operator, run as a compute instruction");
             TESSERA_CHECK(!computed[in.node], where(), ": the node is computed twice");
             computed[in.node] = true;
             const Node &node = g.node(in.node);
@@ -190,10 +234,8 @@ void check_program(const Graph &g, const Program &p) {
             break;
         case Kind::SwapOut:
         case Kind::SwapIn:
-        case Kind::Collective:
             fail(where(), ": ", instruction_kind_name(in.kind),
-                 " instructions are not supported by this executor yet; plan without swapping or "
-                 "partitioning");
+                 " instructions are not supported by this executor yet; plan without swapping");
         }
     }
 }

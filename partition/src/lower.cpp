@@ -254,14 +254,14 @@ std::vector<int64_t> group_of(const std::vector<std::vector<int>> &coords, int r
     return g;
 }
 
-// Bytes member `i` of a ring all-reduce over k members sends for `count`
-// elements: chunk j has count/k elements, one more for j < count % k; the
-// reduce-scatter pass sends every chunk but (i+1) mod k, the all-gather pass
-// every chunk but (i+2) mod k.
+// Elements member `i` of comm/'s ring all-reduce over k members sends for
+// `count` elements: chunk j has count/k elements, one more for j < count % k;
+// the reduce-scatter pass sends every chunk but i, the all-gather pass every
+// chunk but (i+1) mod k (Communicator::all_reduce).
 int64_t all_reduce_sent(int64_t count, int k, int i) {
     if (k < 2) return 0;
     auto chunk = [&](int j) { return count / k + (j < count % k ? 1 : 0); };
-    return 2 * count - chunk((i + 1) % k) - chunk((i + 2) % k);
+    return 2 * count - chunk(i) - chunk((i + 1) % k);
 }
 
 TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
@@ -429,6 +429,10 @@ DeviceGraph Lowerer::run(int rank) {
     dg_.devices = n_;
     dg_.cuts = cuts_;
     dg_.local.assign(g_.num_tensors(), kNoTensor);
+    for (TensorId t = 0; t < g_.num_tensors(); t++) {
+        dg_.shapes.push_back(g_.tensor(t).type.shape);
+        dg_.layouts.push_back(plan_.tensors[t].layout);
+    }
     comm_counter_ = 0;
     if (build_) {
         // Graph inputs: this rank's block, under the same name.
@@ -474,6 +478,11 @@ std::vector<int> rank_coords(const std::vector<int> &cuts, int rank) {
 
 Box held_box(const Shape &s, const std::vector<Layout> &layout, const std::vector<int> &cuts, int rank) {
     return box_in(s, state_of(layout), cuts, rank_coords(cuts, rank), "held_box");
+}
+
+Box DeviceGraph::held_by(TensorId whole, int r) const {
+    TESSERA_INTERNAL_ASSERT(whole >= 0 && whole < static_cast<TensorId>(shapes.size()), "held_by: tensor ", whole);
+    return held_box(shapes[whole], layouts[whole], cuts, r);
 }
 
 TensorId DeviceGraph::local_named(const Graph &whole, const std::string &name) const {

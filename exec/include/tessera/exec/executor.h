@@ -30,13 +30,15 @@
 
 namespace tessera {
 
+class Communicator;
+
 struct StepStats {
     double step_time_s = 0;
     int64_t peak_live_bytes = 0;   // measured: persistent bytes plus the most transient bytes live at once
     int64_t arena_high_water = 0;  // the largest offset + size a kernel touched
     int64_t swap_out_bytes = 0;    // moved by this step
     int64_t swap_in_bytes = 0;
-    int64_t comm_bytes = 0;
+    int64_t comm_bytes = 0;        // sent by this rank's communicator during the step
 };
 
 class Executor {
@@ -78,6 +80,10 @@ public:
     // rethrows the first error raised on a stream, naming the stream.
     StepStats run(const Program &p);
 
+    // The communicator that collective instructions use; it must outlive the
+    // executor. Its rank and size must be those the graph was lowered for.
+    void set_communicator(Communicator *comm) { comm_ = comm; }
+
     // Changes a node's attribute between runs (e.g. an optimizer's lr, for a
     // learning-rate schedule); the types must not change (Graph::set_attr).
     // Prepared programs see the change: they refer to the executor's graph.
@@ -97,6 +103,7 @@ private:
     std::vector<bool> persistent_;
     int64_t persistent_bytes_ = 0;
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
+    Communicator *comm_ = nullptr;
 };
 
 }  // namespace tessera

@@ -56,6 +56,14 @@ std::vector<NodeId> default_order(const Graph &g);
 // the tests: within 0.1%). O(tensors^2); 5000 tensors plan in about 20 ms.
 MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order);
 
+// For each position i of `order` holding a communication node (Node::comm):
+// the position where the compute stream waits for it, the first later
+// operator that reads the output of a communication node at i or after
+// (order.size() when none does); -1 at other positions. A collective runs
+// beside the compute stream until then, so plan_memory keeps its inputs and
+// output alive until that position, and build_program waits there.
+std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &order);
+
 // Checks that `plan` fits `g` (one offset per tensor, aligned, inside the arena,
 // in-place updates sharing storage). tessera::Error names the first problem and
 // `source` (a file name, or "memory plan").

@@ -36,6 +36,14 @@ struct Instruction {
         i.node = n;
         return i;
     }
+    // A communication node (Node::comm), run with the executor's communicator.
+    static Instruction collective(NodeId n) {
+        Instruction i;
+        i.kind = Kind::Collective;
+        i.stream = StreamKind::Comm;
+        i.node = n;
+        return i;
+    }
     static Instruction record(int event, StreamKind s) {
         Instruction i;
         i.kind = Kind::EventRecord;
@@ -64,7 +72,11 @@ struct Program {
     bool operator==(const Program &) const = default;
 };
 
-// Every node of `order`, in that order, on the compute stream.
+// Every node of `order`, in that order: operators on the compute stream and
+// communication nodes (Node::comm) as collectives on the comm stream. A
+// collective starts once the compute stream has run every node before it,
+// and the compute stream waits for it only at comm_sync_points(), so
+// communication overlaps the compute that does not need its result.
 Program build_program(const Graph &g, const std::vector<NodeId> &order);
 
 // Only the nodes of `order` that `targets` depend on, in that order: the

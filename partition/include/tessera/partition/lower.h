@@ -56,6 +56,11 @@ struct DeviceGraph {
     // Per training-graph tensor: the local tensor holding it in its planned
     // layout (what the next node reads, what an update writes).
     std::vector<TensorId> local;
+    // Per training-graph tensor: its whole shape and planned layout, so that
+    // any rank can tell which block another rank holds.
+    std::vector<Shape> shapes;
+    std::vector<std::vector<Layout>> layouts;
+    Box held_by(TensorId whole, int rank) const;
     int64_t comm_bytes = 0;       // this rank sends per step
     int comm_nodes = 0;
 

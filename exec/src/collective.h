@@ -1,0 +1,50 @@
+// Running a communication node (Node::comm, made by partition/lower.h) with a
+// communicator. Internal to exec/: the executor prepares one Collective per
+// collective instruction, once per program, with its staging buffers, so a
+// step allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tessera/comm/communicator.h"
+#include "tessera/graph/box.h"
+#include "tessera/graph/graph.h"
+
+namespace tessera {
+
+class Collective {
+public:
+    // Reads the node's attributes; throws tessera::Error naming the node when
+    // they are malformed or do not fit its tensors.
+    Collective(const Graph &g, NodeId n, int rank, int world);
+
+    // `in` and `out` are the node's input and output buffers (host memory).
+    void run(Communicator &comm, const std::byte *in, std::byte *out);
+
+    int64_t bytes() const { return bytes_; }  // what lowering says this rank sends
+
+private:
+    enum class Kind : uint8_t { Redistribute, AllReduce, ReduceScatter };
+    struct Piece {
+        int peer = -1;
+        Box box;  // sends: in the input's frame; receives: in the output's frame
+    };
+    void redistribute(Communicator &comm, const std::byte *in, std::byte *out);
+
+    Kind kind_ = Kind::Redistribute;
+    std::string name_;
+    int rank_ = 0, world_ = 1;
+    size_t elem_ = 4;
+    Box in_box_, out_box_;                  // [0, extents) of each buffer
+    Group group_;                           // all_reduce, reduce_scatter
+    std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
+    std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1
+    std::vector<Piece> sends_, recvs_;
+    std::vector<std::pair<Box, Box>> local_;  // (region in the input's frame, the output buffer in that frame)
+    int64_t bytes_ = 0;
+    std::vector<std::byte> send_buf_, recv_buf_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,44 @@
+#include "tensor_store.h"
+
+#include "tessera/error.h"
+
+namespace tessera {
+
+void ShardedStore::read(TensorId t, void *host, size_t bytes) {
+    const TensorInfo &info = whole_.tensor(t);
+    TESSERA_CHECK(static_cast<int64_t>(bytes) == info.type.bytes(), "read of '", info.name, "': asked for ", bytes,
+                  " bytes but ", type_str(info.type), " has ", info.type.bytes());
+    const TensorId local = dg_.local[t];
+    TESSERA_INTERNAL_ASSERT(local != kNoTensor, "rank ", comm_.rank(), " holds no block of '", info.name, "'");
+    const size_t elem = dtype_size(info.type.dtype);
+    const Box whole = Box::whole(info.type.shape);
+    const Box &mine = dg_.box[local];
+    block_.resize(static_cast<size_t>(mine.elements()) * elem);
+    ex_.read(local, block_.data(), block_.size());
+    if (comm_.rank() != 0) {
+        comm_.send(block_.data(), block_.size(), 0);
+        return;
+    }
+    copy_box(block_.data(), mine, host, whole, mine, elem);
+    // Every rank's block has this rank's size: the splits are even.
+    for (int r = 1; r < comm_.size(); r++) {
+        comm_.recv(block_.data(), block_.size(), r);
+        const Box theirs = dg_.held_by(t, r);
+        copy_box(block_.data(), theirs, host, whole, theirs, elem);
+    }
+}
+
+void ShardedStore::write(TensorId t, const void *host, size_t bytes) {
+    const TensorInfo &info = whole_.tensor(t);
+    TESSERA_CHECK(static_cast<int64_t>(bytes) == info.type.bytes(), "write to '", info.name, "': got ", bytes,
+                  " bytes but ", type_str(info.type), " takes ", info.type.bytes());
+    const TensorId local = dg_.local[t];
+    TESSERA_INTERNAL_ASSERT(local != kNoTensor, "rank ", comm_.rank(), " holds no block of '", info.name, "'");
+    const size_t elem = dtype_size(info.type.dtype);
+    const Box &mine = dg_.box[local];
+    block_.resize(static_cast<size_t>(mine.elements()) * elem);
+    copy_box(host, Box::whole(info.type.shape), block_.data(), mine, mine, elem);
+    ex_.write(local, block_.data(), block_.size());
+}
+
+}  // namespace tessera
