@@ -65,7 +65,34 @@ bool aligned(const NodeOption &o, const std::vector<TensorType> &in) {
     return true;
 }
 
+// The operator, given its blocks, makes exactly the blocks of its outputs the
+// strategy says (a reshape whose input stays whole does not, for one).
+bool block_shapes_agree(const OpCall &call, const NodeOption &o, const std::vector<TensorType> &in,
+                        const std::vector<TensorType> &out, int k) {
+    std::vector<TensorType> local_in = in, local_out = out;
+    for (size_t i = 0; i < in.size(); i++)
+        if (o.inputs[i].split) local_in[i].shape[o.inputs[i].dim] /= k;
+    for (size_t j = 0; j < out.size(); j++)
+        if (o.outputs[j].form == OutForm::Split) local_out[j].shape[o.outputs[j].dim] /= k;
+    try {
+        return infer_types(local_call(call, local_out[0].shape), local_in) == local_out;
+    } catch (const Error &) {
+        return false;
+    }
+}
+
 }  // namespace
+
+OpCall local_call(const OpCall &call, const Shape &out0) {
+    OpCall c = call;
+    if (c.kind == OpKind::Reshape) c.attrs.set("shape", out0);
+    if (c.kind == OpKind::Broadcast) {
+        int64_t axis = c.attrs.get_int(c.who(), "axis");
+        if (axis < 0) axis += static_cast<int64_t>(out0.size());
+        if (axis >= 0 && axis < static_cast<int64_t>(out0.size())) c.attrs.set("extent", out0[axis]);
+    }
+    return c;
+}
 
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
                                      const std::vector<TensorType> &in, const std::vector<TensorType> &out,
@@ -108,7 +135,9 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             for (size_t j = 0; j < o.outputs.size(); j++)
                 if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] % k != 0) ok = false;
             if (!ok) continue;
-            if (executable && (!s.reductions.empty() || !aligned(o, in) || !runs_on_blocks(call, o))) continue;
+            if (executable && (!s.reductions.empty() || !aligned(o, in) || !runs_on_blocks(call, o) ||
+                               !block_shapes_agree(call, o, in, out, k)))
+                continue;
             for (const StageReduction &r : s.reductions) {
                 int64_t elements = r.elements.eval(env);
                 o.stage_bytes += all_reduce_bytes(k, elements * 4);

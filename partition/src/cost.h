@@ -56,6 +56,10 @@ struct Conversion {
     int64_t bytes = 0;
 };
 
+// The call an operator makes on its blocks: shape attributes (reshape's
+// target, broadcast's extent) set for the block `out0` of its first output.
+OpCall local_call(const OpCall &call, const Shape &out0);
+
 // Converting an input held as `held` (over the op-side local type `t`) to `need`.
 Conversion input_conversion(const Layout &held, const InputNeed &need, const TensorType &t, int64_t var_extent,
                             int k);

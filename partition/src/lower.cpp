@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "cost.h"
 #include "tessera/error.h"
 #include "tessera/lang/strategy.h"
 
@@ -368,14 +369,7 @@ void Lowerer::lower_node(NodeId n) {
         out_box[j] = box_in(g_.tensor(node.outputs[j]).type.shape, out_state[j], cuts_, coords_[std::max(rank_, 0)],
                             who + " output " + std::to_string(j));
     if (build_) {
-        OpCall call = node.call;
-        if (call.kind == OpKind::Reshape) call.attrs.set("shape", out_box[0].extents());
-        if (call.kind == OpKind::Broadcast) {
-            int rank = out_box[0].rank();
-            int64_t axis = call.attrs.get_int(who, "axis");
-            if (axis < 0) axis += rank;
-            call.attrs.set("extent", out_box[0].extents()[axis]);
-        }
+        OpCall call = part::local_call(node.call, out_box[0].extents());
         std::vector<TensorId> outs =
             dg_.graph.add_node(call, local_in, node.outputs.empty() ? TensorRole::Activation
                                                                     : g_.tensor(node.outputs[0]).role);
