@@ -14,6 +14,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -368,12 +369,16 @@ TrainResult run_training(const TrainOptions &o) {
     std::vector<NodeId> update_nodes;
     for (NodeId n = 0; n < run_graph.num_nodes(); n++)
         if (run_graph.node(n).optimizer && !run_graph.node(n).comm) update_nodes.push_back(n);
-    // A test hook for the failure path: TESSERA_FAULT_KILL=RANK:STEP makes that
-    // rank SIGKILL itself as that step starts.
-    int fault_rank = -1;
-    int64_t fault_step = -1;
-    if (const char *f = std::getenv("TESSERA_FAULT_KILL"))
-        if (std::sscanf(f, "%d:%ld", &fault_rank, &fault_step) != 2) fault_rank = -1;
+    // Test hooks for the failure paths: TESSERA_FAULT_KILL=RANK:STEP makes that
+    // rank SIGKILL itself as that step starts; TESSERA_FAULT_HANG=RANK:STEP
+    // makes it stop talking (sleep) instead.
+    auto fault = [](const char *var) {
+        std::pair<int, int64_t> at{-1, -1};
+        if (const char *f = std::getenv(var))
+            if (std::sscanf(f, "%d:%ld", &at.first, &at.second) != 2) at.first = -1;
+        return at;
+    };
+    const auto kill_at = fault("TESSERA_FAULT_KILL"), hang_at = fault("TESSERA_FAULT_HANG");
     const int my_rank = sharded ? o.comm->rank() : 0;
 
     TrainResult result;
@@ -397,7 +402,15 @@ TrainResult run_training(const TrainOptions &o) {
 
     for (int64_t step = start_step; step < total_steps; step++) {
         const int64_t epoch = step / per_epoch, index = step % per_epoch;
-        if (my_rank == fault_rank && step + 1 == fault_step) std::raise(SIGKILL);
+        if (my_rank == kill_at.first && step + 1 == kill_at.second) {
+            std::cerr << fmt::format("TESSERA_FAULT_KILL: rank {} kills itself at {:.3f}\n", my_rank,
+                                     std::chrono::duration<double>(
+                                         std::chrono::system_clock::now().time_since_epoch()).count())
+                      << std::flush;
+            std::raise(SIGKILL);
+        }
+        if (my_rank == hang_at.first && step + 1 == hang_at.second)
+            while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
         train_batches.fill(epoch, index, buf.x.empty() ? nullptr : buf.x.data(),
                            buf.xi.empty() ? nullptr : buf.xi.data(), buf.labels.data());
         buf.write_to(*store, m.input, m.labels);

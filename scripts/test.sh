@@ -2,6 +2,7 @@
 # Installs the Debian dependencies, builds, and runs every test with ctest.
 # GPU tests (label gpu) skip themselves when no device is present.
 set -euo pipefail
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 bash scripts/build.sh

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Compares a partitioned tessera-train run against the single-process run.
+
+  compare_runs.py SINGLE.jsonl PARTITIONED.jsonl [--from-step K]
+                  [--weights SINGLE.safetensors PARTITIONED.safetensors]
+                  [--plan PLAN.json] [--single-cut]
+
+Checks, and exits 1 naming the first failure:
+  - every step both runs logged: loss within 1e-5 relative;
+  - every partitioned step: comm_bytes (measured by the communicator) equals
+    planned_comm_bytes (lowering's count for rank 0);
+  - with --plan: comm_bytes equals the plan's rank_comm_bytes[0], and with
+    --single-cut the plan's ranks together send exactly comm_bytes (the search's
+    own count);
+  - with --weights: every tensor within 1e-4 (absolute, or relative for large values).
+"""
+import argparse
+import json
+import struct
+import sys
+from array import array
+
+LOSS_RTOL = 1e-5
+WEIGHT_TOL = 1e-4
+
+
+def load_steps(path):
+    steps = {}
+    with open(path) as f:
+        for line in f:
+            j = json.loads(line)
+            if "step" in j:
+                steps[j["step"]] = j
+    return steps
+
+
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = info["data_offsets"]
+        a = array("f" if info["dtype"] == "F32" else "i")
+        a.frombytes(data[lo:hi])
+        out[name] = a
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("single")
+    p.add_argument("partitioned")
+    p.add_argument("--from-step", type=int, default=1)
+    p.add_argument("--weights", nargs=2)
+    p.add_argument("--plan")
+    p.add_argument("--single-cut", action="store_true")
+    a = p.parse_args()
+
+    s, q = load_steps(a.single), load_steps(a.partitioned)
+    checked = 0
+    worst = 0.0
+    for step in sorted(q):
+        if step < a.from_step:
+            continue
+        if step not in s:
+            sys.exit(f"step {step} is in {a.partitioned} but not in {a.single}")
+        x, y = s[step]["loss"], q[step]["loss"]
+        rel = abs(x - y) / max(abs(x), 1e-30)
+        worst = max(worst, rel)
+        if rel > LOSS_RTOL:
+            sys.exit(f"step {step}: loss {y} differs from the single-process {x} by {rel:.3g} relative (> {LOSS_RTOL})")
+        if q[step].get("comm_bytes") != q[step].get("planned_comm_bytes"):
+            sys.exit(f"step {step}: rank 0 sent {q[step].get('comm_bytes')} bytes, lowering planned "
+                     f"{q[step].get('planned_comm_bytes')}")
+        checked += 1
+    if checked == 0:
+        sys.exit(f"no steps to compare in {a.partitioned}")
+    msg = f"{checked} steps: losses within {worst:.2e} relative; comm bytes as planned ({q[max(q)]['comm_bytes']}/step on rank 0)"
+
+    if a.plan:
+        plan = json.load(open(a.plan))
+        ranks = plan["rank_comm_bytes"]
+        for step in q:
+            if q[step]["comm_bytes"] != ranks[0]:
+                sys.exit(f"step {step}: rank 0 sent {q[step]['comm_bytes']} bytes; the plan says {ranks[0]}")
+        if a.single_cut and sum(ranks) != plan["comm_bytes"]:
+            sys.exit(f"the plan's ranks send {sum(ranks)} bytes in all, but its search counted {plan['comm_bytes']}")
+        msg += f"; plan agrees ({sum(ranks)} bytes/step over all ranks, search {plan['comm_bytes']})"
+
+    if a.weights:
+        w1, w2 = load_safetensors(a.weights[0]), load_safetensors(a.weights[1])
+        if sorted(w1) != sorted(w2):
+            sys.exit(f"the checkpoints hold different tensors: {sorted(set(w1) ^ set(w2))[:5]}")
+        most = 0.0
+        for name in w1:
+            if len(w1[name]) != len(w2[name]):
+                sys.exit(f"tensor {name}: {len(w1[name])} vs {len(w2[name])} elements")
+            for u, v in zip(w1[name], w2[name]):
+                d = abs(u - v) / max(1.0, abs(u))
+                if d > WEIGHT_TOL:
+                    sys.exit(f"tensor {name}: {v} vs the single-process {u} (difference {d:.3g} > {WEIGHT_TOL})")
+                most = max(most, d)
+        msg += f"; {len(w1)} tensors within {most:.2e}"
+    print(msg)
+
+
+if __name__ == "__main__":
+    main()
