@@ -4,15 +4,16 @@
 # mpirun -np N for each N and strategy; losses within 1e-5 relative at every
 # step, weights within 1e-4 after 20 steps, and the bytes each step sends equal
 # the plan's count.
-#   equivalence_test.sh TESSERA_TRAIN TESSERA_PLAN MODEL "2 3 4 8" "tofu data owt equalchop"
+#   equivalence_test.sh TESSERA_TRAIN TESSERA_PLAN MODEL "2 3 4 8" "tofu data owt equalchop" [TRAIN FLAGS]
 set -euo pipefail
 train=$1 plan=$2 model=$3 nps=$4 strategies=$5
+shift 5
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-common=(--model "$model" --data synthetic --synthetic-size 960 --batch 24 --steps 20 --lr-schedule constant
-        --progress none --no-eval)
+common=(--model "$model" --data auto --synthetic-size 960 --batch 24 --steps 20 --lr-schedule constant
+        --progress none --no-eval "$@")
 
 "$train" "${common[@]}" --metrics "$work/single.jsonl" --checkpoint "$work/single" >/dev/null
 failed=0

@@ -19,7 +19,9 @@
 //
 // Watchdog: every operation that waits for a peer gives up after timeout()
 // seconds and throws tessera::Error naming this rank, the operation, the group
-// and the peer it was waiting for. A timeout of 0 waits forever.
+// and the peer it was waiting for. A timeout of 0 waits forever. An operation
+// that failed part way leaves messages in flight, so the communicator then
+// refuses every further operation (make a new one to go on).
 #pragma once
 
 #include <array>
@@ -74,12 +76,21 @@ public:
     double timeout() const { return timeout_s_; }
 
     // Point to point. Blocking; `peer` is a world rank, never this rank.
+    // Counted under CommOp::SendRecv: the bytes sent (a recv counts none).
     void send(const void *buf, size_t bytes, int peer);
     void recv(void *buf, size_t bytes, int peer);
     // Sends to `dst` and receives from `src` at once (no deadlock in a ring).
     void sendrecv(const void *send_buf, size_t send_bytes, int dst, void *recv_buf, size_t recv_bytes, int src);
 
     // Collectives over `g`, which must contain this rank. Reductions are float sums.
+    //
+    // Bytes counted by member m of k (c_j: chunk j of count cut into k, the
+    // first count % k chunks one element longer):
+    //   all_reduce      4 * (2*count - c_m - c_(m+1)%k)    ~ 2(k-1)/k of the buffer
+    //   reduce_scatter  4 * (k-1) * count_each
+    //   all_gather, all_to_all   (k-1) * bytes_each
+    // and nothing when k == 1.
+
     // In place; every member ends with identical bits.
     virtual void all_reduce(float *data, size_t count, const Group &g);
     // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
@@ -89,8 +100,10 @@ public:
     // `in` holds g.size() blocks of `bytes_each`; block j goes to member j, and
     // `out`'s block i comes from member i.
     virtual void all_to_all(const void *in, void *out, size_t bytes_each, const Group &g);
-    // `root` is a world rank in `g`.
+    // `root` is a world rank in `g`. A binomial tree: each member counts the
+    // bytes it passes on (in all, (g.size()-1) * bytes).
     virtual void broadcast(void *buf, size_t bytes, int root, const Group &g);
+    // Its messages are empty, so it counts 0 bytes (and one call).
     virtual void barrier(const Group &g);
 
     const CommCounters &counters() const { return counters_; }
@@ -106,7 +119,8 @@ protected:
     virtual void exchange(const void *send_buf, size_t send_bytes, int dst, void *recv_buf,
                           size_t recv_bytes, int src, CommOp op, const Group &g) = 0;
 
-    // "rank 2: all_reduce over ranks [0,1,2,3] timed out after 30 s waiting for rank 1"
+    // "rank 2: all_reduce over ranks [0,1,2,3] timed out after 30 s waiting for rank 1";
+    // a peer of -1 (unknown, as with NCCL) reads "waiting for the other members".
     std::string comm_timeout_message(CommOp op, const Group &g, int peer) const;
     void count(CommOp op, int64_t bytes) { counters_.bytes[static_cast<int>(op)] += bytes; }
     void count_call(CommOp op) { counters_.calls[static_cast<int>(op)] += 1; }
