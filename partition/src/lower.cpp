@@ -78,12 +78,13 @@ public:
                       "; was it made for another model or batch size?");
         for (NodeId n = 0; n < g.num_nodes(); n++)
             TESSERA_CHECK(plan.ops[n].node == g.node(n).call.name, "lowering: the plan's operator ", n, " is '",
-                          plan.ops[n].node, "' but the graph's is '", g.node(n).call.name, "'");
+                          plan.ops[n].node, "' but the graph's is '", g.node(n).call.name,
+                          "'; was it made for another model?");
         for (TensorId t = 0; t < g.num_tensors(); t++) {
             TESSERA_CHECK(plan.tensors[t].tensor == g.tensor(t).name && plan.tensors[t].shape == g.tensor(t).type.shape,
                           "lowering: the plan's tensor ", t, " is '", plan.tensors[t].tensor, "' ",
                           shape_str(plan.tensors[t].shape), " but the graph's is '", g.tensor(t).name, "' ",
-                          shape_str(g.tensor(t).type.shape));
+                          shape_str(g.tensor(t).type.shape), "; was it made for another model or batch size?");
             TESSERA_CHECK(plan.tensors[t].layout.size() == cuts_.size(), "lowering: tensor '", g.tensor(t).name,
                           "' has ", plan.tensors[t].layout.size(), " layouts for ", cuts_.size(), " cuts");
         }

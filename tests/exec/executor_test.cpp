@@ -505,7 +505,12 @@ TEST(Program, ChecksEventsNodesAndUnsupportedInstructions) {
     bad.instructions.push_back(swap);
     EXPECT_EQ(error_of([&] { check_program(net.g, bad); }),
               "program instruction 8 (swap-out on the swap-out stream): swap-out instructions are not supported by "
-              "this executor yet; plan without swapping or partitioning");
+              "this executor yet; plan without swapping");
+    // An operator is not a collective, nor the other way round.
+    bad = p;
+    bad.instructions.push_back(Instruction::collective(bad.instructions[0].node));
+    EXPECT_NE(error_of([&] { check_program(net.g, bad); }).find("is an operator, run as a compute instruction"),
+              std::string::npos);
     EXPECT_EQ(error_of([&] { build_program_for(net.g, {0, 1, 2}, {net.loss}); }),
               "build_program_for: target 'loss' is computed by node 'loss', which is not in the node order");
 }

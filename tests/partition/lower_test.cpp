@@ -1,0 +1,130 @@
+// Lowering: per-rank graphs from a plan. Numerical equivalence and the bytes
+// the communicator really sends are checked end to end under mpirun
+// (tests/mpi); here, what can be checked without running: byte counts against
+// the search's own count and against a recount from the lowered graphs, the
+// matching of collectives across ranks, and the errors.
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/models/zoo.h"
+#include "tessera/partition/lower.h"
+#include "tessera/partition/partition.h"
+
+namespace tessera {
+namespace {
+
+template<typename F>
+std::string error_of(F &&f) {
+    try {
+        f();
+    } catch (const Error &e) {
+        return e.what();
+    }
+    return "<no error>";
+}
+
+Graph training_graph(const std::string &spec, int64_t batch) {
+    Model m = build_model(spec, batch);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    return m.graph;
+}
+
+Plan executable_plan(const Graph &g, int devices, PartitionStrategy s) {
+    PartitionOptions o;
+    o.strategy = s;
+    o.executable = true;
+    return partition(g, flat_machine(devices), o);
+}
+
+const char *kModels[] = {"mlp:hidden=64", "cnn:channels=4,hidden=16", "lstm:hidden=32,seq=4,vocab=50",
+                         "transformer:layers=1,d_model=32,heads=2,seq=8,vocab=50", "wresnet:depth=18,base=4,image=8"};
+
+TEST(Lower, OneCutSendsExactlyWhatTheSearchCounted) {
+    for (const char *spec : kModels) {
+        Graph g = training_graph(spec, 24);
+        for (int n : {2, 3})
+            for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Owt}) {
+                Plan p = executable_plan(g, n, s);
+                ASSERT_EQ(p.rank_comm_bytes.size(), static_cast<size_t>(n));
+                int64_t sum = 0;
+                for (int64_t b : p.rank_comm_bytes) sum += b;
+                EXPECT_EQ(sum, p.comm_bytes) << spec << " n=" << n << " " << p.strategy;
+            }
+    }
+}
+
+TEST(Lower, EachRanksGraphRecordsItsBytesAndTheCollectivesMatchUp) {
+    for (const char *spec : kModels) {
+        Graph g = training_graph(spec, 24);
+        for (int n : {2, 4, 6}) {
+            Plan p = executable_plan(g, n, PartitionStrategy::Tofu);
+            std::vector<std::vector<std::string>> kinds(n);
+            for (int r = 0; r < n; r++) {
+                DeviceGraph dg = lower(g, p, r);
+                EXPECT_EQ(dg.comm_bytes, p.rank_comm_bytes[r]) << spec << " n=" << n << " rank " << r;
+                // Recount from the communication nodes themselves.
+                int64_t recount = 0;
+                for (const Node &node : dg.graph.nodes()) {
+                    if (!node.comm) continue;
+                    recount += node.call.attrs.get_int(node.call.who(), "bytes");
+                    const auto &v = node.call.attrs.values().at("comm");
+                    kinds[r].push_back(std::get<std::string>(v));
+                }
+                EXPECT_EQ(recount, dg.comm_bytes) << spec << " n=" << n << " rank " << r;
+                // Every training-graph tensor has a holder of its planned block.
+                for (TensorId t = 0; t < g.num_tensors(); t++) {
+                    ASSERT_NE(dg.local[t], kNoTensor) << g.tensor(t).name;
+                    EXPECT_EQ(dg.graph.tensor(dg.local[t]).type.shape, dg.held_by(t, r).extents())
+                        << spec << " " << g.tensor(t).name;
+                }
+            }
+            // Same collectives in the same order on every rank, or they would
+            // not meet.
+            for (int r = 1; r < n; r++) EXPECT_EQ(kinds[r], kinds[0]) << spec << " n=" << n;
+        }
+    }
+}
+
+TEST(Lower, BlocksTileEveryTensorForEveryLayout) {
+    // Brute force: the blocks of all ranks cover each element as many times as
+    // the layout replicates it.
+    const std::vector<int> cuts = {2, 3, 2};
+    const Shape s = {12, 12, 12};
+    for (int a = -1; a < 3; a++)
+        for (int b = -1; b < 3; b++)
+            for (int c = -1; c < 3; c++) {
+                std::vector<Layout> lay = {Layout{a}, Layout{b}, Layout{c}};
+                int copies = (a < 0 ? 2 : 1) * (b < 0 ? 3 : 1) * (c < 0 ? 2 : 1);
+                std::vector<int> count(12 * 12 * 12, 0);
+                for (int r = 0; r < 12; r++) {
+                    Box box = held_box(s, lay, cuts, r);
+                    for (int64_t i = box.lo[0]; i < box.hi[0]; i++)
+                        for (int64_t j = box.lo[1]; j < box.hi[1]; j++)
+                            for (int64_t k = box.lo[2]; k < box.hi[2]; k++) count[(i * 12 + j) * 12 + k]++;
+                }
+                for (int v : count) ASSERT_EQ(v, copies) << a << " " << b << " " << c;
+            }
+}
+
+TEST(Lower, RefusesPlansItCannotRun) {
+    // The full search splits batch norm by batch, with its statistics reduced
+    // inside the operator; only executable plans lower.
+    Graph g = training_graph("cnn:channels=4,hidden=16", 24);
+    PartitionOptions o;
+    o.strategy = PartitionStrategy::DataParallel;
+    Plan p = partition(g, flat_machine(2), o);
+    std::string e = error_of([&] { lower(g, p, 0); });
+    EXPECT_NE(e.find("which reduces inside the operator; lowering runs only plans made with "
+                     "PartitionOptions::executable (tessera-plan --executable)"),
+              std::string::npos)
+        << e;
+    Plan q = executable_plan(g, 2, PartitionStrategy::Tofu);
+    EXPECT_EQ(error_of([&] { lower(g, q, 2); }), "lowering: rank 2 is outside the plan's 2 devices");
+    Graph other = training_graph("cnn:channels=4,hidden=16", 12);
+    EXPECT_NE(error_of([&] { lower(other, q, 0); }).find("was it made for another model or batch size?"),
+              std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera
