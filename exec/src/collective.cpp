@@ -129,11 +129,9 @@ void Collective::run(Communicator &comm, const std::byte *in, std::byte *out) {
     case Kind::ReduceScatter: {
         // The chunks, packed in group order.
         const size_t chunk = static_cast<size_t>(out_box_.elements());
-        for (size_t j = 0; j < chunks_.size(); j++) {
-            Box dst = chunks_[j];
-            // A dense buffer holding exactly this chunk, at offset j * chunk.
-            copy_box(in, in_box_, send_buf_.data() + j * chunk * elem_, dst, chunks_[j], elem_);
-        }
+        // Chunk j goes to a dense buffer holding exactly that chunk, at offset j * chunk.
+        for (size_t j = 0; j < chunks_.size(); j++)
+            copy_box(in, in_box_, send_buf_.data() + j * chunk * elem_, chunks_[j], chunks_[j], elem_);
         comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out), chunk,
                             group_);
         return;

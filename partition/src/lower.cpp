@@ -51,12 +51,6 @@ struct Moves {
     int64_t bytes = 0;
 };
 
-// An operator's form on one level: which strategy, and what it makes of each
-// input and output.
-struct LevelChoice {
-    const Strategy *strategy = nullptr;  // nullptr: replicate
-};
-
 std::string var_of_label(const std::string &label) {
     if (label.rfind("split ", 0) != 0) return "";
     std::string rest = label.substr(6);
@@ -102,7 +96,7 @@ private:
     }
 
     std::vector<const Strategy *> choices(NodeId n) const;
-    std::vector<Moves> redistribute(const Shape &s, const State &from, const std::vector<Box> &target,
+    std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
                                     size_t elem) const;
     TensorId add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
                               TensorId whole, TensorRole role, const std::string &why);
@@ -133,6 +127,7 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
     const OpPlan &op = plan_.ops[n];
     TESSERA_CHECK(op.strategy.size() == cuts_.size(), "lowering: operator '", op.node, "' has ",
                   op.strategy.size(), " strategies for ", cuts_.size(), " cuts");
+    const SymEnv env = symbol_env(node.call, in);
     for (size_t l = 0; l < cuts_.size(); l++) {
         const std::string &label = op.strategy[l];
         if (label == "replicate") {
@@ -151,7 +146,6 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
         for (size_t i = 0; i < found->inputs.size(); i++) {
             const tessera::InputNeed &need = found->inputs[i];
             if (need.kind != NeedKind::Split) continue;
-            SymEnv env = symbol_env(node.call, in);
             TESSERA_CHECK(need.lo_offset.eval(env) == 0 && need.halo.eval(env) == 0, "lowering: ", node.call.who(),
                           " at level ", l + 1, " uses '", label, "', whose input ", i,
                           " needs a halo or an offset; lowering runs only plans made with "
@@ -165,11 +159,10 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
     return out;
 }
 
-std::vector<Moves> Lowerer::redistribute(const Shape &s, const State &from, const std::vector<Box> &target,
-                                         size_t elem) const {
+// `have[r]`: the box rank r holds, laid out as `from`.
+std::vector<Moves> Lowerer::redistribute(const std::vector<Box> &have, const State &from,
+                                         const std::vector<Box> &target, size_t elem) const {
     std::vector<Moves> moves(n_);
-    std::vector<Box> have(n_);
-    for (int r = 0; r < n_; r++) have[r] = box_in(s, from, cuts_, coords_[r], "redistribute");
     for (int r = 0; r < n_; r++) {
         for (int src = 0; src < n_; src++) {
             // The holder on every level where the data is whole is the
@@ -208,15 +201,14 @@ TensorId Lowerer::add_comm(const std::string &why, Attrs attrs, TensorId in, con
 TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
                                    TensorId whole, TensorRole role, const std::string &why) {
     const Shape &s = g_.tensor(whole).type.shape;
-    bool same = true;
-    for (int r = 0; r < n_; r++)
-        if (!(box_in(s, from, cuts_, coords_[r], why) == target[r])) same = false;
-    if (same) return src;
-    std::vector<Moves> moves = redistribute(s, from, target, elem);
+    std::vector<Box> have(n_);
+    for (int r = 0; r < n_; r++) have[r] = box_in(s, from, cuts_, coords_[r], why);
+    if (have == target) return src;
+    std::vector<Moves> moves = redistribute(have, from, target, elem);
     for (int r = 0; r < n_; r++) bytes_[r] += moves[r].bytes;
     if (!build_) return kNoTensor;
     const Moves &m = moves[rank_];
-    const Box in_box = box_in(s, from, cuts_, coords_[rank_], why), &out_box = target[rank_];
+    const Box &in_box = have[rank_], &out_box = target[rank_];
     std::vector<int64_t> sends, recvs, local;
     for (const auto &[peer, b] : m.sends) {
         sends.push_back(peer);
