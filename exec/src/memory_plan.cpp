@@ -72,30 +72,6 @@ std::vector<NodeId> default_order(const Graph &g) {
     return order;
 }
 
-TensorId storage_root(const Graph &g, TensorId t) {
-    TensorId r = t;
-    for (int steps = 0; g.tensor(r).updates != kNoTensor; steps++) {
-        TESSERA_INTERNAL_ASSERT(steps <= g.num_tensors(), "in-place updates of '", g.tensor(t).name,
-                                "' form a cycle");
-        r = g.tensor(r).updates;
-    }
-    return r;
-}
-
-std::vector<bool> persistent_tensors(const Graph &g) {
-    int nt = g.num_tensors();
-    std::vector<bool> root_persistent(nt, false), out(nt);
-    std::vector<bool> is_output(nt, false);
-    for (const auto &[key, t] : g.outputs()) is_output[t] = true;
-    for (TensorId t = 0; t < nt; t++) {
-        TensorRole r = g.tensor(t).role;
-        if (r == TensorRole::Data || is_persistent(r) || is_output[t])
-            root_persistent[storage_root(g, t)] = true;
-    }
-    for (TensorId t = 0; t < nt; t++) out[t] = root_persistent[storage_root(g, t)];
-    return out;
-}
-
 std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &order) {
     const int n = static_cast<int>(order.size());
     std::vector<int> sync(n, -1), pos(g.num_nodes(), -1);

@@ -69,12 +69,7 @@ std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &ord
 // `source` (a file name, or "memory plan").
 void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string &source = "memory plan");
 
-// The tensor whose storage `t` uses: itself, or for an in-place update, the
-// persistent tensor it replaces (following chains).
-TensorId storage_root(const Graph &g, TensorId t);
-// For each tensor, whether it lives all step: Data, Param, OptState, Constant,
-// or a graph output (itself, or another tensor sharing its storage root).
-std::vector<bool> persistent_tensors(const Graph &g);
+// storage_root() and persistent_tensors() are in tessera/graph/graph.h.
 
 nlohmann::json memory_plan_to_json(const MemoryPlan &plan);
 MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &source = "memory plan JSON");

@@ -172,4 +172,11 @@ private:
 // A short human-readable listing, one node per line.
 std::string graph_summary(const Graph &g);
 
+// The tensor whose storage `t` uses: itself, or for an in-place update, the
+// persistent tensor it replaces (following chains).
+TensorId storage_root(const Graph &g, TensorId t);
+// For each tensor, whether it lives all step: Data, Param, OptState, Constant,
+// or a graph output (itself, or another tensor sharing its storage root).
+std::vector<bool> persistent_tensors(const Graph &g);
+
 }  // namespace tessera

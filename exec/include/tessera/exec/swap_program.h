@@ -1,0 +1,33 @@
+// Programs from swap plans (swap/swap_plan.h): the bridge from the planner,
+// which knows nothing of devices, to the executor.
+//
+// A swapped run has one memory plan and up to two programs (the training step
+// and the evaluation forward pass), each from its own swap plan. The plans
+// share their homes (the forward plan is made with homes_from = the training
+// plan), so the memory plan holds what both agree on: each pinned persistent
+// tensor's arena offset, and one host region per buffer that either plan
+// swaps. Where a program's producers write their outputs differs per plan, so
+// it travels with the program (Program::place).
+#pragma once
+
+#include "tessera/exec/memory_plan.h"
+#include "tessera/exec/program.h"
+#include "tessera/graph/graph.h"
+#include "tessera/swap/swap_plan.h"
+
+namespace tessera {
+
+struct SwapRun {
+    MemoryPlan memory;  // arena_bytes = the budget; offsets of the pinned tensors; host_offset, host_bytes
+    Program train;
+    Program forward;  // empty when no forward plan was given
+};
+
+// Each plan's steps become instructions on the compute, swap-out and swap-in
+// streams (communication nodes: a collective on the comm stream that the
+// compute stream waits for at once), with one event recorded after every step
+// that another stream waits for. Throws tessera::Error when the plans do not
+// fit `g` or disagree on their homes (check_swap_plan()).
+SwapRun build_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *forward = nullptr);
+
+}  // namespace tessera
