@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     CLI::App app{"tessera-train: train a model on one device (the CPU backend), or under mpirun -np N on N "
                  "processes with the model partitioned over them"};
     app.footer(tessera::models_help() +
-               "\nSet TESSERA_LOG=model,graph,memory,program (or all) to dump each pipeline stage.");
+               "\nSet TESSERA_LOG=model,graph,memory,swap,program (or all) to dump each pipeline stage.");
     std::string optimizer = "sgd";
     std::optional<double> lr;
     app.add_option("--model", o.model, "Model spec, e.g. mlp:layers=3,hidden=1024 or cnn")->capture_default_str();
@@ -53,7 +53,22 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the initialisers and the data order")->capture_default_str();
     app.add_option("--device-mem", o.device_mem,
-                   "Device arena size, e.g. 512MiB or 2GiB (default: what the memory plan needs)");
+                   "Device arena size, e.g. 512MiB or 2GiB (default: what the memory plan needs); below that, "
+                   "--swap plans what moves to host memory");
+    app.add_option("--swap", o.swap,
+                   "Under a --device-mem the run does not fit: advisor (plan swaps with SwapAdvisor's search), lru "
+                   "or vdnn (baselines), none (fail), or auto (advisor when needed)")
+        ->check(CLI::IsMember({"auto", "advisor", "lru", "vdnn", "none"}))
+        ->capture_default_str();
+    app.add_option("--swap-time-limit", o.swap_time_limit_s, "Seconds the swap planner may search")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--swap-generations", o.swap_generations, "Generations of the swap planner's search")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--swap-population", o.swap_population, "Population of the swap planner's search")
+        ->check(CLI::Range(2, 100000))
+        ->capture_default_str();
     app.add_option("--metrics", o.metrics_path, "Write JSON lines: one per step and one per evaluation");
     app.add_option("--checkpoint", o.checkpoint_dir, "Directory for checkpoints (safetensors)");
     app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (default: every epoch)");

@@ -30,11 +30,14 @@
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/memory_plan.h"
+#include "tessera/exec/profile.h"
 #include "tessera/exec/program.h"
+#include "tessera/exec/swap_program.h"
 #include "tessera/exec/size.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/data.h"
 #include "tessera/models/zoo.h"
+#include "tessera/swap/swap_plan.h"
 
 namespace tessera {
 
@@ -252,6 +255,88 @@ double scheduled_lr(const TrainOptions &o, int64_t step, int64_t total) {
     return o.optimizer.lr * 0.5 * (1 + std::cos(pi * static_cast<double>(step) / static_cast<double>(total)));
 }
 
+// What a run under a budget it cannot fit needs: the swap plans of its two
+// programs (the training step, the evaluation forward pass) and the programs
+// and memory plan made from them.
+struct SwapSetup {
+    SwapPlan train, forward;
+    SwapRun run;
+    std::string summary;  // for the banner
+};
+
+// Profiles the operators and the host-device copies on `device`, then plans
+// both programs (the forward plan keeps the training plan's homes, so both
+// run against the same weights).
+SwapSetup plan_device_swaps(const TrainOptions &o, const Graph &g, const std::vector<NodeId> &order,
+                            const Program &forward_unswapped, Device &device, bool root) {
+    SwapProblem problem;
+    problem.graph = &g;
+    problem.order = order;
+    problem.budget = device.arena_bytes();
+    problem.node_time_s.assign(static_cast<size_t>(g.num_nodes()), 0.0);
+    problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = 1;
+    // A budget that cannot work fails now, naming the operator, before the
+    // profiling pass (which needs each operator's working set in the arena).
+    if (min_swap_budget(problem) > problem.budget) plan_swaps(problem);
+
+    auto t0 = Clock::now();
+    const bool tty = root && isatty(STDERR_FILENO) != 0;
+    ProfileOptions po;
+    if (tty)
+        po.progress = [](int done, int total) {
+            std::cerr << fmt::format("\rprofiling operators {}/{}   ", done, total) << (done == total ? "\n" : "")
+                      << std::flush;
+        };
+    problem.node_time_s = profile_nodes(g, order, device, po);
+    const int64_t probe = std::min<int64_t>(device.arena_bytes() / 64 * 64, int64_t{64} << 20);
+    problem.h2d_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::HostToDevice, probe);
+    problem.d2h_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::DeviceToHost, probe);
+    const double profile_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+    SwapOptions so;
+    so.policy = swap_policy_from_name(o.swap == "auto" ? "advisor" : o.swap);
+    so.seed = o.seed;
+    so.time_limit_s = o.swap_time_limit_s;
+    so.generations = o.swap_generations;
+    so.population = o.swap_population;
+    auto last_report = Clock::now();
+    if (root)
+        so.progress = [&last_report, tty](const SwapProgress &p) {
+            auto now = Clock::now();
+            if (now - last_report < std::chrono::seconds(1) && p.generation != p.generations) return;
+            last_report = now;
+            std::string text = fmt::format("swap planner: generation {}/{}, {} schedules, best {:.2f} ms/step, {:.1f} s",
+                                           p.generation, p.generations, p.candidates, p.best_time_s * 1e3,
+                                           p.elapsed_s);
+            if (tty) std::cerr << "\r" << text << "   " << std::flush;
+            else std::cout << text << "\n" << std::flush;
+        };
+    SwapSetup s;
+    s.train = plan_swaps(problem, so);
+    if (tty) std::cerr << "\n";
+
+    SwapProblem fp = problem;
+    fp.order.clear();
+    for (const Instruction &in : forward_unswapped.instructions)
+        if (in.kind == Instruction::Kind::Compute || in.kind == Instruction::Kind::Collective) fp.order.push_back(in.node);
+    fp.homes_from = &s.train;
+    so.progress = nullptr;
+    so.generations = std::max(1, so.generations / 4);
+    s.forward = plan_swaps(fp, so);
+    s.run = build_swap_run(g, s.train, &s.forward);
+    if (root) log_stage("swap", swap_plan_table(g, s.train));
+
+    const SwapPlan &t = s.train;
+    s.summary = fmt::format(
+        "swap {}: profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s | "
+        "per step {} out, {} in | predicted {:.1f} ms/step, {:.0f}% of ideal {:.1f} ms | {} pinned, {} pools",
+        swap_policy_name(t.policy), profile_s, problem.h2d_bytes_per_s / 1e9, problem.d2h_bytes_per_s / 1e9,
+        t.search_s + s.forward.search_s, format_bytes(t.swap_out_bytes), format_bytes(t.swap_in_bytes), t.time_s * 1e3,
+        t.time_s > 0 ? 100 * t.ideal_time_s / t.time_s : 100.0, t.ideal_time_s * 1e3, format_bytes(t.pinned_bytes),
+        t.pools.size());
+    return s;
+}
+
 }  // namespace
 
 TrainResult run_training(const TrainOptions &o) {
@@ -292,9 +377,24 @@ TrainResult run_training(const TrainOptions &o) {
     if (root) log_stage("memory", plan.summary());
     Program train_program = build_program(run_graph, order);
     Program forward_program = build_program_for(run_graph, order, {local(m.logits), local(m.loss)});
-    if (root) log_stage("program", train_program.to_string(run_graph));
     int64_t arena = o.device_mem.empty() ? plan.arena_bytes : parse_size(o.device_mem, "--device-mem");
+    TESSERA_CHECK(o.swap == "auto" || o.swap == "none" || o.swap == "advisor" || o.swap == "lru" || o.swap == "vdnn",
+                  "--swap: unknown policy '", o.swap, "'; valid: advisor, lru, vdnn, none, auto");
+    const int64_t footprint = plan.arena_bytes;
+    std::optional<SwapSetup> swapping;
     CpuDevice device(arena);
+    if (o.swap != "none" && (o.swap != "auto" || arena < footprint)) {
+        // Each rank plans for what still overflows after the partition.
+        swapping = plan_device_swaps(o, run_graph, order, forward_program, device, root);
+        train_program = swapping->run.train;
+        forward_program = swapping->run.forward;
+        plan = swapping->run.memory;
+    } else if (arena < footprint) {
+        fail("--device-mem ", o.device_mem, " is ", format_bytes(arena), " but this run needs ", footprint,
+             " bytes (", format_bytes(footprint), ") without swapping; use --device-mem ",
+             size_flag_at_least(footprint), " or more, or --swap advisor to train within the budget");
+    }
+    if (root) log_stage("program", train_program.to_string(run_graph));
     Executor ex(run_graph, device, plan);  // fails here, before any data is read, if the arena is too small
     std::unique_ptr<TensorStore> store;
     if (sharded) {
@@ -311,9 +411,15 @@ TrainResult run_training(const TrainOptions &o) {
     const int64_t total_steps = o.steps > 0 ? o.steps : per_epoch * std::max<int64_t>(1, o.epochs);
 
     if (root) {
-        std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n",
-                                 device.name(), format_bytes(arena), format_bytes(plan.arena_bytes),
-                                 format_bytes(plan.lower_bound), m.description);
+        if (swapping)
+            std::cout << fmt::format("tessera-train: device {} | arena {} (the run needs {}: {:.1f}x) | {}\n",
+                                     device.name(), format_bytes(arena), format_bytes(footprint),
+                                     static_cast<double>(footprint) / static_cast<double>(arena), m.description)
+                      << swapping->summary << "\n";
+        else
+            std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n",
+                                     device.name(), format_bytes(arena), format_bytes(plan.arena_bytes),
+                                     format_bytes(plan.lower_bound), m.description);
         if (sharded) {
             int64_t all = 0;
             for (int64_t b : partition_plan->rank_comm_bytes) all += b;
@@ -428,6 +534,19 @@ TrainResult run_training(const TrainOptions &o) {
         TESSERA_INTERNAL_ASSERT(!sharded || stats.comm_bytes == lowered->comm_bytes, "rank ", my_rank, " sent ",
                                 stats.comm_bytes, " bytes in step ", step + 1, " but its lowered graph says ",
                                 lowered->comm_bytes);
+        // The swap plan predicted what moves and how much of the arena is
+        // touched; the device counted both.
+        if (swapping) {
+            const SwapPlan &sp = swapping->train;
+            TESSERA_INTERNAL_ASSERT(stats.swap_out_bytes == sp.swap_out_bytes && stats.swap_in_bytes == sp.swap_in_bytes,
+                                    "rank ", my_rank, " swapped ", stats.swap_out_bytes, " bytes out and ",
+                                    stats.swap_in_bytes, " in during step ", step + 1, " but its swap plan says ",
+                                    sp.swap_out_bytes, " and ", sp.swap_in_bytes);
+            TESSERA_INTERNAL_ASSERT(stats.arena_high_water == sp.high_water && stats.peak_live_bytes <= arena,
+                                    "rank ", my_rank, " step ", step + 1, " touched ", stats.arena_high_water,
+                                    " bytes of the arena with at most ", stats.peak_live_bytes,
+                                    " live, but its swap plan says ", sp.high_water, " within ", arena);
+        }
         float loss = 0;
         store->read(m.loss, &loss, sizeof(loss));
         TESSERA_CHECK(!root || std::isfinite(loss), "the loss is ", loss, " at step ", step + 1,
@@ -440,8 +559,14 @@ TrainResult run_training(const TrainOptions &o) {
                             {"loss", loss},
                             {"step_time_s", stats.step_time_s},
                             {"peak_device_bytes", stats.peak_live_bytes},
-                            {"comm_bytes", stats.comm_bytes}};
+                            {"arena_high_water", stats.arena_high_water},
+                            {"arena_bytes", arena},
+                            {"footprint_bytes", footprint},
+                            {"comm_bytes", stats.comm_bytes},
+                            {"swap_out_bytes", stats.swap_out_bytes},
+                            {"swap_in_bytes", stats.swap_in_bytes}};
         if (sharded) line["planned_comm_bytes"] = lowered->comm_bytes;
+        if (swapping) line["predicted_step_time_s"] = swapping->train.time_s;
         metrics.write(line);
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
         progress.step(step + 1, epoch, loss, stats.step_time_s, elapsed, step + 1 - start_step);

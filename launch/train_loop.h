@@ -26,6 +26,13 @@ struct TrainOptions {
     std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;
     std::string device_mem;  // empty: exactly what the memory plan needs
+    // Under a --device-mem below what the run needs: advisor (the SwapAdvisor
+    // planner), lru or vdnn (the baselines), none (fail instead), or auto
+    // (advisor when the budget is too small, nothing otherwise).
+    std::string swap = "auto";
+    double swap_time_limit_s = 30;  // the planner's search limit
+    int swap_generations = 100;
+    int swap_population = 24;
     std::string metrics_path;
     std::string checkpoint_dir;
     int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch and at the end

@@ -29,6 +29,8 @@ std::string describe(const Graph &g, const Instruction &in) {
     if ((in.kind == Kind::Compute || in.kind == Kind::Collective) && in.node >= 0 && in.node < g.num_nodes())
         os << " '" << g.node(in.node).call.name << "'";
     if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) os << " e" << in.event;
+    if ((in.kind == Kind::SwapOut || in.kind == Kind::SwapIn) && in.tensor >= 0 && in.tensor < g.num_tensors())
+        os << " '" << g.tensor(in.tensor).name << "'";
     os << " on the " << stream_name(in.stream) << " stream";
     return os.str();
 }
@@ -84,6 +86,7 @@ std::string Program::to_string(const Graph &g) const {
             os << (in.tensor >= 0 && in.tensor < g.num_tensors() ? "'" + g.tensor(in.tensor).name + "'"
                                                                    : "tensor " + std::to_string(in.tensor))
                << ", " << in.bytes << " bytes, host offset " << in.host_offset;
+            if (in.offset >= 0) os << (in.kind == Kind::SwapIn ? ", to arena offset " : ", from arena offset ") << in.offset;
             break;
         }
         os << "\n";
@@ -172,6 +175,9 @@ Program build_program_for(const Graph &g, const std::vector<NodeId> &order, cons
 
 void check_program(const Graph &g, const Program &p) {
     TESSERA_CHECK(p.num_events >= 0, "program: num_events is negative (", p.num_events, ")");
+    TESSERA_CHECK(p.place.empty() || static_cast<int>(p.place.size()) == g.num_tensors(), "program: 'place' has ",
+                  p.place.size(), " entries but the graph has ", g.num_tensors(),
+                  " tensors; give one offset per tensor (-1: the memory plan's), or none");
     // Happens-before as vector clocks: seen[s][q] is how many instructions of
     // stream q are ordered before stream s's current point (through events).
     // A read is safe when the reading stream has seen the producing instruction.
@@ -234,8 +240,13 @@ void check_program(const Graph &g, const Program &p) {
             break;
         case Kind::SwapOut:
         case Kind::SwapIn:
-            fail(where(), ": ", instruction_kind_name(in.kind),
-                 " instructions are not supported by this executor yet; plan without swapping");
+            TESSERA_CHECK(in.tensor >= 0 && in.tensor < g.num_tensors(), where(), ": tensor ", in.tensor,
+                          " does not exist; the graph has ", g.num_tensors(), " tensors");
+            TESSERA_CHECK(in.bytes >= 0 && in.host_offset >= 0, where(), ": bytes (", in.bytes,
+                          ") and host offset (", in.host_offset, ") must not be negative");
+            TESSERA_CHECK(in.kind == Kind::SwapOut || in.offset >= 0, where(), ": arena offset ", in.offset,
+                          " is negative; a swap-in needs the arena offset it copies to");
+            break;
         }
     }
 }
@@ -251,9 +262,12 @@ nlohmann::json program_to_json(const Program &p) {
             j["host_offset"] = in.host_offset;
             j["bytes"] = in.bytes;
         }
+        if (in.kind == Kind::SwapOut || in.kind == Kind::SwapIn) j["offset"] = in.offset;
         list.push_back(std::move(j));
     }
-    return nlohmann::json{{"num_events", p.num_events}, {"instructions", std::move(list)}};
+    nlohmann::json out{{"num_events", p.num_events}, {"instructions", std::move(list)}};
+    if (!p.place.empty()) out["place"] = p.place;
+    return out;
 }
 
 Program program_from_json(const nlohmann::json &j, const std::string &source) {
@@ -288,7 +302,19 @@ Program program_from_json(const nlohmann::json &j, const std::string &source) {
             integer("host_offset", in.host_offset);
             integer("bytes", in.bytes);
         }
+        if (in.kind == Kind::SwapIn) integer("offset", in.offset);
+        if (in.kind == Kind::SwapOut && e.contains("offset")) integer("offset", in.offset);
         p.instructions.push_back(in);
+    }
+    if (j.contains("place")) {
+        const nlohmann::json &place = j["place"];
+        TESSERA_CHECK(place.is_array(), source, ": 'place' must be an array of integers (one arena offset per "
+                      "tensor, -1 for the memory plan's)");
+        for (size_t i = 0; i < place.size(); i++) {
+            TESSERA_CHECK(place[i].is_number_integer(), source, ": place[", i, "] must be an integer, got ",
+                          place[i].dump());
+            p.place.push_back(place[i].get<int64_t>());
+        }
     }
     return p;
 }

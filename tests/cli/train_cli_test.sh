@@ -27,12 +27,18 @@ expect missing-data 1 "--data-dir" -- "$TRAIN" --model mlp --data fashion-mnist 
 expect data-mismatch 1 "fashion-mnist gives 784" -- "$TRAIN" --model mlp:input=100 --data fashion-mnist
 expect resume-needs-dir 1 "--resume needs --checkpoint DIR" -- "$TRAIN" "${SMALL[@]}" --resume
 
-# A budget below the plan fails before training, naming the bytes needed, and
-# writes no metrics.
-expect small-budget 1 "bytes" -- "$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 4KiB --metrics "$TMP/none.jsonl"
+# A budget that cannot work even with swapping fails before training, naming
+# the operator and the bytes it needs, and writes no metrics.
+expect small-budget 1 "cannot work" -- "$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 4KiB --metrics "$TMP/none.jsonl"
 out="$("$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 4KiB 2>&1)"
-grep -qE "needs [0-9]+ bytes" <<<"$out" || { echo "FAIL small-budget: no byte count: $out"; fail=1; }
+grep -qE "operator '[^']+' needs [0-9.]+ [KMG]?i?B" <<<"$out" || { echo "FAIL small-budget: no operator and bytes: $out"; fail=1; }
 [ ! -s "$TMP/none.jsonl" ] || { echo "FAIL small-budget wrote metrics"; fail=1; }
+# Without swapping, a budget below the plan fails naming the bytes needed and the way out.
+expect no-swap-budget 1 "or --swap advisor" -- "$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 8KiB --swap none
+out="$("$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 8KiB --swap none 2>&1)"
+grep -qE "needs [0-9]+ bytes" <<<"$out" || { echo "FAIL no-swap-budget: no byte count: $out"; fail=1; }
+expect bad-swap 2 "--swap" -- "$TRAIN" "${SMALL[@]}" --swap magic
+expect bad-swap-limit 2 "--swap-time-limit" -- "$TRAIN" "${SMALL[@]}" --swap-time-limit -3
 
 # ---- metrics ------------------------------------------------------------------
 expect train 0 "summary:" -- "$TRAIN" "${SMALL[@]}" --epochs 2 --metrics "$TMP/m.jsonl"

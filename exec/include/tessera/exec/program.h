@@ -23,11 +23,15 @@ struct Instruction {
     StreamKind stream = StreamKind::Compute;
     NodeId node = kNoNode;  // Compute (and Collective, for its communication node)
     int event = -1;         // EventRecord, EventWait: index into the program's events
-    // Reserved for swap and collective instructions (not run yet): the tensor
-    // moved, its place in the host swap area, and the bytes moved.
+    // SwapOut, SwapIn: the storage root moved, its region in the host area
+    // (MemoryPlan::host_offset) and its bytes (the whole tensor).
     TensorId tensor = kNoTensor;
     int64_t host_offset = 0;
     int64_t bytes = 0;
+    // SwapIn: the arena offset the tensor is copied to; it lives there from
+    // then on (in list order). SwapOut: where the program expects the tensor
+    // to be (checked by the executor), or -1 to take it wherever it is.
+    int64_t offset = -1;
 
     static Instruction compute(NodeId n, StreamKind s = StreamKind::Compute) {
         Instruction i;
@@ -58,6 +62,32 @@ struct Instruction {
         i.event = event;
         return i;
     }
+    // Copies the tensor's current arena bytes to [host_offset, +bytes) of the
+    // host area. The tensor stays resident (and readable) until something
+    // else is written over it or it is swapped in elsewhere.
+    static Instruction swap_out(TensorId t, int64_t host_offset, int64_t bytes, int64_t from_offset = -1,
+                                StreamKind s = StreamKind::SwapOut) {
+        Instruction i;
+        i.kind = Kind::SwapOut;
+        i.stream = s;
+        i.tensor = t;
+        i.host_offset = host_offset;
+        i.bytes = bytes;
+        i.offset = from_offset;
+        return i;
+    }
+    // Copies [host_offset, +bytes) of the host area to the arena at `offset`.
+    static Instruction swap_in(TensorId t, int64_t offset, int64_t host_offset, int64_t bytes,
+                               StreamKind s = StreamKind::SwapIn) {
+        Instruction i;
+        i.kind = Kind::SwapIn;
+        i.stream = s;
+        i.tensor = t;
+        i.offset = offset;
+        i.host_offset = host_offset;
+        i.bytes = bytes;
+        return i;
+    }
     bool operator==(const Instruction &) const = default;
 };
 const char *instruction_kind_name(Instruction::Kind k);  // "compute", "record", "wait", ...
@@ -65,6 +95,12 @@ const char *instruction_kind_name(Instruction::Kind k);  // "compute", "record",
 struct Program {
     std::vector<Instruction> instructions;
     int num_events = 0;
+    // Per TensorId, the arena offset where this program's producer of a
+    // storage root writes it (-1: the memory plan's offset). Empty: every
+    // tensor at the memory plan's offset. Swapped programs carry their own
+    // placement because two programs on one memory plan (training and
+    // evaluation) reuse the slots differently.
+    std::vector<int64_t> place;
 
     // One instruction per line: index, kind, stream, and the node with its
     // inputs and outputs, or the event.
@@ -86,10 +122,12 @@ Program build_program(const Graph &g, const std::vector<NodeId> &order);
 // node of `order`.
 Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets);
 
-// Checks what the executor relies on: valid node, stream and event ids; each
-// node computed at most once, after its inputs' producers; every wait after a
-// record of its event. tessera::Error names the instruction. Swap and
-// collective instructions are rejected until an executor runs them.
+// Checks what the executor relies on: valid node, stream, event and tensor
+// ids; each node computed at most once, after its inputs' producers; every
+// wait after a record of its event; swaps with non-negative sizes and offsets.
+// tessera::Error names the instruction. Whether swaps and placements fit the
+// arena and the host area, and whether every tensor is resident when read,
+// the executor checks (it knows the memory plan).
 void check_program(const Graph &g, const Program &p);
 
 nlohmann::json program_to_json(const Program &p);

@@ -1,0 +1,51 @@
+// Operator times without running anything: the roofline model. An operator is
+// bound either by arithmetic or by memory traffic, so its time is the larger of
+// flops / peak flop rate and bytes touched / memory bandwidth, plus a fixed
+// launch cost. The swap planner uses these times when the device it plans for
+// is not the one it runs on (tessera-plan --device h100), and the benchmark
+// compares them with profiled times.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph.h"
+
+namespace tessera {
+
+struct RooflineDevice {
+    std::string name;
+    double flops_per_s = 0;       // fp32, the dense peak an operator can reach
+    double bytes_per_s = 0;       // device memory bandwidth
+    double launch_s = 0;          // per operator: kernel launch and dispatch
+    double link_bytes_per_s = 0;  // device-to-device, for communication nodes
+    double host_bytes_per_s = 0;  // host-device copies, one direction: what swapping moves at
+    bool operator==(const RooflineDevice &) const = default;
+};
+
+// The presets, by name:
+//   "cpu":  this build machine (2 cores, OpenBLAS), measured; roofline.cpp says how;
+//   "h100": NVIDIA H100 SXM published peaks: 60 TFLOP/s fp32 without tensor
+//           cores (the executor runs fp32, not tf32), 3.35 TB/s HBM3, NVLink 4
+//           at 450 GB/s a direction, and 25 GB/s host copies (typical measured
+//           PCIe 5 x16 with pinned memory).
+// Throws tessera::Error listing the valid names for any other name.
+RooflineDevice roofline_device(const std::string &name);
+std::vector<std::string> roofline_device_names();
+
+// The floating-point operations of one node, from its operator and shapes:
+// 2*M*N*K for matmul and batch_matmul; 2 * output elements * (kernel elements
+// * input channels) for conv2d, and the same multiply-adds for its two
+// gradients; a few per element for elementwise, normalisation, softmax and
+// optimizer operators; none for layout operators and communication nodes.
+double node_flops(const Graph &g, NodeId n);
+
+// The bytes a node reads and writes: its inputs' and outputs' sizes.
+double node_bytes(const Graph &g, NodeId n);
+
+// Per NodeId: max(flops / flops_per_s, bytes / bytes_per_s) + launch_s; for a
+// communication node (Node::comm), its input bytes / link_bytes_per_s.
+// Throws tessera::Error when a rate the graph needs is not positive.
+std::vector<double> roofline_node_times(const Graph &g, const RooflineDevice &dev);
+
+}  // namespace tessera
