@@ -5,7 +5,10 @@
 //   --model SPEC --devices N | --machine FILE
 //                           the partition plan of the model's training graph, as a
 //                           table, JSON, Graphviz DOT or one HTML page;
-//   --compare tofu,data,... several strategies side by side.
+//   --compare tofu,data,... several strategies side by side;
+//   --device-mem BYTES      the swap plan for one device's share of the graph
+//                           under that memory budget (--swap picks the policy,
+//                           --swap-compare shows all of them side by side).
 //
 // Exit codes: 0 success, 1 a user error (unknown model or strategy, a bad value,
 // an unreadable machine file, an unwritable output), 2 a usage error (unknown
@@ -13,6 +16,7 @@
 // report it).
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -24,12 +28,18 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
+#include "tessera/exec/memory_plan.h"
+#include "tessera/exec/size.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/lang/strategy.h"
 #include "tessera/models/zoo.h"
+#include "tessera/partition/lower.h"
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
+#include "tessera/swap/render.h"
+#include "tessera/swap/roofline.h"
+#include "tessera/swap/swap_plan.h"
 
 namespace {
 
@@ -124,52 +134,270 @@ struct PlanRequest {
     bool coarsen = true, replicate_weights = true, executable = false;
 };
 
-// The pipeline, one stage per line: model, training graph, machine, plans.
-std::vector<tessera::Plan> make_plans(const PlanRequest &r, const std::vector<tessera::PartitionStrategy> &strategies) {
+struct TrainingGraph {
+    std::string spec;  // canonical
+    tessera::Graph graph;
+};
+
+// The model's training graph: what every plan below is made for.
+TrainingGraph training_graph(const PlanRequest &r) {
     using namespace tessera;
     TESSERA_CHECK(r.batch >= 1, "--batch must be at least 1, got ", r.batch);
-    const std::string spec = model_spec_str(parse_model_spec(r.model));
+    TrainingGraph tg;
+    tg.spec = model_spec_str(parse_model_spec(r.model));
     OptimizerConfig opt;
     opt.kind = optimizer_from_name(r.optimizer);
-    Model m = build_model(spec, r.batch);
+    Model m = build_model(tg.spec, r.batch);
     make_training_graph(m.graph, m.loss, opt);
+    tg.graph = std::move(m.graph);
+    return tg;
+}
 
+// One partition plan per strategy.
+std::vector<tessera::Plan> make_plans(const PlanRequest &r, const TrainingGraph &tg,
+                                      const std::vector<tessera::PartitionStrategy> &strategies) {
+    using namespace tessera;
     std::vector<Plan> plans;
     for (PartitionStrategy s : strategies) {
         if (isatty(STDERR_FILENO))
-            std::cerr << "planning " << spec << " for " << r.machine.devices()
+            std::cerr << "planning " << tg.spec << " for " << r.machine.devices()
                       << (r.machine.devices() == 1 ? " device (" : " devices (") << partition_strategy_name(s) << ")..."
                       << std::endl;
         PartitionOptions o;
         o.strategy = s;
-        o.model = spec;
+        o.model = tg.spec;
         o.coarsen = r.coarsen;
         o.replicate_weights = r.replicate_weights;
         o.executable = r.executable;
-        plans.push_back(partition(m.graph, r.machine, o));
+        plans.push_back(partition(tg.graph, r.machine, o));
         if (log_enabled("partition")) std::cerr << "---- partition ----\n" << plan_table(plans.back());
     }
     return plans;
 }
 
+// ---- swapping ----
+
+struct SwapRequest {
+    std::string device_mem;  // empty: no swap planning
+    std::string policy;      // advisor, lru, vdnn, ideal or none
+    bool compare = false;
+    std::string device = "cpu";
+    std::string host_bandwidth;  // empty: the roofline device's
+    int rank = 0;
+    tessera::SwapOptions options;
+};
+
+struct SwapResult {
+    int rank = 0, devices = 1;
+    tessera::RooflineDevice device;
+    double host_bytes_per_s = 0;
+    int64_t budget = 0;
+    int64_t footprint = 0;  // plan_memory of the default order: what the graph needs without swapping
+    tessera::Graph graph;   // what was planned: the rank's lowered graph, or the training graph
+    bool none = false;      // --swap none: no plan, only the footprint against the budget
+    std::vector<tessera::SwapPlan> plans;  // the policy's plan; with --swap-compare ideal, lru, vdnn, advisor
+};
+
+std::string time_text(double s) {
+    if (s >= 1) return fmt::format("{:.3f} s", s);
+    if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
+    return fmt::format("{:.1f} us", s * 1e6);
+}
+
+// "12.5GB/s", "25e9" or "1.5GiB": bytes per second.
+double parse_bandwidth(const std::string &text) {
+    std::string t = text;
+    if (t.size() > 2 && (t.compare(t.size() - 2, 2, "/s") == 0 || t.compare(t.size() - 2, 2, "ps") == 0))
+        t.resize(t.size() - 2);
+    char *end = nullptr;
+    double plain = std::strtod(t.c_str(), &end);
+    if (!t.empty() && end == t.c_str() + t.size() && plain > 0 && std::isfinite(plain)) return plain;
+    try {
+        return static_cast<double>(tessera::parse_size(t, "--host-bandwidth"));
+    } catch (const tessera::Error &) {
+        tessera::fail("--host-bandwidth: cannot read '", text,
+                      "' as bytes per second; write e.g. 25GB/s, 12.5GiB or 25e9");
+    }
+}
+
+// The GA's progress on stderr once it has run a second: on a terminal one
+// line rewritten in place, elsewhere a line every few seconds.
+class ProgressPrinter {
+public:
+    explicit ProgressPrinter(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO)) {}
+    ~ProgressPrinter() {
+        if (printed_ && tty_) std::cerr << "\n";
+    }
+    void operator()(const tessera::SwapProgress &p) {
+        if (p.elapsed_s < 1 || (last_ >= 0 && p.elapsed_s - last_ < (tty_ ? 0.2 : 5.0))) return;
+        last_ = p.elapsed_s;
+        std::string line = fmt::format("swap search ({}): generation {}/{}, {} schedules, best {}, {:.1f} s", label_,
+                                       p.generation, p.generations, p.candidates, time_text(p.best_time_s),
+                                       p.elapsed_s);
+        if (tty_)
+            std::cerr << "\r" << line << std::flush;
+        else
+            std::cerr << line << std::endl;
+        printed_ = true;
+    }
+
+private:
+    std::string label_;
+    bool tty_;
+    bool printed_ = false;
+    double last_ = -1;
+};
+
+// The pipeline for swapping, one stage per line: the graph one device runs,
+// its operator times from the roofline model, its footprint, the plans.
+SwapResult plan_swapping(const SwapRequest &s, const TrainingGraph &tg, const tessera::Plan &partition_plan) {
+    using namespace tessera;
+    SwapResult r;
+    r.devices = partition_plan.devices;
+    r.rank = s.rank;
+    TESSERA_CHECK(s.rank >= 0 && s.rank < r.devices, "--rank ", s.rank, " is not a rank of ", r.devices,
+                  r.devices == 1 ? " device" : " devices", "; give 0 to ", r.devices - 1);
+    r.graph = r.devices > 1 ? lower(tg.graph, partition_plan, s.rank).graph : tg.graph;
+    try {
+        r.device = roofline_device(s.device);
+    } catch (const Error &e) {
+        fail("--device: ", e.what());
+    }
+    r.host_bytes_per_s = s.host_bandwidth.empty() ? r.device.host_bytes_per_s : parse_bandwidth(s.host_bandwidth);
+    r.budget = parse_size(s.device_mem, "--device-mem");
+
+    SwapProblem problem;
+    problem.graph = &r.graph;
+    problem.order = default_order(r.graph);
+    problem.node_time_s = roofline_node_times(r.graph, r.device);
+    problem.budget = r.budget;
+    problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = r.host_bytes_per_s;
+    r.footprint = plan_memory(r.graph, problem.order).arena_bytes;
+    if (s.policy == "none") {
+        r.none = true;
+        if (r.footprint > r.budget)
+            fail(tg.spec, (r.devices > 1 ? fmt::format(" (rank {} of {})", r.rank, r.devices) : std::string()),
+                 " needs ", format_bytes(r.footprint), " without swapping but --device-mem is ", format_bytes(r.budget),
+                 "; swap with --swap advisor (or lru, vdnn), or give --device-mem ", size_flag_at_least(r.footprint));
+        return r;
+    }
+    std::vector<SwapPolicy> policies;
+    if (s.compare)
+        policies = {SwapPolicy::Ideal, SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor};
+    else
+        policies = {swap_policy_from_name(s.policy)};
+    for (SwapPolicy p : policies) {
+        SwapOptions o = s.options;
+        o.policy = p;
+        ProgressPrinter printer(swap_policy_name(p));
+        o.progress = [&printer](const SwapProgress &pr) { printer(pr); };
+        r.plans.push_back(plan_swaps(problem, o));
+        if (log_enabled("swap")) std::cerr << "---- swap (" << swap_policy_name(p) << ") ----\n"
+                                           << swap_plan_table(r.graph, r.plans.back());
+    }
+    return r;
+}
+
+std::string swap_heading(const SwapResult &r) {
+    std::string who = r.devices > 1 ? fmt::format("rank {} of {} (its lowered graph; other ranks are planned alike "
+                                                  "with --rank)",
+                                                  r.rank, r.devices)
+                                    : std::string("one device");
+    auto rate = [](double v, const char *unit) {
+        return v >= 1e12 ? fmt::format("{:.3g} T{}", v / 1e12, unit) : fmt::format("{:.3g} G{}", v / 1e9, unit);
+    };
+    return fmt::format("swapping      {}\n"
+                       "device        {} roofline: {}, {} memory; host link {}\n"
+                       "memory        {} without swapping (plan_memory, default order); budget {}: "
+                       "{:.2f}x the budget\n",
+                       who, r.device.name, rate(r.device.flops_per_s, "FLOP/s"), rate(r.device.bytes_per_s, "B/s"),
+                       rate(r.host_bytes_per_s, "B/s"), tessera::format_bytes(r.footprint),
+                       tessera::format_bytes(r.budget), static_cast<double>(r.footprint) / static_cast<double>(r.budget));
+}
+
+std::string swap_compare_table(const SwapResult &r) {
+    double ideal = r.plans.front().time_s;
+    std::string s = fmt::format("{:<9} {:>13} {:>9} {:>10} {:>13} {:>13}\n", "policy", "predicted", "vs ideal",
+                                "of ideal", "swapped out", "swapped in");
+    for (const tessera::SwapPlan &p : r.plans)
+        s += fmt::format("{:<9} {:>13} {:>8.3f}x {:>9.1f}% {:>13} {:>13}\n", tessera::swap_policy_name(p.policy),
+                         time_text(p.time_s), p.time_s / ideal, 100 * ideal / p.time_s,
+                         tessera::format_bytes(p.swap_out_bytes), tessera::format_bytes(p.swap_in_bytes));
+    return s;
+}
+
+std::string swap_text(const SwapResult &r) {
+    std::string s = "\n" + swap_heading(r);
+    if (r.none) return s + "fits          no swapping needed (--swap none)\n";
+    if (r.plans.size() > 1) return s + "\n" + swap_compare_table(r);
+    const tessera::SwapPlan &p = r.plans.front();
+    s += fmt::format("after         arena {} = the budget; pinned {}; high water {}; peak resident {}\n\n",
+                     tessera::format_bytes(p.arena_bytes), tessera::format_bytes(p.pinned_bytes),
+                     tessera::format_bytes(p.high_water), tessera::format_bytes(p.peak_bytes));
+    return s + tessera::swap_plan_table(r.graph, p);
+}
+
+void add_swap_json(nlohmann::json &j, const SwapResult &r) {
+    j["swap_context"] = {{"rank", r.rank},
+                         {"devices", r.devices},
+                         {"device", r.device.name},
+                         {"host_bytes_per_s", r.host_bytes_per_s},
+                         {"budget", r.budget},
+                         {"footprint_bytes", r.footprint}};
+    if (r.none) {
+        j["swap"] = nullptr;
+        return;
+    }
+    // "swap" is the chosen plan (with --swap-compare, the advisor's): exactly
+    // swap_plan_to_json, so swap_plan_from_json reads it back.
+    j["swap"] = tessera::swap_plan_to_json(r.plans.back());
+    if (r.plans.size() > 1) {
+        nlohmann::json rows = nlohmann::json::array();
+        double ideal = r.plans.front().time_s;
+        for (const tessera::SwapPlan &p : r.plans)
+            rows.push_back({{"policy", tessera::swap_policy_name(p.policy)},
+                            {"time_s", p.time_s},
+                            {"ratio_to_ideal", p.time_s / ideal},
+                            {"swap_out_bytes", p.swap_out_bytes},
+                            {"swap_in_bytes", p.swap_in_bytes},
+                            {"plan", tessera::swap_plan_to_json(p)}});
+        j["swap_compare"] = rows;
+    }
+}
+
+std::string add_swap_html(const std::string &page, const SwapResult &r) {
+    std::string s = "<h2>Memory before and after swapping</h2>\n<pre>" + swap_heading(r) + "</pre>\n";
+    if (r.none) s += "<p>The graph fits the budget: no swapping (--swap none).</p>\n";
+    if (r.plans.size() > 1) s += "<pre>" + swap_compare_table(r) + "</pre>\n";
+    for (const tessera::SwapPlan &p : r.plans) s += tessera::swap_plan_html_section(r.graph, p);
+    size_t at = page.rfind("</body>");
+    TESSERA_INTERNAL_ASSERT(at != std::string::npos, "plan_html produced no </body>");
+    return page.substr(0, at) + s + page.substr(at);
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"tessera-plan: inspect partition plans without running them"};
+    CLI::App app{"tessera-plan: inspect partition and swap plans without running them"};
     app.footer(tessera::models_help() +
                "\nExamples:\n"
                "  tessera-plan --model mlp --devices 4\n"
                "  tessera-plan --model wresnet:depth=50 --machine cluster.json --format html -o plan.html\n"
                "  tessera-plan --model mlp --devices 8 --compare tofu,data,owt\n"
+               "  tessera-plan --model transformer --devices 1 --device-mem 64MiB --swap-compare\n"
+               "  tessera-plan --model mlp --devices 4 --device-mem 16MiB --device h100 --format html -o swap.html\n"
                "\nA machine file lists its levels of links, outermost (slowest) first:\n"
                "  {\"name\": \"cluster\", \"levels\": [\n"
                "    {\"name\": \"node\", \"count\": 2, \"bandwidth_gbps\": 12.5, \"latency_us\": 10},\n"
                "    {\"name\": \"gpu\", \"count\": 8, \"bandwidth_gbps\": 300, \"latency_us\": 2}]}\n"
-               "\nSet TESSERA_LOG=partition (or all) to print each plan's table to stderr too.");
+               "\nWith --device-mem and more than one device, the partition plan is made --executable and "
+               "lowered,\nand the swap plan is for one rank's lowered graph (--rank, default 0).\n"
+               "\nSet TESSERA_LOG=partition,swap (or all) to print each plan's table to stderr too.");
     bool ops = false, all_variants = false;
     std::string format = "table", out_path, strategy = "tofu", compare, machine_path;
     std::optional<int> devices;
     PlanRequest req;
+    SwapRequest swap;
     bool no_coarsen = false, no_replicate_weights = false, executable = false;
     app.add_flag("--ops", ops, "List the operators and the partition strategies of each");
     app.add_flag("--all-variants", all_variants, "With --ops: every analysed variant (ranks, axes, transposes)");
@@ -195,6 +423,27 @@ int main(int argc, char **argv) {
     app.add_flag("--no-coarsen", no_coarsen, "Search every tensor and operator on its own (slower)");
     app.add_flag("--no-replicate-weights", no_replicate_weights,
                  "Do not let the search replicate weights (excludes data parallelism from Tofu's space)");
+    // Swapping.
+    auto *mem_opt = app.add_option("--device-mem", swap.device_mem,
+                                   "Device memory budget (e.g. 512MiB, 1.5GB): plan swaps to fit one device in it");
+    auto *swap_opt =
+        app.add_option("--swap", swap.policy, "Swap policy: advisor (default), lru, vdnn, ideal, or none (no swapping)");
+    auto *swap_compare_opt =
+        app.add_flag("--swap-compare", swap.compare, "Plan ideal, lru, vdnn and advisor and compare them")
+            ->excludes(swap_opt);
+    auto *device_opt =
+        app.add_option("--device", swap.device, "Roofline device for operator times: cpu or h100")->capture_default_str();
+    auto *bw_opt = app.add_option("--host-bandwidth", swap.host_bandwidth,
+                                  "Host-device copy bandwidth (e.g. 25GB/s), instead of the device's");
+    auto *rank_opt = app.add_option("--rank", swap.rank, "With several devices: the rank whose graph to swap")
+                         ->capture_default_str();
+    auto *pop_opt = app.add_option("--population", swap.options.population, "Swap search: population size")
+                        ->capture_default_str();
+    auto *gen_opt = app.add_option("--generations", swap.options.generations, "Swap search: generations at most")
+                        ->capture_default_str();
+    auto *limit_opt = app.add_option("--time-limit", swap.options.time_limit_s, "Swap search: seconds at most")
+                          ->capture_default_str();
+    auto *seed_opt = app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str();
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -207,6 +456,7 @@ int main(int argc, char **argv) {
         return 2;
     };
     bool planning = !req.model.empty();
+    bool swapping = mem_opt->count() > 0;
     if (ops && planning) return usage("--ops and --model show different things; give one of them");
     if (!ops && !planning)
         return usage("nothing to show; use --ops, or --model SPEC with --devices N or --machine FILE");
@@ -216,6 +466,14 @@ int main(int argc, char **argv) {
         return usage("--model needs --devices N or --machine FILE");
     if (!compare.empty() && (format == "dot" || format == "html"))
         return usage("--compare prints a table or json, not --format " + format);
+    for (CLI::Option *o : {swap_opt, swap_compare_opt, device_opt, bw_opt, rank_opt, pop_opt, gen_opt, limit_opt,
+                           seed_opt})
+        if (o->count() > 0 && !swapping) return usage(o->get_name() + " plans swaps; give --device-mem BYTES too");
+    if (swapping && ops) return usage("--device-mem plans swaps for a model; give --model, not --ops");
+    if (swapping && !compare.empty())
+        return usage("--device-mem plans swaps for one partition plan; give --strategy, not --compare");
+    if (swapping && format == "dot")
+        return usage("--format dot shows the partition only; swap plans print as table, json or html");
 
     try {
         std::string text;
@@ -230,7 +488,8 @@ int main(int argc, char **argv) {
                                          *devices, machine_path, req.machine.devices()));
             req.coarsen = !no_coarsen;
             req.replicate_weights = !no_replicate_weights;
-            req.executable = executable;
+            // Swapping plans one rank's lowered graph, and only executable plans lower.
+            req.executable = executable || (swapping && req.machine.devices() > 1);
             std::vector<tessera::PartitionStrategy> strategies;
             for (const std::string &name : compare.empty() ? std::vector<std::string>{strategy} : split_list(compare)) {
                 try {
@@ -239,17 +498,48 @@ int main(int argc, char **argv) {
                     tessera::fail(compare.empty() ? "--strategy: " : "--compare: ", e.what());
                 }
             }
-            std::vector<tessera::Plan> plans = make_plans(req, strategies);
-            if (!compare.empty())
+            std::optional<SwapResult> swapped;
+            if (swapping) {
+                // Flag values fail before any planning starts.
+                if (swap.policy.empty()) swap.policy = "advisor";
+                if (swap.policy != "none") {
+                    try {
+                        tessera::swap_policy_from_name(swap.policy);
+                    } catch (const tessera::Error &e) {
+                        tessera::fail("--swap: ", e.what(), " or none");
+                    }
+                }
+                tessera::parse_size(swap.device_mem, "--device-mem");
+                if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
+                TESSERA_CHECK(swap.options.population >= 2, "--population must be at least 2, got ",
+                              swap.options.population);
+                TESSERA_CHECK(swap.options.generations >= 1, "--generations must be at least 1, got ",
+                              swap.options.generations);
+                TESSERA_CHECK(swap.options.time_limit_s > 0, "--time-limit must be positive seconds, got ",
+                              swap.options.time_limit_s);
+            }
+            TrainingGraph tg = training_graph(req);
+            std::vector<tessera::Plan> plans = make_plans(req, tg, strategies);
+            if (swapping) swapped = plan_swapping(swap, tg, plans[0]);
+            if (!compare.empty()) {
                 text = format == "json" ? tessera::compare_json(plans) + "\n" : tessera::compare_table(plans);
-            else if (format == "json")
-                text = tessera::plan_to_json(plans[0]) + "\n";
-            else if (format == "dot")
+            } else if (format == "json") {
+                text = tessera::plan_to_json(plans[0]);
+                if (swapped) {
+                    nlohmann::json j = nlohmann::json::parse(text);
+                    add_swap_json(j, *swapped);
+                    text = j.dump(2);
+                }
+                text += "\n";
+            } else if (format == "dot") {
                 text = tessera::plan_dot(plans[0]);
-            else if (format == "html")
+            } else if (format == "html") {
                 text = tessera::plan_html(plans[0]);
-            else
+                if (swapped) text = add_swap_html(text, *swapped);
+            } else {
                 text = tessera::plan_table(plans[0]);
+                if (swapped) text += swap_text(*swapped);
+            }
         }
         if (out_path.empty())
             std::cout << text << std::flush;

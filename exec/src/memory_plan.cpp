@@ -239,6 +239,27 @@ void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string
                       g.tensor(r).name, "' in place, so it must have the same offset (", plan.offset[r],
                       "), not ", off);
     }
+    TESSERA_CHECK(plan.host_bytes >= 0, source, ": host_bytes is negative (", plan.host_bytes, ")");
+    if (plan.host_offset.empty()) return;
+    TESSERA_CHECK(static_cast<int>(plan.host_offset.size()) == g.num_tensors(), source, ": has host offsets for ",
+                  plan.host_offset.size(), " tensors but the graph has ", g.num_tensors(),
+                  "; give one per tensor, or none");
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        int64_t off = plan.host_offset[t];
+        if (off == -1) continue;
+        TESSERA_CHECK(off >= 0, source, ": tensor '", info.name, "' has host offset ", off,
+                      "; use -1 for no host region");
+        TensorId r = storage_root(g, t);
+        TESSERA_CHECK(r == t, source, ": tensor '", info.name, "' updates '", g.tensor(r).name,
+                      "' in place and uses its host region; give the host offset to '", g.tensor(r).name,
+                      "' only");
+        TESSERA_CHECK(off % MemoryPlan::kAlignment == 0, source, ": tensor '", info.name, "' has host offset ", off,
+                      ", which is not a multiple of ", MemoryPlan::kAlignment);
+        TESSERA_CHECK(off + info.type.bytes() <= plan.host_bytes, source, ": tensor '", info.name, "' (",
+                      type_str(info.type), ") at host offset ", off, " ends at ", off + info.type.bytes(),
+                      ", past the host area of ", plan.host_bytes, " bytes");
+    }
 }
 
 std::string MemoryPlan::summary() const {
@@ -246,16 +267,23 @@ std::string MemoryPlan::summary() const {
     for (int64_t o : offset) stored += o >= 0;
     char ratio[32];
     std::snprintf(ratio, sizeof ratio, "%.3f", lower_bound > 0 ? double(arena_bytes) / double(lower_bound) : 1.0);
-    return detail::concat("memory plan: ", order.size(), " nodes, ", stored, " of ", offset.size(),
+    std::string s = detail::concat("memory plan: ", order.size(), " nodes, ", stored, " of ", offset.size(),
                           " tensors stored; arena ", arena_bytes, " bytes (", format_bytes(arena_bytes),
                           "), lower bound ", lower_bound, " bytes (", format_bytes(lower_bound), "), arena/bound ",
                           ratio, "; persistent ", persistent_bytes, " bytes (", format_bytes(persistent_bytes), ")");
+    if (host_bytes > 0) s += detail::concat("; host area ", host_bytes, " bytes (", format_bytes(host_bytes), ")");
+    return s;
 }
 
 nlohmann::json memory_plan_to_json(const MemoryPlan &plan) {
-    return nlohmann::json{{"alignment", MemoryPlan::kAlignment}, {"order", plan.order},
+    nlohmann::json j{{"alignment", MemoryPlan::kAlignment}, {"order", plan.order},
                           {"offset", plan.offset},           {"arena_bytes", plan.arena_bytes},
                           {"lower_bound", plan.lower_bound}, {"persistent_bytes", plan.persistent_bytes}};
+    if (!plan.host_offset.empty()) {
+        j["host_offset"] = plan.host_offset;
+        j["host_bytes"] = plan.host_bytes;
+    }
+    return j;
 }
 
 MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &source) {
@@ -292,6 +320,9 @@ MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &sou
     plan.arena_bytes = integer("arena_bytes");
     plan.lower_bound = integer("lower_bound");
     plan.persistent_bytes = integer("persistent_bytes");
+    // Plans written before swapping existed have neither field.
+    if (j.contains("host_offset")) plan.host_offset = integers("host_offset");
+    if (j.contains("host_bytes")) plan.host_bytes = integer("host_bytes");
     return plan;
 }
 

@@ -7,20 +7,21 @@
 namespace tessera {
 namespace {
 
-// The "cpu" preset: this build machine (2 cores of a Xeon with AVX-512,
-// OpenBLAS), measured once while nothing else ran:
-//   * flops: 1024x1024x1024 sgemm through tessera-bench-kernels' matmul (it
-//     dispatches to OpenBLAS), CPU_FLOPS below;
-//   * bytes: a 256 MiB memcpy, counting read plus write, CPU_BYTES below;
-//   * launch: the kernels bench's smallest elementwise op (1 element);
-//   * host copies: on the CPU device a swap is a memcpy inside host memory,
-//     so the same rate as a one-way copy;
-//   * link: ProfileOptions' default for communication nodes (MPI over shared
-//     memory on two oversubscribed cores is of that order).
-constexpr double kCpuFlops = 1.0e11;
-constexpr double kCpuBytes = 1.0e10;
+// The "cpu" preset: this build machine (2 cores, AVX-512, OpenBLAS).
+//   * flops: 3e11. tessera-bench-kernels' 1024^3 matmul (BM_MatmulTessera,
+//     OpenBLAS dispatch) reached 327 GFLOP/s on an idle machine (README,
+//     Benchmarks); rounded down because smaller GEMMs reach less.
+//   * bytes: 1.9e10. memcpy of 256 MiB, best of 8: 9.7 GB/s one way, so 19
+//     GB/s counting read plus write, as node_bytes() does (measured with
+//     other builds running, load ~3).
+//   * host copies: on the CPU device a swap is that same memcpy one way.
+//   * launch: 2 us, the executor's dispatch per operator (an estimate).
+//   * link: ProfileOptions' default rate for communication nodes (MPI over
+//     shared memory on two oversubscribed cores is of that order).
+constexpr double kCpuFlops = 3e11;
+constexpr double kCpuBytes = 1.9e10;
 constexpr double kCpuLaunch = 2e-6;
-constexpr double kCpuHost = 5.0e9;
+constexpr double kCpuHost = 9.5e9;
 constexpr double kCpuLink = 1e9;
 
 int64_t dim_from_end(const Shape &s, int from_end) {

@@ -1,1 +1,745 @@
-// placeholder: being written
+// The swap scheduler: one order, one pool layout and one policy in, the
+// steps of a swap plan out.
+//
+// Policy of the scheduler, in one place:
+//   * A buffer is resident in one slot of its size class while it is on the
+//     device. An operator needs all its buffers resident; a buffer it reads
+//     comes in by a swap-in, a buffer it only writes just takes a slot.
+//   * A slot comes from the class's free slots (the one whose last occupant
+//     finished earliest) or by evicting a resident that the operator does not
+//     use: Belady (furthest next use, clean ones first on ties) for Advisor,
+//     least recently used for the baselines. An evicted buffer whose host
+//     copy is stale is swapped out; its swap-out is issued right after its
+//     last write, since reads do not conflict with it.
+//   * Every step carries an issue key (the position of the compute step it is
+//     issued before). A swap-in's key is the earliest its slot allows: after
+//     the slot's previous occupant's last use and swap-out, after the buffer's
+//     own previous residency, and never before an earlier swap-in (the
+//     swap-in stream is FIFO in operator need). Lru and Vdnn swap in on demand
+//     instead: before the operator, once the operator before it is done.
+//   * A buffer is freed after its last use in the step; host-homed persistent
+//     buffers that the step wrote are swapped out first, so that every
+//     host-homed buffer ends the step in host memory, up to date.
+// Keys make the issue order consistent by construction: every dependency has
+// a smaller key, or the same key and an earlier generation.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "internal.h"
+#include "tessera/error.h"
+
+namespace tessera::swap_detail {
+namespace {
+
+int64_t align_up(int64_t bytes) { return (bytes + kSwapAlignment - 1) / kSwapAlignment * kSwapAlignment; }
+
+}  // namespace
+
+std::string format_bytes(int64_t bytes) {
+    char buf[64];
+    double b = static_cast<double>(bytes);
+    if (bytes < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+    else if (b < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+    else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+    else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+    return buf;
+}
+
+// ---------------------------------------------------------------------------
+// Preparing a problem.
+
+static void validate_and_index(const SwapProblem &pr, SwapPolicy policy, Prepared &p) {
+    TESSERA_CHECK(pr.graph != nullptr, "swap problem: no graph given");
+    const Graph &g = *pr.graph;
+    p.g = &g;
+    int nn = g.num_nodes();
+    TESSERA_CHECK(!pr.order.empty(), "swap problem: the order is empty; give the nodes to run (e.g. every node, "
+                                     "in index order)");
+    TESSERA_CHECK(static_cast<int>(pr.node_time_s.size()) == nn, "swap problem: node_time_s has ",
+                  pr.node_time_s.size(), " entries but the graph has ", nn, " nodes; give one time per NodeId");
+    if (policy != SwapPolicy::Ideal) {
+        TESSERA_CHECK(pr.budget > 0, "swap problem: the budget must be positive, got ", pr.budget, " bytes");
+        TESSERA_CHECK(pr.h2d_bytes_per_s > 0 && std::isfinite(pr.h2d_bytes_per_s),
+                      "swap problem: the host-to-device bandwidth must be positive, got ", pr.h2d_bytes_per_s,
+                      " bytes/s");
+        TESSERA_CHECK(pr.d2h_bytes_per_s > 0 && std::isfinite(pr.d2h_bytes_per_s),
+                      "swap problem: the device-to-host bandwidth must be positive, got ", pr.d2h_bytes_per_s,
+                      " bytes/s");
+    }
+    std::vector<int> pos(nn, -1);
+    for (size_t i = 0; i < pr.order.size(); i++) {
+        NodeId n = pr.order[i];
+        TESSERA_CHECK(n >= 0 && n < nn, "swap problem: order[", i, "] = ", n, " is not a node of the graph (it has ",
+                      nn, " nodes)");
+        TESSERA_CHECK(pos[n] < 0, "swap problem: node '", g.node(n).call.name, "' appears twice in the order (at ",
+                      pos[n], " and ", i, ")");
+        double t = pr.node_time_s[n];
+        TESSERA_CHECK(std::isfinite(t) && t >= 0, "swap problem: node '", g.node(n).call.name, "' has time ", t,
+                      " s; times must be finite and non-negative");
+        pos[n] = static_cast<int>(i);
+    }
+    for (size_t i = 0; i < pr.order.size(); i++) {
+        const Node &node = g.node(pr.order[i]);
+        for (TensorId t : node.inputs) {
+            NodeId prod = g.tensor(t).producer;
+            if (prod == kNoNode) continue;
+            TESSERA_CHECK(pos[prod] >= 0, "swap problem: node '", node.call.name, "' reads '", g.tensor(t).name,
+                          "', but its producer '", g.node(prod).call.name, "' is not in the order");
+            TESSERA_CHECK(pos[prod] < static_cast<int>(i), "swap problem: the order is not topological: node '",
+                          node.call.name, "' (position ", i, ") reads '", g.tensor(t).name, "', which '",
+                          g.node(prod).call.name, "' produces later (position ", pos[prod], ")");
+        }
+    }
+    p.order = pr.order;
+    p.node_time = pr.node_time_s;
+    p.budget = pr.budget;
+    p.h2d = pr.h2d_bytes_per_s;
+    p.d2h = pr.d2h_bytes_per_s;
+    p.ideal_time = 0;
+    for (NodeId n : pr.order) p.ideal_time += pr.node_time_s[n];
+}
+
+static void build_buffers(Prepared &p) {
+    const Graph &g = *p.g;
+    int nt = g.num_tensors(), nn = g.num_nodes();
+    std::vector<bool> persist = persistent_tensors(g);
+    std::vector<TensorId> root(nt);
+    std::vector<int64_t> raw(nt, 0);
+    for (TensorId t = 0; t < nt; t++) {
+        root[t] = storage_root(g, t);
+        raw[root[t]] = std::max(raw[root[t]], g.tensor(t).type.bytes());
+    }
+    std::vector<bool> touched(nt, false);
+    for (NodeId n : p.order) {
+        for (TensorId t : g.node(n).inputs) touched[root[t]] = true;
+        for (TensorId t : g.node(n).outputs) touched[root[t]] = true;
+    }
+    std::vector<int> buf_of_root(nt, -1);
+    p.bufs.clear();
+    for (TensorId r = 0; r < nt; r++) {
+        if (root[r] != r || (!touched[r] && !persist[r])) continue;
+        Buffer b;
+        b.root = r;
+        b.raw_bytes = raw[r];
+        b.bytes = std::max<int64_t>(align_up(raw[r]), kSwapAlignment);
+        b.persistent = persist[r];
+        b.initial = g.tensor(r).producer == kNoNode;
+        buf_of_root[r] = static_cast<int>(p.bufs.size());
+        p.bufs.push_back(b);
+    }
+    p.buf_of_tensor.assign(nt, -1);
+    for (TensorId t = 0; t < nt; t++) p.buf_of_tensor[t] = buf_of_root[root[t]];
+
+    // Uses per node, one per buffer: read when an input has that root, write
+    // when an output does.
+    p.use_begin.assign(nn + 1, 0);
+    p.uses.clear();
+    std::vector<int> seen(p.bufs.size(), -1);
+    std::vector<std::vector<Use>> per_node(nn);
+    for (NodeId n : p.order) {
+        auto &list = per_node[n];
+        auto add = [&](TensorId t, bool write) {
+            int b = p.buf_of_tensor[t];
+            if (seen[b] != n) {
+                seen[b] = n;
+                list.push_back(Use{b, false, false});
+            }
+            for (Use &u : list)
+                if (u.buf == b) (write ? u.write : u.read) = true;
+        };
+        for (TensorId t : g.node(n).inputs) add(t, false);
+        for (TensorId t : g.node(n).outputs) add(t, true);
+        for (const Use &u : list) {
+            p.bufs[u.buf].uses++;
+            for (TensorId t : g.node(n).outputs)
+                if (root[t] == p.bufs[u.buf].root && g.tensor(p.bufs[u.buf].root).producer == n)
+                    p.bufs[u.buf].producer = n;
+        }
+    }
+    for (NodeId n = 0; n < nn; n++) {
+        p.use_begin[n] = static_cast<int>(p.uses.size());
+        p.uses.insert(p.uses.end(), per_node[n].begin(), per_node[n].end());
+    }
+    p.use_begin[nn] = static_cast<int>(p.uses.size());
+    p.buf_use_begin.assign(p.bufs.size() + 1, 0);
+    for (size_t b = 0; b < p.bufs.size(); b++) p.buf_use_begin[b + 1] = p.buf_use_begin[b] + p.bufs[b].uses;
+    p.fwd_node.assign(nn, 0);
+    for (NodeId n = 0; n < nn; n++) p.fwd_node[n] = !g.node(n).backward && !g.node(n).optimizer;
+
+    // Pinning candidates: the most uses per byte first (a small weight read
+    // by many operators saves the most swapping per byte of the arena).
+    p.pin_rank.clear();
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        if (p.bufs[b].persistent && p.bufs[b].uses > 0) p.pin_rank.push_back(static_cast<int>(b));
+    std::stable_sort(p.pin_rank.begin(), p.pin_rank.end(), [&](int a, int b) {
+        return static_cast<double>(p.bufs[a].uses) / p.bufs[a].bytes >
+               static_cast<double>(p.bufs[b].uses) / p.bufs[b].bytes;
+    });
+}
+
+static void build_preds(Prepared &p) {
+    int n = static_cast<int>(p.order.size());
+    std::vector<std::vector<int>> preds(n);
+    std::vector<int> last_write(p.bufs.size(), -1);
+    std::vector<std::vector<int>> reads(p.bufs.size());
+    int last_comm = -1;
+    for (int i = 0; i < n; i++) {
+        NodeId node = p.order[i];
+        for (int k = p.use_begin[node]; k < p.use_begin[node + 1]; k++) {
+            const Use &u = p.uses[k];
+            if (last_write[u.buf] >= 0) preds[i].push_back(last_write[u.buf]);
+            if (u.write) {
+                for (int r : reads[u.buf])
+                    if (r != i) preds[i].push_back(r);
+                reads[u.buf].clear();
+                last_write[u.buf] = i;
+            } else {
+                reads[u.buf].push_back(i);
+            }
+        }
+        if (p.g->node(node).comm) {
+            if (last_comm >= 0) preds[i].push_back(last_comm);
+            last_comm = i;
+        }
+    }
+    p.pred_begin.assign(n + 1, 0);
+    p.preds.clear();
+    for (int i = 0; i < n; i++) {
+        auto &v = preds[i];
+        std::sort(v.begin(), v.end());
+        v.erase(std::unique(v.begin(), v.end()), v.end());
+        p.pred_begin[i] = static_cast<int>(p.preds.size());
+        p.preds.insert(p.preds.end(), v.begin(), v.end());
+    }
+    p.pred_begin[n] = static_cast<int>(p.preds.size());
+}
+
+static void take_homes(const SwapProblem &pr, Prepared &p) {
+    const SwapPlan &h = *pr.homes_from;
+    const Graph &g = *p.g;
+    TESSERA_CHECK(static_cast<int>(h.pinned.size()) == g.num_tensors(), "swap problem: homes_from has ",
+                  h.pinned.size(), " pinned entries but the graph has ", g.num_tensors(),
+                  " tensors; it must be a plan for the same graph");
+    p.fixed_homes = true;
+    p.fixed_pin.assign(p.bufs.size(), -1);
+    p.fixed_pinned_bytes = h.pinned_bytes;
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        if (h.pinned[t] < 0) continue;
+        int b = p.buf_of_tensor[t];
+        TESSERA_CHECK(b >= 0 && p.bufs[b].root == t && p.bufs[b].persistent, "swap problem: homes_from pins '",
+                      g.tensor(t).name, "', which is not a persistent storage root of this graph");
+        TESSERA_CHECK(h.pinned[t] + p.bufs[b].bytes <= h.pinned_bytes, "swap problem: homes_from pins '",
+                      g.tensor(t).name, "' at offset ", h.pinned[t], ", beyond its pinned_bytes ", h.pinned_bytes);
+        p.fixed_pin[b] = h.pinned[t];
+    }
+}
+
+int64_t largest_working_set(const Prepared &p, NodeId *worst) {
+    int64_t best = -1;
+    for (NodeId n : p.order) {
+        int64_t ws = p.fixed_homes ? p.fixed_pinned_bytes : 0;
+        for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
+            int b = p.uses[k].buf;
+            if (!p.fixed_homes || p.fixed_pin[b] < 0) ws += p.bufs[b].bytes;
+        }
+        if (ws > best) {
+            best = ws;
+            if (worst) *worst = n;
+        }
+    }
+    return best;
+}
+
+Classes make_classes(const Prepared &p, double tolerance, int max_classes) {
+    std::vector<int64_t> sizes;
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        if (p.bufs[b].uses > 0 && !(p.fixed_homes && p.fixed_pin[b] >= 0)) sizes.push_back(p.bufs[b].bytes);
+    std::sort(sizes.begin(), sizes.end());
+    sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+    Classes c;
+    for (double tol = tolerance;; tol = tol * 2 + 0.25) {
+        c.bytes.clear();
+        size_t i = 0;
+        while (i < sizes.size()) {
+            int64_t start = sizes[i], top = start;
+            while (i < sizes.size() && (tol >= 0 ? sizes[i] <= start * (1 + tol) : sizes[i] == start)) top = sizes[i++];
+            c.bytes.push_back(top);
+        }
+        if (tol < 0 || static_cast<int>(c.bytes.size()) <= max_classes) break;
+    }
+    c.of_buf.assign(p.bufs.size(), -1);
+    for (size_t b = 0; b < p.bufs.size(); b++) {
+        if (p.bufs[b].uses == 0 || (p.fixed_homes && p.fixed_pin[b] >= 0)) continue;
+        c.of_buf[b] = static_cast<int>(std::lower_bound(c.bytes.begin(), c.bytes.end(), p.bufs[b].bytes) -
+                                       c.bytes.begin());
+    }
+    return c;
+}
+
+std::vector<int> min_slots(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin) {
+    int nc = static_cast<int>(c.bytes.size());
+    std::vector<int> need_at_least(nc + 1, 0), count(nc, 0);
+    for (NodeId n : p.order) {
+        for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
+            int b = p.uses[k].buf;
+            if (pin[b] < 0 && c.of_buf[b] >= 0) count[c.of_buf[b]]++;
+        }
+        int at_least = 0;
+        for (int k = nc - 1; k >= 0; k--) {
+            at_least += count[k];
+            need_at_least[k] = std::max(need_at_least[k], at_least);
+            count[k] = 0;
+        }
+    }
+    std::vector<int> slots(nc, 0);
+    int above = 0;
+    for (int k = nc - 1; k >= 0; k--) {
+        slots[k] = std::max(0, need_at_least[k] - above);
+        above += slots[k];
+    }
+    return slots;
+}
+
+int64_t pool_bytes(const Classes &c, const std::vector<int> &slots) {
+    int64_t s = 0;
+    for (size_t k = 0; k < slots.size(); k++) s += slots[k] * c.bytes[k];
+    return s;
+}
+
+int64_t max_pinnable(const Prepared &p, const Classes &c) {
+    std::vector<int64_t> none(p.bufs.size(), -1);
+    return p.budget - pool_bytes(c, min_slots(p, c, none));
+}
+
+void choose_pins(const Prepared &p, int64_t cap, Layout &layout) {
+    layout.pin.assign(p.bufs.size(), -1);
+    if (p.fixed_homes) {
+        layout.pin = p.fixed_pin;
+        layout.pinned_bytes = p.fixed_pinned_bytes;
+        return;
+    }
+    int64_t used = 0;
+    for (int b : p.pin_rank) {
+        if (used + p.bufs[b].bytes > cap) continue;
+        layout.pin[b] = used;
+        used += p.bufs[b].bytes;
+    }
+    layout.pinned_bytes = used;
+}
+
+std::vector<double> demand_weights(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin) {
+    std::vector<double> w(c.bytes.size(), 0);
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        if (c.of_buf[b] >= 0 && pin[b] < 0) w[c.of_buf[b]] += static_cast<double>(c.bytes[c.of_buf[b]]);
+    return w;
+}
+
+void split_pools(const Prepared &p, const Classes &c, const std::vector<double> &weights, Layout &layout) {
+    int nc = static_cast<int>(c.bytes.size());
+    layout.slots = min_slots(p, c, layout.pin);
+    // More slots of class k than buffers that fit them are of no use.
+    std::vector<int> cap(nc, 0);
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        if (c.of_buf[b] >= 0 && layout.pin[b] < 0) cap[c.of_buf[b]]++;
+    for (int k = 1; k < nc; k++) cap[k] += cap[k - 1];
+    int64_t room = p.budget - layout.pinned_bytes - pool_bytes(c, layout.slots);
+    TESSERA_INTERNAL_ASSERT(room >= 0, "pools do not fit: ", room);
+    double wsum = 0;
+    for (int k = 0; k < nc; k++)
+        if (cap[k] > layout.slots[k]) wsum += std::max(0.0, weights[k]);
+    int64_t left = room;
+    if (wsum > 0) {
+        for (int k = 0; k < nc; k++) {
+            if (cap[k] <= layout.slots[k]) continue;
+            double share = std::max(0.0, weights[k]) / wsum * static_cast<double>(room);
+            int64_t add = std::min<int64_t>(cap[k] - layout.slots[k], static_cast<int64_t>(share / c.bytes[k]));
+            layout.slots[k] += static_cast<int>(add);
+            left -= add * c.bytes[k];
+        }
+    }
+    // What rounding left over goes to the heaviest classes that can use it.
+    std::vector<int> by_weight(nc);
+    for (int k = 0; k < nc; k++) by_weight[k] = k;
+    std::stable_sort(by_weight.begin(), by_weight.end(), [&](int a, int b) { return weights[a] > weights[b]; });
+    for (int k : by_weight) {
+        int64_t add = std::min<int64_t>(cap[k] - layout.slots[k], left / c.bytes[k]);
+        if (add <= 0) continue;
+        layout.slots[k] += static_cast<int>(add);
+        left -= add * c.bytes[k];
+    }
+}
+
+Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budget) {
+    Prepared p;
+    // Without a budget check (min_swap_budget), budget and bandwidths may be unset.
+    validate_and_index(problem, check_budget ? policy : SwapPolicy::Ideal, p);
+    build_buffers(p);
+    if (problem.homes_from && policy != SwapPolicy::Ideal) take_homes(problem, p);
+    build_preds(p);
+    if (policy == SwapPolicy::Ideal) return p;
+    if (p.fixed_homes && check_budget)
+        TESSERA_CHECK(p.fixed_pinned_bytes <= p.budget, "budget ", format_bytes(p.budget),
+                      " cannot work: the plan given as homes_from pins ", format_bytes(p.fixed_pinned_bytes),
+                      " of persistent tensors");
+    if (!check_budget) return p;
+    NodeId worst = kNoNode;
+    int64_t ws = largest_working_set(p, &worst);
+    if (ws > p.budget) {
+        const Graph &g = *p.g;
+        std::vector<int> bs;
+        for (int k = p.use_begin[worst]; k < p.use_begin[worst + 1]; k++)
+            if (!p.fixed_homes || p.fixed_pin[p.uses[k].buf] < 0) bs.push_back(p.uses[k].buf);
+        std::stable_sort(bs.begin(), bs.end(), [&](int a, int b) { return p.bufs[a].bytes > p.bufs[b].bytes; });
+        std::string list;
+        for (size_t k = 0; k < bs.size() && k < 8; k++)
+            list += (k ? ", " : "") + g.tensor(p.bufs[bs[k]].root).name + " " + format_bytes(p.bufs[bs[k]].bytes);
+        if (bs.size() > 8) list += ", and " + std::to_string(bs.size() - 8) + " more";
+        std::string pinned =
+            p.fixed_homes ? " plus " + format_bytes(p.fixed_pinned_bytes) + " of pinned persistent tensors" : "";
+        int64_t pools = 0;
+        pick_classes(p, &pools);
+        int64_t smallest = std::max(ws, pools);
+        fail("budget ", format_bytes(p.budget), " cannot work: operator '", g.node(worst).call.name, "' needs ",
+             format_bytes(ws), " for its inputs and outputs (", list, ")", pinned,
+             "; the smallest budget that can is ", format_bytes(smallest), " (", smallest, " bytes)");
+    }
+    return p;
+}
+
+// Picks size classes whose minimal pools fit the budget: a few classes with
+// little rounding first; exact sizes, then coarser classes, when rounding up
+// makes the pools too big. Returns false when none fits.
+bool pick_classes(Prepared &p, int64_t *smallest) {
+    struct Try {
+        double tol;
+        int max;
+    };
+    const Try tries[] = {{0.25, 16}, {-1, 0}, {0.25, 1 << 30}, {0.5, 16}, {1.0, 8}, {1e18, 1}};
+    int64_t best = std::numeric_limits<int64_t>::max();
+    std::vector<int64_t> none(p.bufs.size(), -1);
+    if (p.fixed_homes) none = p.fixed_pin;
+    bool found = false;
+    for (const Try &t : tries) {
+        Classes c = make_classes(p, t.tol, t.max);
+        int64_t need = pool_bytes(c, min_slots(p, c, none)) + (p.fixed_homes ? p.fixed_pinned_bytes : 0);
+        best = std::min(best, need);
+        if (!found && need <= p.budget) {
+            p.classes = std::move(c);
+            found = true;
+        }
+    }
+    if (smallest) *smallest = best;
+    return found;
+}
+
+// ---------------------------------------------------------------------------
+// The scheduler.
+
+int Scheduler::emit(Schedule &out, SwapStep::Kind kind, int key, int node, int buf, int64_t offset) {
+    IStep s;
+    s.kind = kind;
+    s.key = key;
+    s.node = node;
+    s.buf = buf;
+    s.offset = offset;
+    s.dep_begin = s.dep_end = static_cast<int>(out.deps.size());
+    out.steps.push_back(s);
+    return static_cast<int>(out.steps.size()) - 1;
+}
+
+void Scheduler::dep(Schedule &out, int step) {
+    if (step < 0) return;
+    out.deps.push_back(step);
+    out.steps.back().dep_end = static_cast<int>(out.deps.size());
+}
+
+int Scheduler::swap_out(const Prepared &p, int b, Schedule &out) {
+    int s = slot_of_[b];
+    int st = emit(out, SwapStep::Kind::SwapOut, last_write_pos_[b] + 1, kNoNode, b, slot_offset_[s]);
+    dep(out, last_write_step_[b]);
+    resid_swapout_[b] = st;
+    last_swapout_step_[b] = st;
+    host_valid_[b] = 1;
+    out.moved[b] = 1;
+    out.swap_out_bytes += p.bufs[b].raw_bytes;
+    return st;
+}
+
+void Scheduler::release(const Prepared &p, int b, Schedule &out) {
+    int s = slot_of_[b];
+    bool future = use_ptr_[b] < use_end_[b];
+    if (!host_valid_[b] && (future || p.bufs[b].persistent)) swap_out(p, b, out);
+    int ready = 0;
+    if (resid_last_compute_[b] >= 0) ready = out.steps[resid_last_compute_[b]].key + 1;
+    if (resid_swapout_[b] >= 0) ready = std::max(ready, out.steps[resid_swapout_[b]].key);
+    if (resid_swapin_[b] >= 0) ready = std::max(ready, out.steps[resid_swapin_[b]].key);
+    slot_last_compute_[s] = resid_last_compute_[b];
+    slot_swapout_[s] = resid_swapout_[b];
+    slot_pending_in_[s] = resid_swapin_[b];
+    slot_ready_[s] = ready;
+    min_key_[b] = std::max(min_key_[b], ready);
+    occ_[s] = -1;
+    slot_of_[b] = -1;
+    resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
+}
+
+int Scheduler::acquire(const Prepared &p, int cls, int pos, int protect_from, SwapPolicy policy, Schedule &out) {
+    const int nc = static_cast<int>(class_begin_.size()) - 1;
+    // A free slot, of the smallest class that has one.
+    for (int k = cls; k < nc; k++) {
+        int best = -1;
+        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++)
+            if (occ_[s] < 0 && (best < 0 || slot_ready_[s] < slot_ready_[best])) best = s;
+        if (best >= 0) return best;
+    }
+    // Else an eviction, in the smallest class that has a candidate.
+    for (int k = cls; k < nc; k++) {
+        int best = -1;
+        int64_t best_score = std::numeric_limits<int64_t>::min();
+        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) {
+            int v = occ_[s];
+            if (stamp_[v] >= protect_from) continue;
+            int64_t score;
+            if (policy == SwapPolicy::Advisor) {
+                int64_t next = use_ptr_[v] < use_end_[v] ? use_pos_[use_ptr_[v]] : std::numeric_limits<int>::max();
+                score = next * 2 + host_valid_[v];
+            } else {
+                score = -static_cast<int64_t>(touch_[v]);
+            }
+            if (score > best_score) {
+                best_score = score;
+                best = s;
+            }
+        }
+        if (best >= 0) {
+            release(p, occ_[best], out);
+            return best;
+        }
+    }
+    (void)pos;
+    return -1;
+}
+
+void Scheduler::swap_in(const Prepared &p, int b, int s, int pos, SwapPolicy policy, Schedule &out) {
+    int key = std::max({last_swapin_key_, slot_ready_[s], min_key_[b]});
+    if (last_swapout_step_[b] >= 0) key = std::max(key, out.steps[last_swapout_step_[b]].key);
+    bool on_demand = policy != SwapPolicy::Advisor;
+    if (on_demand) key = std::max(key, pos);
+    int st = emit(out, SwapStep::Kind::SwapIn, key, kNoNode, b, slot_offset_[s]);
+    dep(out, slot_last_compute_[s]);
+    dep(out, slot_swapout_[s]);
+    dep(out, last_swapout_step_[b]);
+    if (on_demand && pos >= 1) dep(out, compute_step_[pos - 1]);
+    last_swapin_key_ = key;
+    slot_of_[b] = s;
+    occ_[s] = b;
+    resid_swapin_[b] = st;
+    resid_swapout_[b] = resid_last_compute_[b] = -1;
+    touch_[b] = pos;
+    out.moved[b] = 1;
+    out.swap_in_bytes += p.bufs[b].raw_bytes;
+}
+
+void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+                    SwapPolicy policy, Schedule &out) {
+    const int nb = static_cast<int>(p.bufs.size());
+    n_ = static_cast<int>(order.size());
+    out.steps.clear();
+    out.deps.clear();
+    out.issue.clear();
+    out.produce_at.assign(nb, -1);
+    out.moved.assign(nb, 0);
+    out.swap_in_bytes = out.swap_out_bytes = 0;
+
+    // Use positions per buffer, in order.
+    use_pos_.resize(p.buf_use_begin[nb]);
+    use_ptr_.assign(p.buf_use_begin.begin(), p.buf_use_begin.end() - 1);
+    for (int i = 0; i < n_; i++)
+        for (int k = p.use_begin[order[i]]; k < p.use_begin[order[i] + 1]; k++)
+            use_pos_[use_ptr_[p.uses[k].buf]++] = i;
+    use_ptr_.assign(p.buf_use_begin.begin(), p.buf_use_begin.end() - 1);
+    use_end_.assign(p.buf_use_begin.begin() + 1, p.buf_use_begin.end());
+
+    // Slots: pools from pinned_bytes upwards, the largest class first.
+    int nc = static_cast<int>(c.bytes.size());
+    class_begin_.assign(nc + 1, 0);
+    for (int k = 0; k < nc; k++) class_begin_[k + 1] = class_begin_[k] + layout.slots[k];
+    int ns = class_begin_[nc];
+    slot_offset_.resize(ns);
+    out.pool_offset.assign(nc, 0);
+    int64_t at = layout.pinned_bytes;
+    for (int k = nc - 1; k >= 0; k--) {
+        out.pool_offset[k] = at;
+        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) slot_offset_[s] = at + (s - class_begin_[k]) * c.bytes[k];
+        at += layout.slots[k] * c.bytes[k];
+    }
+    occ_.assign(ns, -1);
+    slot_last_compute_.assign(ns, -1);
+    slot_swapout_.assign(ns, -1);
+    slot_pending_in_.assign(ns, -1);
+    slot_ready_.assign(ns, 0);
+
+    slot_of_.assign(nb, -1);
+    stamp_.assign(nb, -1);
+    touch_.assign(nb, -1);
+    last_use_pos_.assign(nb, -1);
+    last_write_pos_.assign(nb, -1);
+    last_write_step_.assign(nb, -1);
+    resid_swapin_.assign(nb, -1);
+    resid_swapout_.assign(nb, -1);
+    resid_last_compute_.assign(nb, -1);
+    last_swapout_step_.assign(nb, -1);
+    min_key_.assign(nb, 0);
+    host_valid_.resize(nb);
+    pinned_.resize(nb);
+    for (int b = 0; b < nb; b++) {
+        host_valid_[b] = p.bufs[b].initial;
+        pinned_[b] = layout.pin[b] >= 0;
+    }
+    compute_step_.assign(n_, -1);
+    placed_at_.assign(nb, -1);
+    last_swapin_key_ = 0;
+
+    // vDNN: forward activations, used again in the backward pass, go to the
+    // host after their production and come back one operator ahead.
+    offloaded_.assign(nb, 0);
+    if (policy == SwapPolicy::Vdnn) {
+        first_bwd_.assign(nb, -1);
+        last_fwd_.assign(nb, -1);
+        for (int i = 0; i < n_; i++) {
+            NodeId n = order[i];
+            bool bwd = p.g->node(n).backward;
+            for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
+                int b = p.uses[k].buf;
+                if (bwd && first_bwd_[b] < 0) first_bwd_[b] = i;
+                if (p.fwd_node[n] && first_bwd_[b] < 0) last_fwd_[b] = i;
+            }
+        }
+        for (int b = 0; b < nb; b++) {
+            const Buffer &bf = p.bufs[b];
+            offloaded_[b] = !bf.persistent && !pinned_[b] && bf.producer != kNoNode && p.fwd_node[bf.producer] &&
+                            first_bwd_[b] > last_fwd_[b] && last_fwd_[b] >= 0;
+        }
+    }
+
+    for (int i = 0; i < n_; i++) {
+        NodeId node = order[i];
+        const int ub = p.use_begin[node], ue = p.use_begin[node + 1];
+        for (int k = ub; k < ue; k++) stamp_[p.uses[k].buf] = i;
+        // Place the buffers that are not on the device, the largest class
+        // first. When every slot big enough holds a buffer this operator
+        // uses, one of them sits in a slot larger than it needs: it moves
+        // (through host memory) to make room. Hall's condition on the
+        // pools guarantees this ends with everything placed.
+        pending_deps_.clear();
+        need_.clear();
+        for (int k = ub; k < ue; k++)
+            if (!pinned_[p.uses[k].buf] && slot_of_[p.uses[k].buf] < 0) need_.push_back(k);
+        auto by_class = [&](int x, int y) { return c.of_buf[p.uses[x].buf] > c.of_buf[p.uses[y].buf]; };
+        std::stable_sort(need_.begin(), need_.end(), by_class);
+        for (size_t q = 0; q < need_.size(); q++) {
+            const Use &u = p.uses[need_[q]];
+            int b = u.buf, cls = c.of_buf[b];
+            int s = acquire(p, cls, i, i, policy, out);
+            if (s < 0) {
+                int nc = static_cast<int>(c.bytes.size());
+                for (int t = class_begin_[cls]; t < class_begin_[nc] && s < 0; t++) {
+                    int a = occ_[t];
+                    if (c.of_buf[a] < cls && placed_at_[a] != i) {
+                        int ka = -1;
+                        for (int k = ub; k < ue; k++)
+                            if (p.uses[k].buf == a) ka = k;
+                        release(p, a, out);
+                        s = t;
+                        auto at = std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), ka,
+                                                   by_class);
+                        need_.insert(at, ka);
+                    }
+                }
+            }
+            TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", node);
+            placed_at_[b] = i;
+            if (u.read) {
+                swap_in(p, b, s, i, policy, out);
+                continue;
+            }
+            pending_deps_.push_back(slot_swapout_[s]);
+            pending_deps_.push_back(slot_pending_in_[s]);
+            slot_of_[b] = s;
+            occ_[s] = b;
+            resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
+            if (p.bufs[b].producer == node && out.produce_at[b] < 0) out.produce_at[b] = slot_offset_[s];
+        }
+        for (int k = ub; k < ue; k++) {
+            const Use &u = p.uses[k];
+            int b = u.buf;
+            if (pinned_[b]) continue;
+            if (resid_swapin_[b] >= 0) {
+                pending_deps_.push_back(resid_swapin_[b]);
+                resid_swapin_[b] = -1;
+            }
+            if (u.write && resid_swapout_[b] >= 0) {
+                pending_deps_.push_back(resid_swapout_[b]);
+                resid_swapout_[b] = -1;
+            }
+        }
+        int cs = emit(out, SwapStep::Kind::Compute, i, node, -1, -1);
+        for (int d : pending_deps_) dep(out, d);
+        compute_step_[i] = cs;
+        for (int k = ub; k < ue; k++) {
+            const Use &u = p.uses[k];
+            int b = u.buf;
+            last_use_pos_[b] = i;
+            touch_[b] = i;
+            use_ptr_[b]++;
+            if (u.write) {
+                last_write_pos_[b] = i;
+                last_write_step_[b] = cs;
+                host_valid_[b] = 0;
+            }
+            if (!pinned_[b]) resid_last_compute_[b] = cs;
+        }
+        for (int k = ub; k < ue; k++) {
+            const Use &u = p.uses[k];
+            int b = u.buf;
+            if (pinned_[b] || slot_of_[b] < 0) continue;
+            if (use_ptr_[b] == use_end_[b]) {
+                release(p, b, out);
+            } else if (offloaded_[b]) {
+                if (u.write && !host_valid_[b]) swap_out(p, b, out);
+                if (i == last_fwd_[b]) release(p, b, out);
+            }
+        }
+        // vDNN's prefetch: the next operator's offloaded activations start
+        // coming in once the operator before this one is done.
+        if (policy == SwapPolicy::Vdnn && i + 1 < n_) {
+            NodeId next = order[i + 1];
+            for (int k = p.use_begin[next]; k < p.use_begin[next + 1]; k++) stamp_[p.uses[k].buf] = i + 1;
+            for (int k = p.use_begin[next]; k < p.use_begin[next + 1]; k++) {
+                int b = p.uses[k].buf;
+                if (!offloaded_[b] || slot_of_[b] >= 0 || !p.uses[k].read) continue;
+                int s = acquire(p, c.of_buf[b], i, i, policy, out);
+                if (s < 0) continue;
+                swap_in(p, b, s, i, policy, out);
+            }
+        }
+    }
+    for (int b = 0; b < nb; b++)
+        TESSERA_INTERNAL_ASSERT(slot_of_[b] < 0 || !p.bufs[b].persistent, "host-homed buffer ", b,
+                                " ends the step on the device");
+
+    // Issue order: a counting sort by (key, swaps before the compute step).
+    int nkeys = 2 * n_ + 4;
+    std::vector<int> &count = pending_deps_;
+    count.assign(nkeys + 1, 0);
+    for (const IStep &s : out.steps) count[2 * s.key + (s.kind == SwapStep::Kind::Compute) + 1]++;
+    for (int k = 0; k < nkeys; k++) count[k + 1] += count[k];
+    out.issue.resize(out.steps.size());
+    for (size_t g = 0; g < out.steps.size(); g++) {
+        const IStep &s = out.steps[g];
+        out.issue[count[2 * s.key + (s.kind == SwapStep::Kind::Compute)]++] = static_cast<int>(g);
+    }
+}
+
+}  // namespace tessera::swap_detail

@@ -1,1 +1,324 @@
-// placeholder: being written
+// plan_swaps: the genetic algorithm (SwapAdvisor) and the baselines.
+//
+// A chromosome holds three things:
+//   * a priority per operator: a priority-list schedule (always run the ready
+//     operator of highest priority) turns it into a topological order, so
+//     that crossover and mutation can never produce an invalid order;
+//     communication operators keep their relative order through the
+//     dependencies;
+//   * a weight per size class: after every class gets the fewest slots its
+//     operators need, the remaining pool bytes are split in proportion;
+//   * a pinned fraction f: persistent buffers are pinned, most uses per byte
+//     first, within f of what the smallest pools leave of the budget.
+// The fitness is the simulated iteration time of the schedule the swap
+// scheduler makes for it. The population starts from the given order with
+// demand-proportional pools and a spread of pinned fractions (which are also
+// the layouts the baselines use), plus perturbations of it.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <queue>
+#include <random>
+#include <unordered_map>
+
+#include "internal.h"
+#include "tessera/error.h"
+
+namespace tessera {
+namespace swap_detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Arithmetic on the raw engine output, so that a seed gives the same numbers
+// with any standard library.
+struct Rng {
+    std::mt19937_64 e;
+    explicit Rng(uint64_t seed) : e(seed) {}
+    double uniform() { return static_cast<double>(e() >> 11) * (1.0 / 9007199254740992.0); }
+    int below(int n) { return static_cast<int>(uniform() * n); }
+};
+
+struct Genome {
+    std::vector<double> prio;  // per position of the given order
+    std::vector<double> weight;
+    double f = 0;
+    double fit = 0;
+};
+
+class Search {
+public:
+    Search(const Prepared &p, const SwapOptions &o) : p_(p), o_(o), rng_(o.seed) {
+        int n = static_cast<int>(p.order.size());
+        succ_begin_.assign(n + 1, 0);
+        for (int i = 0; i < n; i++)
+            for (int k = p.pred_begin[i]; k < p.pred_begin[i + 1]; k++) succ_begin_[p.preds[k] + 1]++;
+        for (int i = 0; i < n; i++) succ_begin_[i + 1] += succ_begin_[i];
+        succ_.resize(p.preds.size());
+        std::vector<int> fill(succ_begin_.begin(), succ_begin_.end() - 1);
+        for (int i = 0; i < n; i++)
+            for (int k = p.pred_begin[i]; k < p.pred_begin[i + 1]; k++) succ_[fill[p.preds[k]]++] = i;
+        max_pin_ = std::max<int64_t>(0, max_pinnable(p, p.classes));
+    }
+
+    // The layout a pinned fraction and class weights give (weights empty:
+    // demand-proportional).
+    void decode_layout(double f, const std::vector<double> &weights, Layout &layout) const {
+        choose_pins(p_, static_cast<int64_t>(std::floor(f * static_cast<double>(max_pin_))), layout);
+        if (weights.empty()) split_pools(p_, p_.classes, demand_weights(p_, p_.classes, layout.pin), layout);
+        else split_pools(p_, p_.classes, weights, layout);
+    }
+
+    void decode_order(const std::vector<double> &prio, std::vector<NodeId> &order) {
+        int n = static_cast<int>(p_.order.size());
+        order.clear();
+        if (!o_.reorder) {
+            order = p_.order;
+            return;
+        }
+        indeg_.assign(n, 0);
+        for (int i = 0; i < n; i++) indeg_[i] = p_.pred_begin[i + 1] - p_.pred_begin[i];
+        std::priority_queue<std::pair<double, int>> ready;
+        for (int i = 0; i < n; i++)
+            if (indeg_[i] == 0) ready.push({prio[i], -i});
+        while (!ready.empty()) {
+            int i = -ready.top().second;
+            ready.pop();
+            order.push_back(p_.order[i]);
+            for (int k = succ_begin_[i]; k < succ_begin_[i + 1]; k++)
+                if (--indeg_[succ_[k]] == 0) ready.push({prio[succ_[k]], -succ_[k]});
+        }
+        TESSERA_INTERNAL_ASSERT(static_cast<int>(order.size()) == n, "the dependencies have a cycle");
+    }
+
+    double evaluate(Genome &g) {
+        decode_order(g.prio, order_);
+        decode_layout(g.f, g.weight, layout_);
+        uint64_t h = 1469598103934665603ull;
+        auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+        if (o_.reorder)
+            for (NodeId n : order_) mix(static_cast<uint64_t>(n));
+        for (int s : layout_.slots) mix(static_cast<uint64_t>(s) + 0x9e37);
+        for (int64_t v : layout_.pin) mix(static_cast<uint64_t>(v + 1));
+        auto it = cache_.find(h);
+        if (it != cache_.end()) return g.fit = it->second;
+        sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
+        double t = simulate_schedule(p_, schedule_, end_);
+        candidates_++;
+        cache_.emplace(h, t);
+        return g.fit = t;
+    }
+
+    SwapPlan run() {
+        auto t0 = Clock::now();
+        int n = static_cast<int>(p_.order.size());
+        int nc = static_cast<int>(p_.classes.bytes.size());
+        int pop_size = std::max(2, o_.population);
+        std::vector<Genome> pop;
+        const double fs[] = {0.0, 1.0, 0.5, 0.25, 0.75, 0.9};
+        Layout tmp;
+        bool out_of_time = false;
+        auto timed_out = [&]() { return seconds_since(t0) >= o_.time_limit_s; };
+        for (int k = 0; k < pop_size && !out_of_time; k++) {
+            Genome g;
+            g.prio.resize(n);
+            bool exact = k < 6;
+            for (int i = 0; i < n; i++) {
+                g.prio[i] = 1.0 - static_cast<double>(i) / n;
+                if (!exact && o_.reorder) g.prio[i] += (rng_.uniform() - 0.5) * (k % 2 ? 0.02 : 0.2);
+            }
+            g.f = exact ? fs[k] : rng_.uniform();
+            decode_layout(g.f, {}, tmp);
+            g.weight = demand_weights(p_, p_.classes, tmp.pin);
+            if (!exact)
+                for (double &w : g.weight) w *= std::exp((rng_.uniform() - 0.5) * 2);
+            evaluate(g);
+            pop.push_back(std::move(g));
+            out_of_time = timed_out();
+        }
+        auto better = [](const Genome &a, const Genome &b) { return a.fit < b.fit; };
+        int gens = 0;
+        for (; gens < o_.generations && !out_of_time; gens++) {
+            std::stable_sort(pop.begin(), pop.end(), better);
+            std::vector<Genome> next(pop.begin(), pop.begin() + std::min<int>(2, static_cast<int>(pop.size())));
+            while (static_cast<int>(next.size()) < pop_size) {
+                const Genome &a = tournament(pop), &b = tournament(pop);
+                Genome c = a;
+                if (rng_.uniform() < 0.9) {
+                    if (o_.reorder && n > 1) {
+                        int cut = rng_.below(n);
+                        for (int i = cut; i < n; i++) c.prio[i] = b.prio[i];
+                    }
+                    for (int k = 0; k < nc; k++)
+                        if (rng_.uniform() < 0.5) c.weight[k] = b.weight[k];
+                    double u = rng_.uniform();
+                    c.f = u < 1.0 / 3 ? a.f : u < 2.0 / 3 ? b.f : 0.5 * (a.f + b.f);
+                }
+                mutate(c);
+                evaluate(c);
+                next.push_back(std::move(c));
+                if ((out_of_time = timed_out())) break;
+            }
+            pop = std::move(next);
+            if (o_.progress) {
+                SwapProgress pr;
+                pr.generation = gens + 1;
+                pr.generations = o_.generations;
+                pr.candidates = candidates_;
+                pr.best_time_s = std::min_element(pop.begin(), pop.end(), better)->fit;
+                pr.elapsed_s = seconds_since(t0);
+                o_.progress(pr);
+            }
+        }
+        const Genome &best = *std::min_element(pop.begin(), pop.end(), better);
+        decode_order(best.prio, order_);
+        decode_layout(best.f, best.weight, layout_);
+        sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
+        SwapPlan plan = make_plan(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
+        plan.generations = gens;
+        plan.candidates = candidates_;
+        return plan;
+    }
+
+private:
+    const Genome &tournament(const std::vector<Genome> &pop) {
+        int best = rng_.below(static_cast<int>(pop.size()));
+        for (int k = 0; k < 2; k++) {
+            int c = rng_.below(static_cast<int>(pop.size()));
+            if (pop[c].fit < pop[best].fit) best = c;
+        }
+        return pop[best];
+    }
+
+    void mutate(Genome &g) {
+        int n = static_cast<int>(g.prio.size());
+        if (o_.reorder && n > 1 && rng_.uniform() < 0.7) {
+            // Move a few operators: each takes the priority of another one,
+            // nudged, so that it runs next to it where the dependencies allow.
+            int moves = 1 + rng_.below(3);
+            for (int m = 0; m < moves; m++) {
+                int i = rng_.below(n), j = rng_.below(n);
+                g.prio[i] = g.prio[j] + (rng_.uniform() - 0.5) * 1e-3;
+            }
+        }
+        for (double &w : g.weight)
+            if (rng_.uniform() < 0.2) w *= std::exp((rng_.uniform() - 0.5) * 2);
+        if (rng_.uniform() < 0.3) g.f = std::clamp(g.f + (rng_.uniform() - 0.5) * 0.4, 0.0, 1.0);
+    }
+
+    const Prepared &p_;
+    const SwapOptions &o_;
+    Rng rng_;
+    std::vector<int> succ_begin_, succ_, indeg_;
+    int64_t max_pin_ = 0;
+    Scheduler sched_;
+    Schedule schedule_;
+    Layout layout_;
+    std::vector<NodeId> order_;
+    std::vector<double> end_;
+    std::unordered_map<uint64_t, double> cache_;
+    int64_t candidates_ = 0;
+};
+
+// The baselines' layout: demand-proportional pools, with the best of a few
+// pinned fractions, so that they are compared at their best.
+SwapPlan plan_baseline(const Prepared &p, SwapPolicy policy) {
+    Scheduler sched;
+    Schedule s, best_s;
+    std::vector<double> end;
+    Layout layout, best_layout;
+    double best = -1;
+    int64_t max_pin = std::max<int64_t>(0, max_pinnable(p, p.classes));
+    int64_t candidates = 0;
+    for (double f : {0.0, 0.5, 1.0}) {
+        choose_pins(p, static_cast<int64_t>(std::floor(f * static_cast<double>(max_pin))), layout);
+        split_pools(p, p.classes, demand_weights(p, p.classes, layout.pin), layout);
+        sched.run(p, p.order, p.classes, layout, policy, s);
+        double t = simulate_schedule(p, s, end);
+        candidates++;
+        if (best < 0 || t < best) {
+            best = t;
+            best_layout = layout;
+            std::swap(best_s, s);
+        }
+    }
+    SwapPlan plan = make_plan(p, p.order, p.classes, best_layout, policy, best_s);
+    plan.candidates = candidates;
+    return plan;
+}
+
+SwapPlan plan_ideal(Prepared &p) {
+    Layout layout;
+    layout.pin.assign(p.bufs.size(), -1);
+    int64_t at = 0;
+    for (size_t b = 0; b < p.bufs.size(); b++) {
+        if (!p.bufs[b].persistent) continue;
+        layout.pin[b] = at;
+        at += p.bufs[b].bytes;
+    }
+    layout.pinned_bytes = at;
+    Classes c = make_classes(p, -1, 0);
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        if (p.bufs[b].persistent) c.of_buf[b] = -1;
+    layout.slots.assign(c.bytes.size(), 0);
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        if (c.of_buf[b] >= 0) layout.slots[c.of_buf[b]]++;
+    Scheduler sched;
+    Schedule s;
+    sched.run(p, p.order, c, layout, SwapPolicy::Advisor, s);
+    TESSERA_INTERNAL_ASSERT(s.swap_in_bytes == 0 && s.swap_out_bytes == 0, "the ideal plan swaps");
+    SwapPlan plan = make_plan(p, p.order, c, layout, SwapPolicy::Ideal, s);
+    plan.candidates = 1;
+    return plan;
+}
+
+}  // namespace
+}  // namespace swap_detail
+
+SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options) {
+    using namespace swap_detail;
+    auto t0 = Clock::now();
+    if (options.policy == SwapPolicy::Advisor) {
+        TESSERA_CHECK(options.population >= 2, "swap options: population must be at least 2, got ",
+                      options.population);
+        TESSERA_CHECK(options.generations >= 0, "swap options: generations must be non-negative, got ",
+                      options.generations);
+        TESSERA_CHECK(options.time_limit_s >= 0 && !std::isnan(options.time_limit_s),
+                      "swap options: time_limit_s must be non-negative, got ", options.time_limit_s);
+    }
+    Prepared p = prepare(problem, options.policy, true);
+    SwapPlan plan;
+    if (options.policy == SwapPolicy::Ideal) {
+        plan = plan_ideal(p);
+    } else {
+        int64_t smallest = 0;
+        if (!pick_classes(p, &smallest)) {
+            NodeId worst = kNoNode;
+            int64_t ws = largest_working_set(p, &worst);
+            fail("budget ", format_bytes(p.budget), " cannot work: every operator's inputs and outputs fit (the "
+                 "largest, operator '", p.g->node(worst).call.name, "', needs ", format_bytes(ws),
+                 "), but memory pools of fixed-size slots that serve every operator need at least ",
+                 format_bytes(smallest), "; the smallest budget that can is ", format_bytes(smallest), " (",
+                 smallest, " bytes)");
+        }
+        if (options.policy == SwapPolicy::Advisor) plan = Search(p, options).run();
+        else plan = plan_baseline(p, options.policy);
+    }
+    plan.search_s = seconds_since(t0);
+    return plan;
+}
+
+int64_t min_swap_budget(const SwapProblem &problem) {
+    using namespace swap_detail;
+    Prepared p = prepare(problem, SwapPolicy::Advisor, false);
+    int64_t ws = largest_working_set(p, nullptr);
+    int64_t pools = 0;
+    pick_classes(p, &pools);
+    return std::max(ws, pools);
+}
+
+}  // namespace tessera

@@ -1,1 +1,219 @@
-// placeholder: being written
+// The three-stream simulator. Compute, swap-out and swap-in each run their
+// steps in issue order; a step starts when its stream is free and every step
+// in its `after` has ended. A swap takes bytes over the bandwidth of its
+// direction. The iteration ends with the last step. The executor runs the same
+// structure (one instruction per step, one event per `after`), which is what
+// makes the prediction worth comparing with a measurement.
+#include <algorithm>
+#include <map>
+
+#include "internal.h"
+#include "tessera/error.h"
+
+namespace tessera {
+namespace {
+
+int stream_of(SwapStep::Kind k) { return static_cast<int>(k); }
+
+// Fills start_s/end_s when `fill`; returns the iteration time.
+double run_streams(std::vector<SwapStep> &steps, const std::vector<double> &node_time, double h2d, double d2h,
+                   bool fill, std::vector<double> &end) {
+    end.assign(steps.size(), 0);
+    double free_at[3] = {0, 0, 0}, last = 0;
+    for (size_t i = 0; i < steps.size(); i++) {
+        SwapStep &s = steps[i];
+        int st = stream_of(s.kind);
+        double start = free_at[st];
+        for (int d : s.after) {
+            TESSERA_CHECK(d >= 0 && d < static_cast<int>(i), "swap plan: step ", i, " waits for step ", d,
+                          ", which is not an earlier step");
+            start = std::max(start, end[d]);
+        }
+        double dur = 0;
+        switch (s.kind) {
+        case SwapStep::Kind::Compute:
+            TESSERA_CHECK(s.node >= 0 && s.node < static_cast<int>(node_time.size()), "swap plan: step ", i,
+                          " computes node ", s.node, ", but only ", node_time.size(), " node times were given");
+            dur = node_time[s.node];
+            break;
+        case SwapStep::Kind::SwapOut: dur = d2h > 0 ? static_cast<double>(s.bytes) / d2h : 0; break;
+        case SwapStep::Kind::SwapIn: dur = h2d > 0 ? static_cast<double>(s.bytes) / h2d : 0; break;
+        }
+        end[i] = start + dur;
+        free_at[st] = end[i];
+        last = std::max(last, end[i]);
+        if (fill) {
+            s.start_s = start;
+            s.end_s = end[i];
+        }
+    }
+    return last;
+}
+
+}  // namespace
+
+double simulate_swap_plan(const SwapPlan &plan, const std::vector<double> &node_time_s, double h2d_bytes_per_s,
+                          double d2h_bytes_per_s) {
+    std::vector<SwapStep> steps = plan.steps;
+    std::vector<double> end;
+    return run_streams(steps, node_time_s, h2d_bytes_per_s, d2h_bytes_per_s, false, end);
+}
+
+namespace swap_detail {
+
+double simulate_schedule(const Prepared &p, Schedule &s, std::vector<double> &end) {
+    end.resize(s.steps.size());
+    double free_at[3] = {0, 0, 0}, last = 0;
+    for (int g : s.issue) {
+        const IStep &st = s.steps[g];
+        int k = static_cast<int>(st.kind);
+        double start = free_at[k];
+        for (int d = st.dep_begin; d < st.dep_end; d++) start = std::max(start, end[s.deps[d]]);
+        double dur;
+        if (st.kind == SwapStep::Kind::Compute) dur = p.node_time[st.node];
+        else if (st.kind == SwapStep::Kind::SwapIn) dur = static_cast<double>(p.bufs[st.buf].raw_bytes) / p.h2d;
+        else dur = static_cast<double>(p.bufs[st.buf].raw_bytes) / p.d2h;
+        end[g] = start + dur;
+        free_at[k] = end[g];
+        last = std::max(last, end[g]);
+    }
+    return last;
+}
+
+SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+                   SwapPolicy policy, const Schedule &s) {
+    const Graph &g = *p.g;
+    SwapPlan plan;
+    plan.policy = policy;
+    plan.order = order;
+    plan.pinned_bytes = layout.pinned_bytes;
+    int64_t top = layout.pinned_bytes;
+    // Pools in arena order (the largest class first), empty ones left out.
+    for (int k = static_cast<int>(c.bytes.size()) - 1; k >= 0; k--) {
+        if (layout.slots[k] == 0) continue;
+        plan.pools.push_back(SwapPool{c.bytes[k], layout.slots[k], s.pool_offset[k]});
+        top = std::max(top, s.pool_offset[k] + layout.slots[k] * c.bytes[k]);
+    }
+    plan.arena_bytes = policy == SwapPolicy::Ideal ? top : p.budget;
+    int nt = g.num_tensors();
+    plan.pinned.assign(nt, -1);
+    plan.produce_at.assign(nt, -1);
+    plan.swapped.assign(nt, 0);
+    for (size_t b = 0; b < p.bufs.size(); b++) {
+        TensorId r = p.bufs[b].root;
+        plan.pinned[r] = layout.pin[b];
+        plan.produce_at[r] = s.produce_at[b];
+        plan.swapped[r] = s.moved[b] || (p.bufs[b].persistent && layout.pin[b] < 0);
+    }
+    std::vector<int> index_of(s.steps.size(), -1);
+    for (size_t i = 0; i < s.issue.size(); i++) index_of[s.issue[i]] = static_cast<int>(i);
+    plan.steps.reserve(s.issue.size());
+    for (int gi : s.issue) {
+        const IStep &st = s.steps[gi];
+        SwapStep out;
+        out.kind = st.kind;
+        if (st.kind == SwapStep::Kind::Compute) {
+            out.node = st.node;
+        } else {
+            out.tensor = p.bufs[st.buf].root;
+            out.offset = st.offset;
+            out.bytes = p.bufs[st.buf].raw_bytes;
+        }
+        for (int d = st.dep_begin; d < st.dep_end; d++) {
+            int di = index_of[s.deps[d]];
+            TESSERA_INTERNAL_ASSERT(di >= 0 && di < static_cast<int>(plan.steps.size()),
+                                    "a swap step waits for a later one");
+            if (s.steps[s.deps[d]].kind == st.kind) continue;  // same stream: issue order covers it
+            out.after.push_back(di);
+        }
+        std::sort(out.after.begin(), out.after.end());
+        out.after.erase(std::unique(out.after.begin(), out.after.end()), out.after.end());
+        plan.steps.push_back(std::move(out));
+    }
+    finalize_plan(g, plan, p.node_time, p.h2d, p.d2h);
+    plan.ideal_time_s = p.ideal_time;
+    return plan;
+}
+
+void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &node_time, double h2d, double d2h) {
+    std::vector<double> end;
+    plan.time_s = run_streams(plan.steps, node_time, h2d, d2h, true, end);
+    plan.swap_in_bytes = plan.swap_out_bytes = 0;
+    int nt = g.num_tensors();
+    // bytes: what a buffer occupies (aligned); raw: what kernels and copies
+    // touch, which is what the device measures as its high water.
+    std::vector<int64_t> bytes(nt, 0), raw(nt, 0);
+    for (TensorId t = 0; t < nt; t++) {
+        TensorId r = storage_root(g, t);
+        int64_t b = (g.tensor(t).type.bytes() + kSwapAlignment - 1) / kSwapAlignment * kSwapAlignment;
+        bytes[r] = std::max({bytes[r], b, kSwapAlignment});
+        raw[r] = std::max(raw[r], g.tensor(t).type.bytes());
+    }
+    // Residencies: a buffer is resident from its swap-in's (or producer's)
+    // start until its last use or swap-out ends, whichever is later.
+    std::vector<int64_t> loc(nt, -1);
+    std::vector<double> r_start(nt, 0), r_end(nt, 0);
+    std::map<int64_t, TensorId> occ;
+    std::vector<std::pair<double, int64_t>> events;
+    auto close = [&](TensorId r) {
+        if (loc[r] < 0) return;
+        events.push_back({r_start[r], bytes[r]});
+        events.push_back({r_end[r], -bytes[r]});
+        auto it = occ.find(loc[r]);
+        if (it != occ.end() && it->second == r) occ.erase(it);
+        loc[r] = -1;
+    };
+    auto open = [&](TensorId r, int64_t off, double start) {
+        auto it = occ.find(off);
+        if (it != occ.end()) close(it->second);
+        close(r);
+        loc[r] = off;
+        occ[off] = r;
+        r_start[r] = start;
+        r_end[r] = start;
+    };
+    int64_t high = 0;
+    for (const SwapStep &s : plan.steps) {
+        if (s.kind == SwapStep::Kind::SwapIn) {
+            plan.swap_in_bytes += s.bytes;
+            open(s.tensor, s.offset, s.start_s);
+            r_end[s.tensor] = s.end_s;
+            high = std::max(high, s.offset + raw[s.tensor]);
+        } else if (s.kind == SwapStep::Kind::SwapOut) {
+            plan.swap_out_bytes += s.bytes;
+            r_end[s.tensor] = std::max(r_end[s.tensor], s.end_s);
+            high = std::max(high, s.offset + raw[s.tensor]);
+        } else {
+            const Node &n = g.node(s.node);
+            auto touch = [&](TensorId t) {
+                TensorId r = storage_root(g, t);
+                if (plan.pinned[r] >= 0) {
+                    high = std::max(high, plan.pinned[r] + raw[r]);
+                    return;
+                }
+                if (loc[r] < 0) {
+                    if (plan.produce_at[r] < 0) return;  // malformed; check_swap_plan says why
+                    open(r, plan.produce_at[r], s.start_s);
+                }
+                r_end[r] = std::max(r_end[r], s.end_s);
+                high = std::max(high, loc[r] + raw[r]);
+            };
+            for (TensorId t : n.inputs) touch(t);
+            for (TensorId t : n.outputs) touch(t);
+        }
+    }
+    for (TensorId r = 0; r < nt; r++) close(r);
+    std::sort(events.begin(), events.end(), [](const auto &a, const auto &b) {
+        return a.first != b.first ? a.first < b.first : a.second < b.second;
+    });
+    int64_t cur = 0, peak = 0;
+    for (const auto &e : events) {
+        cur += e.second;
+        peak = std::max(peak, cur);
+    }
+    plan.high_water = high;
+    plan.peak_bytes = plan.pinned_bytes + peak;
+}
+
+}  // namespace swap_detail
+}  // namespace tessera

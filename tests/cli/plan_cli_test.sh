@@ -181,4 +181,130 @@ grep -q "^---- partition ----" "$TMP/err.txt" && grep -q "memory per device" "$T
 # Progress goes to a terminal only: none here, where stderr is a file.
 "$PLAN" --model mlp --devices 2 >/dev/null 2>"$TMP/err2.txt" || fail=1
 [ ! -s "$TMP/err2.txt" ] && echo "ok   no-progress-off-terminal" || { echo "FAIL progress printed: $(cat "$TMP/err2.txt")"; fail=1; }
+
+# ---- swapping: --device-mem and its flags ----
+# mlp at batch 32 needs 21.55 MiB unswapped; its largest operator (fc2's
+# update: weight, gradient, momentum) needs 12 MiB.
+SW=(--model mlp --devices 1 --generations 10)
+expect swap-table 0 "21.55 MiB without swapping (plan_memory, default order); budget 16.00 MiB: 1.35x the budget" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB
+expect swap-after 0 "after         arena 16.00 MiB = the budget" -- "$PLAN" "${SW[@]}" --device-mem 16MiB
+expect swap-device-h100 0 "h100 roofline: 60 TFLOP/s, 3.35 TB/s memory; host link 25 GB/s" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --device h100
+expect swap-host-bandwidth 0 "host link 1.5 GB/s" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth 1.5GB/s
+expect swap-none-fits 0 "no swapping needed (--swap none)" -- "$PLAN" "${SW[@]}" --device-mem 1GiB --swap none
+expect swap-ranks 0 "rank 0 of 4 (its lowered graph" -- "$PLAN" --model mlp --devices 4 --device-mem 8MiB --generations 5
+expect swap-rank-3 0 "rank 3 of 4" -- "$PLAN" --model mlp --devices 4 --device-mem 8MiB --generations 5 --rank 3
+out="$("$PLAN" "${SW[@]}" --device-mem 16MiB --swap-compare)"
+for s in ideal lru vdnn advisor; do
+    grep -q "^$s " <<<"$out" || { echo "FAIL swap-compare-table lacks $s: $out"; fail=1; }
+done
+
+# Errors: a policy, a size, a bandwidth, a device, search settings, a rank.
+expect swap-unknown-policy 1 "--swap: unknown swap policy 'fifo'; valid: advisor, lru, vdnn, ideal or none" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --swap fifo
+expect swap-bad-size 1 "--device-mem: 'lots' is not a size; use e.g. 512MiB or 2GiB" -- \
+    "$PLAN" "${SW[@]}" --device-mem lots
+expect swap-zero-size 1 "--device-mem: '0' is zero bytes" -- "$PLAN" "${SW[@]}" --device-mem 0
+expect swap-bad-bandwidth 1 "--host-bandwidth: cannot read 'fast' as bytes per second; write e.g. 25GB/s" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth fast
+expect swap-bad-device 1 "--device: unknown roofline device 'tpu'; valid: cpu, h100" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --device tpu
+expect swap-population 1 "--population must be at least 2, got 1" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --population 1
+expect swap-generations 1 "--generations must be at least 1, got 0" -- "$PLAN" --model mlp --devices 1 \
+    --device-mem 16MiB --generations 0
+expect swap-time-limit 1 "--time-limit must be positive seconds, got 0" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --time-limit 0
+expect swap-seed 2 "--seed" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --seed many
+expect swap-bad-rank 1 "--rank 4 is not a rank of 4 devices; give 0 to 3" -- \
+    "$PLAN" --model mlp --devices 4 --device-mem 8MiB --rank 4
+expect swap-budget-too-small 1 "budget 2.0 MiB cannot work: operator 'fc2.w.update' needs 12.0 MiB" -- \
+    "$PLAN" "${SW[@]}" --device-mem 2MiB
+expect swap-none-too-small 1 "mlp needs 21.55 MiB without swapping but --device-mem is 16.00 MiB; swap with --swap advisor" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --swap none
+expect swap-needs-mem 2 "--swap plans swaps; give --device-mem BYTES too" -- "$PLAN" "${SW[@]}" --swap lru
+expect swap-compare-needs-mem 2 "--swap-compare plans swaps; give --device-mem BYTES too" -- \
+    "$PLAN" "${SW[@]}" --swap-compare
+expect swap-device-needs-mem 2 "--device plans swaps; give --device-mem BYTES too" -- "$PLAN" "${SW[@]}" --device h100
+expect swap-and-compare 2 "excludes" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --swap lru --swap-compare
+expect swap-partition-compare 2 "--device-mem plans swaps for one partition plan; give --strategy, not --compare" -- \
+    "$PLAN" --model mlp --devices 2 --device-mem 16MiB --compare tofu,data
+expect swap-dot 2 "--format dot shows the partition only" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --format dot
+expect swap-ops 2 "--device-mem plans swaps for a model; give --model, not --ops" -- "$PLAN" --ops --device-mem 16MiB
+
+# JSON: the partition plan gains "swap" (the swap plan, whole) and its context;
+# the plan is consistent, and survives a JSON round trip unchanged.
+for pol in advisor lru vdnn; do
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --swap $pol --format json -o "$TMP/swap-$pol.json" || fail=1
+done
+python3 - "$TMP" <<'PY' || fail=1
+import json, sys
+for pol in ["advisor", "lru", "vdnn"]:
+    text = open(f"{sys.argv[1]}/swap-{pol}.json").read()
+    p = json.loads(text)
+    assert p["format"] == "tessera-plan" and "ops" in p, "the partition plan is still there"
+    c, s = p["swap_context"], p["swap"]
+    assert c["budget"] == 16 << 20 and c["footprint_bytes"] > c["budget"] and c["device"] == "cpu", c
+    assert s["policy"] == pol and s["arena_bytes"] == 16 << 20, (pol, s["policy"], s["arena_bytes"])
+    steps = s["steps"]
+    computes = [st for st in steps if st["kind"] == "compute"]
+    assert [st["node"] for st in computes] == s["order"], "compute steps follow the order"
+    assert len(s["order"]) == len(p["ops"]), "every operator runs once"
+    for i, st in enumerate(steps):
+        assert all(0 <= a < i for a in st.get("after", [])), (i, st)
+        assert st["end_s"] >= st["start_s"] >= 0, st
+    for kind, key in [("swap-out", "swap_out_bytes"), ("swap-in", "swap_in_bytes")]:
+        assert sum(st["bytes"] for st in steps if st["kind"] == kind) == s[key], (pol, kind)
+    assert s["swap_in_bytes"] > 0, "16 MiB is below the footprint: something must move"
+    assert abs(s["time_s"] - max(st["end_s"] for st in steps)) <= 1e-12 * s["time_s"], "time is the last end"
+    assert s["time_s"] >= s["ideal_time_s"] > 0
+    assert s["high_water"] <= s["arena_bytes"]
+    assert json.loads(json.dumps(p)) == p
+print("ok   swap-json consistent for advisor, lru, vdnn")
+PY
+"$PLAN" "${SW[@]}" --device-mem 16MiB --swap-compare --format json -o "$TMP/swap-compare.json" || fail=1
+python3 - "$TMP/swap-compare.json" <<'PY' || fail=1
+import json, sys
+p = json.load(open(sys.argv[1]))
+rows = p["swap_compare"]
+assert [r["policy"] for r in rows] == ["ideal", "lru", "vdnn", "advisor"], rows
+t = {r["policy"]: r["time_s"] for r in rows}
+assert rows[0]["ratio_to_ideal"] == 1 and rows[0]["swap_in_bytes"] == 0
+assert t["advisor"] <= t["lru"] and t["advisor"] <= t["vdnn"], t
+assert p["swap"] == rows[-1]["plan"], "swap is the advisor's plan"
+print("ok   swap-compare-json", {k: round(v * 1e3, 3) for k, v in t.items()})
+PY
+# The same seed gives the same plan (the search time aside).
+"$PLAN" "${SW[@]}" --device-mem 16MiB --seed 7 --format json -o "$TMP/seed-a.json" || fail=1
+"$PLAN" "${SW[@]}" --device-mem 16MiB --seed 7 --format json -o "$TMP/seed-b.json" || fail=1
+python3 - "$TMP/seed-a.json" "$TMP/seed-b.json" <<'PY' || fail=1
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for x in (a, b):
+    del x["search_time_s"], x["swap"]["search_s"]
+assert a == b, "two runs with --seed 7 differ"
+print("ok   swap-deterministic")
+PY
+
+# HTML: the page gains the timeline, still self-contained.
+"$PLAN" "${SW[@]}" --device-mem 16MiB --format html -o "$TMP/swap.html" || fail=1
+python3 - "$TMP/swap.html" <<'PY' || fail=1
+import sys
+h = open(sys.argv[1]).read()
+assert h.rstrip().endswith("</html>") and h.count("</body>") == 1
+for text in ["Memory before and after swapping", "Swapping (advisor)", "<svg", ">compute</text>", ">swap-out</text>",
+             ">swap-in</text>", "<title>budget 16.00 MiB</title>", "fc1.matmul (matmul)"]:
+    assert text in h, text
+assert h.index("Operators") < h.index("Swapping (advisor)") < h.index("</body>")
+assert "<script" not in h.lower() and "http" not in h.replace("http://www.w3.org/2000/svg", ""), "external content"
+print("ok   swap-html")
+PY
+
+# Progress of a search that runs over a second; TESSERA_LOG=swap prints the plan.
+expect swap-progress 0 "swap search (advisor): generation" -- "$PLAN" --model transformer --devices 1 \
+    --device-mem 16MiB --generations 100000 --time-limit 1.5
+TESSERA_LOG=swap "$PLAN" "${SW[@]}" --device-mem 16MiB --format json >"$TMP/log.json" 2>"$TMP/log.txt" || fail=1
+grep -q "^---- swap (advisor) ----" "$TMP/log.txt" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
+    "$TMP/log.json" && echo "ok   log-swap" || { echo "FAIL log-swap: $(head -3 "$TMP/log.txt")"; fail=1; }
 exit $fail

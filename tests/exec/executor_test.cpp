@@ -475,7 +475,7 @@ TEST(Program, AProgramThatWouldRaceIsRejected) {
     EXPECT_NO_THROW(check_program(net.g, two_stream_program(true)));
 }
 
-TEST(Program, ChecksEventsNodesAndUnsupportedInstructions) {
+TEST(Program, ChecksEventsNodesAndSwaps) {
     TinyNet net;
     Program p = build_program(net.g, default_order(net.g));
     Program bad = p;
@@ -498,14 +498,25 @@ TEST(Program, ChecksEventsNodesAndUnsupportedInstructions) {
               "program instruction 1 (compute 'relu' on the compute stream) reads 'fc1.bias', but its producer "
               "'fc1.bias' is not computed before it");
     bad = p;
-    Instruction swap;
-    swap.kind = Instruction::Kind::SwapOut;
-    swap.stream = StreamKind::SwapOut;
-    swap.tensor = net.h;
-    bad.instructions.push_back(swap);
+    bad.instructions.push_back(Instruction::swap_out(999, 0, 64));
     EXPECT_EQ(error_of([&] { check_program(net.g, bad); }),
-              "program instruction 8 (swap-out on the swap-out stream): swap-out instructions are not supported by "
-              "this executor yet; plan without swapping");
+              "program instruction 8 (swap-out on the swap-out stream): tensor 999 does not exist; the graph has " +
+                  std::to_string(net.g.num_tensors()) + " tensors");
+    bad = p;
+    bad.instructions.push_back(Instruction::swap_in(net.h, -64, 0, 80));
+    EXPECT_EQ(error_of([&] { check_program(net.g, bad); }),
+              "program instruction 8 (swap-in 'fc1' on the swap-in stream): arena offset -64 is negative; a swap-in "
+              "needs the arena offset it copies to");
+    bad = p;
+    bad.instructions.push_back(Instruction::swap_out(net.h, -1, 80));
+    EXPECT_EQ(error_of([&] { check_program(net.g, bad); }),
+              "program instruction 8 (swap-out 'fc1' on the swap-out stream): bytes (80) and host offset (-1) must "
+              "not be negative");
+    bad = p;
+    bad.place = {0, 64};
+    EXPECT_EQ(error_of([&] { check_program(net.g, bad); }),
+              "program: 'place' has 2 entries but the graph has " + std::to_string(net.g.num_tensors()) +
+                  " tensors; give one offset per tensor (-1: the memory plan's), or none");
     // An operator is not a collective, nor the other way round.
     bad = p;
     bad.instructions.push_back(Instruction::collective(bad.instructions[0].node));
@@ -529,15 +540,18 @@ TEST(Program, PrintsOneLinePerInstruction) {
 
 TEST(Program, RoundTripsThroughJson) {
     Program p = two_stream_program(true);
-    Instruction swap;
-    swap.kind = Instruction::Kind::SwapIn;
-    swap.stream = StreamKind::SwapIn;
-    swap.tensor = 3;
-    swap.host_offset = 4096;
-    swap.bytes = 128;
-    p.instructions.push_back(swap);
+    p.instructions.push_back(Instruction::swap_in(3, 256, 4096, 128));
+    p.instructions.push_back(Instruction::swap_out(3, 4096, 128, 256));
+    p.instructions.push_back(Instruction::swap_out(3, 4096, 128));
     nlohmann::json j = program_to_json(p);
     EXPECT_EQ(program_from_json(nlohmann::json::parse(j.dump())), p);
+    p.place.assign(16, -1);
+    p.place[3] = 512;
+    j = program_to_json(p);
+    EXPECT_EQ(program_from_json(nlohmann::json::parse(j.dump())), p);
+    j["place"][1] = "x";
+    EXPECT_EQ(error_of([&] { program_from_json(j, "step.json"); }), "step.json: place[1] must be an integer, got \"x\"");
+    p.place.clear();
     j["instructions"][0]["kind"] = "teleport";
     EXPECT_EQ(error_of([&] { program_from_json(j, "step.json"); }),
               "step.json: instruction 0: unknown instruction kind 'teleport'; expected compute, record, wait, "

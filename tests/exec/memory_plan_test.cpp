@@ -300,7 +300,13 @@ TEST(MemoryPlan, RoundTripsThroughJson) {
 }
 
 TEST(MemoryPlan, MalformedJsonNamesTheFieldAndSource) {
-    nlohmann::json good = memory_plan_to_json(MemoryPlan{{0}, {0, 64}, 128, 100, 64});
+    MemoryPlan small;
+    small.order = {0};
+    small.offset = {0, 64};
+    small.arena_bytes = 128;
+    small.lower_bound = 100;
+    small.persistent_bytes = 64;
+    nlohmann::json good = memory_plan_to_json(small);
     nlohmann::json j = good;
     j.erase("offset");
     EXPECT_EQ(error_of([&] { memory_plan_from_json(j, "plan.json"); }), "plan.json: missing field 'offset'");
@@ -338,6 +344,47 @@ TEST(MemoryPlan, CheckRejectsPlansThatDoNotFitTheGraph) {
     p.offset[0] = 64;
     EXPECT_EQ(error_of([&] { check_memory_plan(g, p, "p.json"); }),
               "p.json: tensor 'x' (f32[4, 4]) at offset 64 ends at 128, past the arena of 64 bytes");
+}
+
+TEST(MemoryPlan, HostRegionsRoundTripAndAreChecked) {
+    Graph g;
+    TensorId x = g.add_data("x", f32({4, 4}));
+    TensorId w = g.add_param("w", f32({4, 4}), Init::zeros());
+    TensorId y = g.add_node({OpKind::Matmul, "a", {}}, {x, w})[0];
+    MemoryPlan plan = plan_memory(g, default_order(g));
+    // Plans written before swapping have no host fields, and load as unswapped.
+    nlohmann::json old = memory_plan_to_json(plan);
+    EXPECT_FALSE(old.contains("host_offset"));
+    EXPECT_EQ(memory_plan_from_json(old), plan);
+
+    MemoryPlan p = plan;
+    p.host_offset = {-1, 0, 64};
+    p.offset[w] = -1;
+    p.host_bytes = 128;
+    EXPECT_NO_THROW(check_memory_plan(g, p, "p.json"));
+    nlohmann::json j = memory_plan_to_json(p);
+    EXPECT_EQ(memory_plan_from_json(nlohmann::json::parse(j.dump())), p);
+    EXPECT_NE(p.summary().find("; host area 128 bytes (128 B)"), std::string::npos) << p.summary();
+
+    MemoryPlan bad = p;
+    bad.host_offset[y] = 32;
+    EXPECT_EQ(error_of([&] { check_memory_plan(g, bad, "p.json"); }),
+              "p.json: tensor 'a' has host offset 32, which is not a multiple of 64");
+    bad = p;
+    bad.host_offset[y] = 128;
+    EXPECT_EQ(error_of([&] { check_memory_plan(g, bad, "p.json"); }),
+              "p.json: tensor 'a' (f32[4, 4]) at host offset 128 ends at 192, past the host area of 128 bytes");
+    bad = p;
+    bad.host_offset[x] = -2;
+    EXPECT_EQ(error_of([&] { check_memory_plan(g, bad, "p.json"); }),
+              "p.json: tensor 'x' has host offset -2; use -1 for no host region");
+    bad = p;
+    bad.host_offset.pop_back();
+    EXPECT_EQ(error_of([&] { check_memory_plan(g, bad, "p.json"); }),
+              "p.json: has host offsets for 2 tensors but the graph has 3; give one per tensor, or none");
+    j["host_offset"][0] = "none";
+    EXPECT_EQ(error_of([&] { memory_plan_from_json(j, "p.json"); }),
+              "p.json: host_offset[0] must be an integer, got \"none\"");
 }
 
 TEST(MemoryPlan, SummaryGivesTheNumbers) {

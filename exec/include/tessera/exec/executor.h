@@ -16,6 +16,20 @@
 // distinct program and cached, so a step allocates nothing on the host either.
 // Live bytes are counted as the streams run (see device.h), so StepStats'
 // peak is measured, not copied from the plan.
+//
+// Swapped runs (swap_program.h). The memory plan may give tensors a region of
+// a host area (MemoryPlan::host_offset), allocated once here. Preparing a
+// program walks it in list order and follows where each storage root is:
+// pinned persistent tensors at their plan offset; host-homed ones not in the
+// arena until swapped in; a producer writes where Program::place (or the
+// plan) says; a swap-in moves the tensor to its slot. A tensor stays resident
+// until something else is written over its bytes. The walk also checks, with
+// vector clocks over the streams and events, that every read has seen its
+// latest write and every overwrite has seen the last use of what it replaces,
+// so a wrong plan fails with a message instead of corrupting tensors.
+// Live bytes count each stay in the arena from its production or swap-in to
+// the last instruction that touches it (a swap-out counts); pinned
+// persistent tensors are the baseline.
 #pragma once
 
 #include <cstddef>
@@ -72,7 +86,11 @@ public:
     }
     // The tensor's address in the device's address space (host-readable only
     // on the CPU device). An in-place update has its target's address.
+    // Throws for a host-homed tensor: it has no place in the arena between steps.
     std::byte *address(TensorId t);
+    // Whether `t` (through its storage root) lives in the host area between
+    // steps; write(), read() and initialize() handle such tensors there.
+    bool host_homed(TensorId t) const;
 
     // Runs `p` to completion. Throws tessera::Error for a program that does not
     // fit the graph or the plan (check_program(), and every tensor it touches
@@ -89,19 +107,22 @@ public:
     // Prepared programs see the change: they refer to the executor's graph.
     void set_attr(NodeId n, const std::string &name, AttrValue value) { graph_.set_attr(n, name, std::move(value)); }
 
-    // Bytes live between steps: the persistent tensors.
+    // Bytes live in the arena between steps: the pinned persistent tensors.
     int64_t persistent_bytes() const { return persistent_bytes_; }
 
 private:
     struct Prepared;
     Prepared &prepare(const Program &p);
-    int64_t checked_offset(TensorId t, const char *what) const;
+    void check_order(const Program &p) const;
+    // Where `t`'s value is between steps: the arena or the host area.
+    std::byte *home(TensorId t, const char *what, bool *in_host);
 
     Graph graph_;
     Device &device_;
     MemoryPlan plan_;
     std::vector<bool> persistent_;
     int64_t persistent_bytes_ = 0;
+    PinnedBuffer host_;  // the host area, plan_.host_bytes
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
     Communicator *comm_ = nullptr;
 };

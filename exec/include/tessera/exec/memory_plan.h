@@ -31,6 +31,16 @@ struct MemoryPlan {
     // of the same lifetimes can use a smaller arena.
     int64_t lower_bound = 0;
     int64_t persistent_bytes = 0;  // bytes of the tensors that live all step
+    // Host memory for swapped runs (swap_program.h); empty and 0 otherwise.
+    // Per TensorId, read at storage roots (-1: none): a region of the host
+    // area of host_bytes. A persistent tensor with a region is host-homed:
+    // between steps its value is there, not in the arena (its offset is -1,
+    // or where the step produces it), and a program swaps it in to use it.
+    // For any other tensor the region is its swap space.
+    std::vector<int64_t> host_offset;
+    int64_t host_bytes = 0;
+
+    int64_t host_offset_of(TensorId root) const { return host_offset.empty() ? -1 : host_offset.at(root); }
 
     bool has_storage(TensorId t) const { return offset.at(t) >= 0; }
     // One line: tensors, arena, lower bound, persistent bytes, and the ratio.
@@ -65,7 +75,8 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order);
 std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &order);
 
 // Checks that `plan` fits `g` (one offset per tensor, aligned, inside the arena,
-// in-place updates sharing storage). tessera::Error names the first problem and
+// in-place updates sharing storage; host regions aligned, inside host_bytes,
+// on storage roots). tessera::Error names the first problem and
 // `source` (a file name, or "memory plan").
 void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string &source = "memory plan");
 

@@ -9,10 +9,19 @@
 
 namespace tessera {
 
-// A self-contained HTML fragment (inline SVG, no scripts from elsewhere): one
+// A self-contained HTML fragment (a <section> with its own <style> and inline
+// SVG; no scripts, nothing fetched): a summary table (budget, pinned bytes,
+// pools, predicted and ideal time, bytes swapped, peaks), the pools, then one
 // lane per stream (compute, swap-out, swap-in) with every step at its
 // simulated start and end, and below it the bytes resident over time against
-// the budget; hovering a step names its node or tensor.
+// the budget. Hovering a step names its node or tensor.
+//
+// The resident bytes are rebuilt from the steps, not taken from the planner:
+// pinned tensors all the time, and any other buffer from its producer's start
+// or its swap-in's start until the last step touching it before it next
+// arrives. The summary shows that peak beside the planner's `peak_bytes`.
+// Throws tessera::Error when a step names a node or tensor `g` lacks, or ends
+// before it starts.
 std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan);
 
 }  // namespace tessera

@@ -1,0 +1,182 @@
+// Private to swap/: the planner's prepared problem, the swap scheduler and the
+// fast simulator that the genetic algorithm calls once per candidate.
+//
+// A "buffer" is a storage root that the order touches (or any persistent
+// root: those need a home even when untouched). Positions index the order of
+// the candidate being scheduled; uses are stored per NodeId so that
+// reordering needs no rebuilding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph.h"
+#include "tessera/swap/swap_plan.h"
+
+namespace tessera::swap_detail {
+
+struct Buffer {
+    TensorId root = kNoTensor;
+    int64_t bytes = 0;        // aligned to kSwapAlignment: what a slot or the pinned area holds
+    int64_t raw_bytes = 0;    // what a swap moves
+    bool persistent = false;  // lives across steps: pinned, or homed in host memory
+    bool initial = false;     // holds a value when the step starts (a graph input)
+    NodeId producer = kNoNode;  // the root's producer when it is in the order
+    int uses = 0;             // nodes of the order that touch it
+};
+
+struct Use {
+    int buf = 0;
+    bool read = false;
+    bool write = false;
+};
+
+// How non-pinned buffers map to pool slots: class c holds slots of
+// bytes[c] (ascending); buffer b has class of_buf[b] (-1: never in a pool) and
+// may occupy a slot of that class or of any larger one.
+struct Classes {
+    std::vector<int64_t> bytes;
+    std::vector<int> of_buf;
+};
+
+// The facts about one problem that no candidate changes.
+struct Prepared {
+    const Graph *g = nullptr;
+    std::vector<NodeId> order;          // as given
+    std::vector<double> node_time;      // per NodeId
+    int64_t budget = 0;
+    double h2d = 0, d2h = 0;
+    std::vector<Buffer> bufs;
+    std::vector<int> buf_of_tensor;     // per TensorId: the buffer of its root, or -1
+    std::vector<int> use_begin;         // per NodeId + 1: CSR into uses (empty for nodes not in the order)
+    std::vector<Use> uses;
+    std::vector<int> buf_use_begin;     // per buffer + 1: CSR sized by Buffer::uses
+    std::vector<uint8_t> fwd_node;      // per NodeId: neither backward nor optimizer (vDNN's forward pass)
+    Classes classes;                    // size classes of the buffers that may live in pools
+    // Homes fixed by SwapProblem::homes_from: offsets per buffer (-1: host-homed).
+    bool fixed_homes = false;
+    std::vector<int64_t> fixed_pin;
+    int64_t fixed_pinned_bytes = 0;
+    std::vector<int> pin_rank;          // persistent buffers, most uses per byte first
+    double ideal_time = 0;
+    // Dependencies between positions of the given order that any reordering
+    // keeps: data flow, in-place writes against other accesses of the same
+    // storage, and communication nodes in their relative order.
+    std::vector<int> pred_begin, preds;  // CSR per position of `order`
+};
+
+// Validates `problem` and builds the prepared form. Throws tessera::Error for
+// malformed inputs and, with check_budget, for a budget below some operator's
+// working set. Size classes are left to pick_classes().
+Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budget);
+
+// Chooses p.classes so that the smallest pools fit the budget; false when no
+// choice does. `smallest` gets the least budget any tried choice needs.
+bool pick_classes(Prepared &p, int64_t *smallest);
+
+// The largest working set (aligned bytes by storage root, plus the fixed
+// pinned bytes with homes_from) of one operator of the order; `worst` gets its node.
+int64_t largest_working_set(const Prepared &p, NodeId *worst);
+std::string format_bytes(int64_t bytes);  // "96.0 MiB"
+
+// One candidate's memory layout.
+struct Layout {
+    std::vector<int64_t> pin;   // per buffer: arena offset when pinned, else -1
+    int64_t pinned_bytes = 0;
+    std::vector<int> slots;     // per class
+};
+
+// The fewest slots per class that let every operator of the order run, given
+// which buffers are pinned: since a buffer fits any larger slot, for every
+// class c the slots of classes >= c must number at least the operator's
+// buffers of classes >= c (Hall's condition for nested choices), and the
+// fewest bytes take each slot as small as that allows.
+std::vector<int> min_slots(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin);
+// Bytes of pools of `slots`.
+int64_t pool_bytes(const Classes &c, const std::vector<int> &slots);
+
+// Pins persistent buffers in pin_rank order while the pinned bytes stay within
+// `cap` (or takes the fixed homes).
+void choose_pins(const Prepared &p, int64_t cap, Layout &layout);
+// Fills layout.slots: each class its minimum, then the remaining pool bytes
+// split in proportion to `weights`, capped at the buffers a class can hold.
+void split_pools(const Prepared &p, const Classes &c, const std::vector<double> &weights, Layout &layout);
+// The per-class demand (bytes of the class's non-pinned buffers): the seed weights.
+std::vector<double> demand_weights(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin);
+// The most bytes persistent buffers may take when pools need their minimum.
+int64_t max_pinnable(const Prepared &p, const Classes &c);
+
+// A compact schedule: steps in generation order with an issue key; sorting by
+// (key, swaps before computes, generation) gives the issue order, in which
+// every dependency comes first.
+struct IStep {
+    SwapStep::Kind kind = SwapStep::Kind::Compute;
+    int key = 0;
+    int node = kNoNode;   // Compute
+    int buf = -1;         // SwapOut, SwapIn
+    int64_t offset = -1;
+    int dep_begin = 0, dep_end = 0;  // into Schedule::deps (generation indices)
+};
+
+struct Schedule {
+    std::vector<IStep> steps;
+    std::vector<int> deps;
+    std::vector<int> issue;             // generation indices in issue order
+    std::vector<int64_t> produce_at;    // per buffer, -1 when not produced into a slot
+    std::vector<uint8_t> moved;         // per buffer: any swap step
+    std::vector<int64_t> pool_offset;   // per class
+    int64_t swap_in_bytes = 0, swap_out_bytes = 0;
+};
+
+// Runs the swap scheduler for one order, class map and layout under `policy`
+// (Advisor: Belady eviction and early prefetch; Lru and Vdnn: see
+// swap_plan.h). Reuses its buffers between calls: one per thread.
+class Scheduler {
+public:
+    void run(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+             SwapPolicy policy, Schedule &out);
+
+private:
+    int acquire(const Prepared &p, int cls, int pos, int protect_stamp, SwapPolicy policy, Schedule &out);
+    void release(const Prepared &p, int b, Schedule &out);  // the slot of b becomes free
+    int emit(Schedule &out, SwapStep::Kind kind, int key, int node, int buf, int64_t offset);
+    void dep(Schedule &out, int step);
+    int swap_out(const Prepared &p, int b, Schedule &out);
+    void swap_in(const Prepared &p, int b, int slot, int pos, SwapPolicy policy, Schedule &out);
+
+    // Per position of the order being scheduled.
+    std::vector<int> compute_step_;
+    // Per buffer.
+    std::vector<int> use_pos_, use_ptr_, use_end_;
+    std::vector<int> slot_of_, stamp_, touch_, last_use_pos_, last_write_pos_, last_write_step_;
+    std::vector<int> resid_swapin_, resid_swapout_, resid_last_compute_, last_swapout_step_, min_key_;
+    std::vector<int> first_bwd_, last_fwd_, placed_at_;
+    std::vector<int> need_;  // buffers the current operator still needs placed
+    std::vector<uint8_t> host_valid_, pinned_, offloaded_;
+    // Per slot.
+    std::vector<int> slot_class_, occ_, slot_last_compute_, slot_swapout_, slot_pending_in_, slot_ready_;
+    std::vector<int64_t> slot_offset_;
+    std::vector<int> class_begin_;
+    std::vector<int> pending_deps_;  // for the compute step being built
+    int last_swapin_key_ = 0;
+    int n_ = 0;
+};
+
+// Simulates a compact schedule: the iteration time.
+double simulate_schedule(const Prepared &p, Schedule &s, std::vector<double> &end_scratch);
+
+// Turns a schedule into a SwapPlan with simulated times and statistics.
+SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+                   SwapPolicy policy, const Schedule &s);
+
+// Fills each step's start and end, time_s, high_water, peak_bytes and the swap
+// byte counts of `plan`, replaying its steps.
+void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &node_time, double h2d, double d2h);
+
+// Size classes: distinct sizes of the buffers that may go to pools, merged
+// while rounding up wastes at most `tolerance` (0.25 = 25%), then merged
+// further until at most `max_classes` remain. tolerance < 0: exact sizes.
+Classes make_classes(const Prepared &p, double tolerance, int max_classes);
+
+}  // namespace tessera::swap_detail
