@@ -143,8 +143,8 @@ TEST(ModelZoo, UnknownModelListsTheModels) {
 TEST(ModelZoo, UnknownParameterListsTheModelsParameters) {
     expect_build_error("mlp:hiden=3", {"model 'mlp' has no parameter 'hiden'",
                                        "valid parameters: layers, hidden, input, classes"});
-    expect_build_error("cnn:depth=3", {"'cnn' has no parameter 'depth'",
-                                       "valid parameters: convs, channels, kernel, hidden, classes"});
+    expect_build_error("cnn:layers=3", {"'cnn' has no parameter 'layers'",
+                                        "valid parameters: convs, channels, depth, kernel, hidden, classes"});
     expect_build_error("wresnet:layers=3", {"valid parameters: depth, width, image, channels, classes, base"});
     expect_build_error("lstm:heads=3", {"valid parameters: layers, hidden, seq, vocab, embed"});
     expect_build_error("transformer:hidden=3", {"valid parameters: layers, d_model, heads, seq, vocab, ffn"});
@@ -300,6 +300,23 @@ TEST(ModelZoo, CnnDefaultAndSmall) {
         expect_contract(s, 2, DType::F32, {2, 784}, 2, 4, 1);
         EXPECT_EQ(s.graph.param_count(), cnn_params(convs, ch, k, hidden, 4));
     }
+}
+
+// depth repeats conv-BN-ReLU within a stage: the first conv of a stage maps
+// the stage's input channels to its own, the others keep them.
+TEST(ModelZoo, CnnDepthRepeatsConvsWithinAStage) {
+    Model s = build_model("cnn:convs=2,depth=3,channels=4,kernel=3,hidden=0,classes=4", 2);
+    expect_contract(s, 2, DType::F32, {2, 784}, 2, 4, 1);
+    int convs = 0;
+    for (NodeId n = 0; n < s.graph.num_nodes(); n++) convs += s.graph.node(n).call.kind == OpKind::Conv2d;
+    EXPECT_EQ(convs, 6);
+    EXPECT_EQ(info(s, "conv1.1.w").type.shape, (Shape{4, 1, 3, 3}));
+    EXPECT_EQ(info(s, "conv1.3.w").type.shape, (Shape{4, 4, 3, 3}));
+    EXPECT_EQ(info(s, "conv2.1.w").type.shape, (Shape{8, 4, 3, 3}));
+    EXPECT_EQ(info(s, "conv2.2.w").type.shape, (Shape{8, 8, 3, 3}));
+    // conv weights + BN gamma/beta per conv, then the 8x7x7 -> 4 output layer.
+    int64_t params = 4 * 9 + 2 * (4 * 4 * 9) + 3 * 2 * 4 + (8 * 4 * 9) + 2 * (8 * 8 * 9) + 3 * 2 * 8 + 8 * 7 * 7 * 4 + 4;
+    EXPECT_EQ(s.graph.param_count(), params);
 }
 
 TEST(ModelZoo, WresnetMatchesTorchvisionCounts) {
