@@ -13,12 +13,11 @@ models=("mlp:layers=8,hidden=512,input=256,classes=8" "cnn:channels=16,hidden=12
         "wresnet:depth=18,base=8,image=32")
 printf "%-55s %6s %10s %12s %12s %8s\n" model ratio arena predicted_ms measured_ms error
 for m in "${models[@]}"; do
-  common=(--model "$m" --data synthetic --synthetic-size 512 --batch 32 --steps "$steps" --progress none --no-eval
-          --optimizer adam)
+  common=(--model "$m" --data synthetic --synthetic-size 512 --batch 32 --progress none --no-eval --optimizer adam)
   "$train" "${common[@]}" --steps 1 --metrics "$work/full.jsonl" >/dev/null
   fp=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["footprint_bytes"])' "$work/full.jsonl")
   arena=$(( fp / ratio / 64 * 64 ))
-  if ! "$train" "${common[@]}" --device-mem "$arena" --swap advisor --metrics "$work/s.jsonl" >"$work/log" 2>&1; then
+  if ! "$train" "${common[@]}" --steps "$steps" --device-mem "$arena" --swap advisor --metrics "$work/s.jsonl" >"$work/log" 2>&1; then
     printf "%-55s %6s failed: %s\n" "$m" "$ratio" "$(tail -1 "$work/log")"; continue
   fi
   python3 - "$work/s.jsonl" "$m" "$ratio" "$arena" <<'PY'

@@ -400,8 +400,8 @@ Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budge
         int64_t pools = 0;
         pick_classes(p, &pools);
         int64_t smallest = std::max(ws, pools);
-        fail("budget ", format_bytes(p.budget), " cannot work: operator '", g.node(worst).call.name, "' needs ",
-             format_bytes(ws), " for its inputs and outputs (", list, ")", pinned,
+        fail("budget ", format_bytes(p.budget), " (", p.budget, " bytes) cannot work: operator '",
+             g.node(worst).call.name, "' needs ", format_bytes(ws), " (", ws, " bytes) for its inputs and outputs (", list, ")", pinned,
              "; the smallest budget that can is ", format_bytes(smallest), " (", smallest, " bytes)");
     }
     return p;

@@ -299,11 +299,10 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options) {
         if (!pick_classes(p, &smallest)) {
             NodeId worst = kNoNode;
             int64_t ws = largest_working_set(p, &worst);
-            fail("budget ", format_bytes(p.budget), " cannot work: every operator's inputs and outputs fit (the "
-                 "largest, operator '", p.g->node(worst).call.name, "', needs ", format_bytes(ws),
-                 "), but memory pools of fixed-size slots that serve every operator need at least ",
-                 format_bytes(smallest), "; the smallest budget that can is ", format_bytes(smallest), " (",
-                 smallest, " bytes)");
+            fail("budget ", format_bytes(p.budget), " (", p.budget, " bytes) cannot work: every operator's inputs "
+                 "and outputs fit (the largest, operator '", p.g->node(worst).call.name, "', needs ", format_bytes(ws),
+                 ", ", ws, " bytes), but memory pools of fixed-size slots that serve every operator do not; the smallest budget "
+                 "that can is ", format_bytes(smallest), " (", smallest, " bytes)");
         }
         if (options.policy == SwapPolicy::Advisor) plan = Search(p, options).run();
         else plan = plan_baseline(p, options.policy);
