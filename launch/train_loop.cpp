@@ -262,6 +262,8 @@ struct SwapSetup {
     SwapPlan train, forward;
     SwapRun run;
     std::string summary;  // for the banner
+    std::vector<double> profiled;  // per NodeId, from the profiling pass
+    double h2d = 0, d2h = 0;       // measured copy bandwidth, bytes/s
 };
 
 // Profiles the operators and the host-device copies on `device`, then plans
@@ -312,6 +314,9 @@ SwapSetup plan_device_swaps(const TrainOptions &o, const Graph &g, const std::ve
             else std::cout << text << "\n" << std::flush;
         };
     SwapSetup s;
+    s.profiled = problem.node_time_s;
+    s.h2d = problem.h2d_bytes_per_s;
+    s.d2h = problem.d2h_bytes_per_s;
     s.train = plan_swaps(problem, so);
     if (tty) std::cerr << "\n";
 
@@ -396,6 +401,7 @@ TrainResult run_training(const TrainOptions &o) {
     }
     if (root) log_stage("program", train_program.to_string(run_graph));
     Executor ex(run_graph, device, plan);  // fails here, before any data is read, if the arena is too small
+    if (swapping) ex.set_node_timing(true);
     std::unique_ptr<TensorStore> store;
     if (sharded) {
         ex.set_communicator(o.comm);
@@ -566,7 +572,17 @@ TrainResult run_training(const TrainOptions &o) {
                             {"swap_out_bytes", stats.swap_out_bytes},
                             {"swap_in_bytes", stats.swap_in_bytes}};
         if (sharded) line["planned_comm_bytes"] = lowered->comm_bytes;
-        if (swapping) line["predicted_step_time_s"] = swapping->train.time_s;
+        if (swapping) {
+            // The plan's prediction from the profiling pass, and the same plan
+            // re-simulated with the times the operators took in this step: the
+            // difference between the two is the profiler's, the rest the simulator's.
+            std::vector<double> in_step = ex.node_times();
+            for (size_t n = 0; n < in_step.size(); n++)
+                if (in_step[n] <= 0) in_step[n] = swapping->profiled[n];
+            line["predicted_step_time_s"] = swapping->train.time_s;
+            line["resimulated_step_time_s"] =
+                simulate_swap_plan(swapping->train, in_step, swapping->h2d, swapping->d2h);
+        }
         metrics.write(line);
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
         progress.step(step + 1, epoch, loss, stats.step_time_s, elapsed, step + 1 - start_step);

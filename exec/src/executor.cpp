@@ -67,6 +67,8 @@ struct Executor::Prepared {
         int64_t born = 0;       // bytes that become live when the step starts
         int64_t died = 0;       // bytes that die when it ends
         int64_t touch_end = 0;  // the largest offset + size it touches
+        NodeId node = kNoNode;  // Compute, Collective
+        std::chrono::steady_clock::time_point started{};  // set on the stream thread when timing
     };
     Program program;  // the cache key
     std::vector<Step> steps;
@@ -322,6 +324,7 @@ Executor::Prepared &Executor::prepare(const Program &p) {
         case Kind::Collective: {
             const Node &node = graph_.node(in.node);
             step.call = &node.call;
+            step.node = in.node;
             if (in.kind == Kind::Collective)
                 step.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
             std::vector<TensorId> in_roots;
@@ -445,6 +448,7 @@ Executor::Prepared &Executor::prepare(const Program &p) {
 
 StepStats Executor::run(const Program &p) {
     Prepared &prep = prepare(p);
+    if (timing_) node_time_.assign(static_cast<size_t>(graph_.num_nodes()), 0.0);
 
     // A failed step can leave the live count off; between steps exactly the
     // pinned persistent tensors are live.
@@ -460,11 +464,17 @@ StepStats Executor::run(const Program &p) {
             Stream &s = device_.stream(st.stream);
             switch (st.kind) {
             case Kind::Compute:
-                s.enqueue([dev = &device_, step = &st] {
+                s.enqueue([dev = &device_, step = &st, timing = timing_] {
                     dev->add_live_bytes(step->born);
                     dev->note_arena_use(step->touch_end);
+                    if (timing) step->started = std::chrono::steady_clock::now();
                 });
                 device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
+                if (timing_)
+                    s.enqueue([step = &st, times = node_time_.data()] {
+                        times[step->node] =
+                            std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
+                    });
                 break;
             case Kind::Collective:
                 s.enqueue([dev = &device_, comm = comm_, step = &st] {

@@ -219,7 +219,7 @@ expect swap-time-limit 1 "--time-limit must be positive seconds, got 0" -- \
 expect swap-seed 2 "--seed" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --seed many
 expect swap-bad-rank 1 "--rank 4 is not a rank of 4 devices; give 0 to 3" -- \
     "$PLAN" --model mlp --devices 4 --device-mem 8MiB --rank 4
-expect swap-budget-too-small 1 "budget 2.0 MiB cannot work: operator 'fc2.w.update' needs 12.0 MiB" -- \
+expect swap-budget-too-small 1 "budget 2.0 MiB (2097152 bytes) cannot work: operator 'fc2.w.update' needs 12.0 MiB" -- \
     "$PLAN" "${SW[@]}" --device-mem 2MiB
 expect swap-none-too-small 1 "mlp needs 21.55 MiB without swapping but --device-mem is 16.00 MiB; swap with --swap advisor" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --swap none

@@ -107,6 +107,16 @@ public:
     // Prepared programs see the change: they refer to the executor's graph.
     void set_attr(NodeId n, const std::string &name, AttrValue value) { graph_.set_attr(n, name, std::move(value)); }
 
+    // Per-operator timing inside the program: when on, run() records how long
+    // each compute instruction took on its stream (from the moment its waits
+    // were satisfied), so that a swap plan can be re-simulated with the times
+    // operators really take in the step (caches, contention with the copies),
+    // not alone. CPU device: kernel time; a device with asynchronous kernels
+    // would need its own events.
+    void set_node_timing(bool on) { timing_ = on; }
+    // Seconds per NodeId from the last run() with timing on (0 for nodes it did not compute).
+    const std::vector<double> &node_times() const { return node_time_; }
+
     // Bytes live in the arena between steps: the pinned persistent tensors.
     int64_t persistent_bytes() const { return persistent_bytes_; }
 
@@ -123,6 +133,8 @@ private:
     std::vector<bool> persistent_;
     int64_t persistent_bytes_ = 0;
     PinnedBuffer host_;  // the host area, plan_.host_bytes
+    bool timing_ = false;
+    std::vector<double> node_time_;
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
     Communicator *comm_ = nullptr;
 };
