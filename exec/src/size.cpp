@@ -89,20 +89,6 @@ int64_t parse_size(const std::string &text, const std::string &what) {
     return static_cast<int64_t>(bytes);
 }
 
-std::string format_bytes(int64_t bytes) {
-    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    if (bytes < 1024 && bytes > -1024) return std::to_string(bytes) + " B";
-    double v = static_cast<double>(bytes);
-    int u = -1;
-    while ((v >= 1024 || v <= -1024) && u < 5) {
-        v /= 1024;
-        u++;
-    }
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
-    return buf;
-}
-
 std::string size_flag_at_least(int64_t bytes) {
     constexpr int64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
     auto ceil_div = [](int64_t a, int64_t b) { return a / b + (a % b != 0); };

@@ -9,6 +9,7 @@
 //   * bytes are per iteration, received by all devices together, unless a
 //     column says "per device".
 #include "tessera/partition/render.h"
+#include "tessera/text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -476,21 +477,7 @@ std::string plan_dot(const Plan &p) {
 
 namespace {
 
-std::string esc(const std::string &s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
-        }
-    }
-    return out;
-}
+std::string esc(const std::string &s) { return html_escape(s); }
 
 constexpr const char *kCss = R"(
 body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/text.h"
 
 namespace tessera {
 namespace {
@@ -26,31 +27,9 @@ constexpr double kLaneH = 22;       // one stream lane
 constexpr double kMemH = 160;       // the memory plot
 constexpr double kAxisH = 18;       // tick labels under a plot
 
-std::string esc(const std::string &s) {
-    std::string out;
-    out.reserve(s.size());
-    for (char c : s) {
-        switch (c) {
-        case '&': out += "&amp;"; break;
-        case '<': out += "&lt;"; break;
-        case '>': out += "&gt;"; break;
-        case '"': out += "&quot;"; break;
-        case '\'': out += "&#39;"; break;
-        default: out += c;
-        }
-    }
-    return out;
-}
+std::string esc(const std::string &s) { return html_escape(s); }
 
-std::string bytes_str(double b) {
-    const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (std::abs(b) >= 1024 && u < 4) {
-        b /= 1024;
-        ++u;
-    }
-    return u == 0 ? fmt::format("{:.0f} B", b) : fmt::format("{:.2f} {}", b, units[u]);
-}
+std::string bytes_str(double b) { return format_bytes(static_cast<int64_t>(std::llround(b))); }
 
 std::string time_str(double s) {
     if (s >= 1) return fmt::format("{:.3f} s", s);

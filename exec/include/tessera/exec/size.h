@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "tessera/text.h"  // format_bytes
+
 namespace tessera {
 
 // Parses a positive byte count: a decimal number (digits, optionally one '.'
@@ -14,9 +16,6 @@ namespace tessera {
 // the nearest byte. Throws tessera::Error naming `what` (a flag or file field,
 // e.g. "--device-mem") for anything else, zero, or more than 2^63-1 bytes.
 int64_t parse_size(const std::string &text, const std::string &what);
-
-// "512 B", "1.50 KiB", "11.77 MiB", "2.00 GiB": 1024-based, two decimals.
-std::string format_bytes(int64_t bytes);
 
 // The shortest size flag that parse_size() reads back as at least `bytes`,
 // rounded up to a whole KiB, MiB or tenth of a GiB: "12MiB" for 12345678. Error
