@@ -140,6 +140,15 @@ public:
     // device's arena is readable from the host; use the copies otherwise.
     virtual std::byte *arena() = 0;
 
+    // Whether the host can read and write the arena directly (the CPU
+    // device). When it cannot, collectives stage through pinned host memory.
+    virtual bool host_can_address_arena() const { return true; }
+    // Whether host work on a stream (Stream::enqueue) is cheap. On CUDA each
+    // piece is a host function that stalls its stream for a round trip to a
+    // host thread, so the executor keeps per-operator bookkeeping off the
+    // streams there.
+    virtual bool cheap_stream_host_work() const { return true; }
+
     virtual Stream &stream(StreamKind kind) = 0;
     virtual std::unique_ptr<Event> create_event() = 0;
 

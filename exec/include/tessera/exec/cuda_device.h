@@ -1,0 +1,55 @@
+// The CUDA device: the same Device interface as the CPU device, on a GPU.
+//
+//   * One arena: a single cudaMalloc holding the budget, followed by a fixed
+//     kernel workspace (im2col columns and cuBLAS's workspace), so that
+//     nothing allocates device memory after start-up.
+//   * Four real CUDA streams (non-blocking); the swap streams at the highest
+//     priority the device offers, so a swap-in never queues behind compute.
+//   * Events are CUDA events without timing.
+//   * Host memory for copies (allocate_host) is page-locked (cudaHostAlloc),
+//     allocated once per run.
+//   * Operators run the GPU kernels of exec/src/gpu/ (cuBLAS for GEMMs and
+//     convolutions through im2col, CUDA kernels for the rest).
+//   * Host work on a stream (Stream::enqueue) runs as a CUDA host function.
+//
+// This header includes no CUDA header: it builds and links in a build without
+// CUDA, where cuda_device_count() is 0 and make_cuda_device() throws.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/exec/device.h"
+
+namespace tessera {
+
+// Whether this build has the CUDA backend.
+bool cuda_built();
+
+// CUDA devices this process can use: 0 when the build has no CUDA, or when
+// the driver reports none or fails (no GPU, no driver). Never throws.
+int cuda_device_count();
+// Why cuda_device_count() is 0 ("built without CUDA", "no CUDA-capable device
+// is detected", ...), or "" when it is not.
+std::string cuda_unavailable_reason();
+
+struct CudaDeviceInfo {
+    int index = 0;
+    std::string name;  // "NVIDIA H100 80GB HBM3"
+    int major = 0, minor = 0;  // compute capability
+    int64_t total_bytes = 0, free_bytes = 0;
+};
+// Throws tessera::Error when `index` is not a usable device.
+CudaDeviceInfo cuda_device_info(int index);
+
+inline constexpr int64_t kCudaKernelWorkspaceBytes = int64_t{64} << 20;
+inline constexpr int64_t kCudaBlasWorkspaceBytes = int64_t{32} << 20;
+
+// Makes CUDA device `index` current for this thread and allocates its arena of
+// exactly `arena_bytes` (plus the fixed workspaces). Throws tessera::Error,
+// naming the GPU and its free memory, when the arena does not fit, and when
+// there is no such device or no CUDA in this build.
+std::unique_ptr<Device> make_cuda_device(int index, int64_t arena_bytes);
+
+}  // namespace tessera

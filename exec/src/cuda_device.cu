@@ -1,0 +1,363 @@
+// The CUDA device (cuda_device.h) and the context the GPU kernels run on.
+#include "tessera/exec/cuda_device.h"
+
+#include <algorithm>
+#include <array>
+#include <mutex>
+#include <utility>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "gpu/ops.h"
+#include "tessera/error.h"
+#include "tessera/exec/size.h"
+
+namespace tessera {
+
+namespace {
+
+// A failed CUDA call is a problem of the device or the driver, not a bug in
+// Tessera, so it is a tessera::Error that names the call.
+void cuda_check(cudaError_t rc, const char *what) {
+    if (rc != cudaSuccess) fail("CUDA error in ", what, ": ", cudaGetErrorName(rc), " (", cudaGetErrorString(rc), ")");
+}
+
+void blas_check(cublasStatus_t rc, const char *what) {
+    if (rc != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error in ", what, ": status ", static_cast<int>(rc));
+}
+
+}  // namespace
+
+namespace gpu {
+
+template <class F>
+__global__ void for_each_kernel(int64_t n, F f) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) f(i);
+}
+
+// The device context of exec.h: kernels on one stream, GEMMs through cuBLAS.
+class CudaExec {
+public:
+    CudaExec(cudaStream_t stream, cublasHandle_t blas, float *workspace, size_t workspace_bytes)
+        : stream_(stream), blas_(blas), ws_(workspace), ws_bytes_(workspace_bytes) {}
+
+    template <class F>
+    void for_each(int64_t n, F f) {
+        if (n <= 0) return;
+        constexpr int kThreads = 256;
+        constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // the grid-stride loop covers the rest
+        const int64_t blocks = std::min((n + kThreads - 1) / kThreads, kMaxBlocks);
+        for_each_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(n, f);
+        cuda_check(cudaGetLastError(), "a kernel launch");
+    }
+
+    // Row-major C = alpha op(A) op(B) + beta C is column-major
+    // C^T = alpha op(B)^T op(A)^T + beta C^T: the operands swap, the
+    // transposes stay.
+    void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+              const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int64_t batch = 1, int64_t stride_a = 0,
+              int64_t stride_b = 0, int64_t stride_c = 0) {
+        if (m == 0 || n == 0 || batch == 0) return;
+        if (k == 0) {
+            // cuBLAS leaves C alone when k is 0; the operator means alpha * 0 + beta C.
+            TESSERA_INTERNAL_ASSERT(beta == 0.0f, "gemm with k = 0 and beta != 0");
+            for (int64_t q = 0; q < batch; q++)
+                cuda_check(cudaMemset2DAsync(c + q * stride_c, ldc * 4, 0, n * 4, m, stream_), "cudaMemset2DAsync");
+            return;
+        }
+        const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const auto I = [](int64_t v) { return static_cast<int>(v); };
+        if (batch == 1)
+            blas_check(cublasSgemm(blas_, opb, opa, I(n), I(m), I(k), &alpha, b, I(ldb), a, I(lda), &beta, c, I(ldc)),
+                       "cublasSgemm");
+        else
+            blas_check(cublasSgemmStridedBatched(blas_, opb, opa, I(n), I(m), I(k), &alpha, b, I(ldb), stride_b, a,
+                                                 I(lda), stride_a, &beta, c, I(ldc), stride_c, I(batch)),
+                       "cublasSgemmStridedBatched");
+    }
+
+    float *workspace(size_t bytes) {
+        TESSERA_INTERNAL_ASSERT(bytes <= ws_bytes_, "kernel workspace of ", bytes, " bytes asked, ", ws_bytes_,
+                                " available");
+        return ws_;
+    }
+    size_t workspace_bytes() const { return ws_bytes_; }
+    void fill_zero(void *p, size_t bytes) { cuda_check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync"); }
+    void copy(void *dst, const void *src, size_t bytes) {
+        cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+    }
+
+private:
+    cudaStream_t stream_;
+    cublasHandle_t blas_;
+    float *ws_;
+    size_t ws_bytes_;
+};
+
+}  // namespace gpu
+
+namespace {
+
+class CudaEvent final : public Event {
+public:
+    CudaEvent() { cuda_check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
+    ~CudaEvent() override { cudaEventDestroy(e_); }
+    bool query() override {
+        cudaError_t rc = cudaEventQuery(e_);
+        if (rc == cudaErrorNotReady) return false;
+        cuda_check(rc, "cudaEventQuery");
+        return true;
+    }
+    void synchronize() override { cuda_check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+    cudaEvent_t get() const { return e_; }
+
+private:
+    cudaEvent_t e_ = nullptr;
+};
+
+cudaEvent_t cuda_event(Event &e) {
+    auto *ce = dynamic_cast<CudaEvent *>(&e);
+    TESSERA_INTERNAL_ASSERT(ce != nullptr, "an event of another device was used on a CUDA stream");
+    return ce->get();
+}
+
+// Host work runs as a CUDA host function. As on the CPU device, an exception
+// is captured and reported by synchronize(), and the stream's later host work
+// is skipped; kernels already queued behind it still run (CUDA cannot take
+// them back), which is harmless since the step's results are discarded.
+class CudaStream final : public Stream {
+public:
+    CudaStream(StreamKind kind, int priority) : kind_(kind) {
+        cuda_check(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority), "cudaStreamCreateWithPriority");
+    }
+    ~CudaStream() override { cudaStreamDestroy(s_); }
+
+    StreamKind kind() const override { return kind_; }
+    cudaStream_t get() const { return s_; }
+
+    void enqueue(std::function<void()> work) override {
+        auto item = std::make_unique<HostWork>(HostWork{this, std::move(work)});
+        cuda_check(cudaLaunchHostFunc(s_, &CudaStream::run_host, item.get()), "cudaLaunchHostFunc");
+        item.release();  // run_host owns it now
+    }
+    void record(Event &event) override { cuda_check(cudaEventRecord(cuda_event(event), s_), "cudaEventRecord"); }
+    void wait(Event &event) override {
+        cuda_check(cudaStreamWaitEvent(s_, cuda_event(event), 0), "cudaStreamWaitEvent");
+    }
+    void synchronize() override {
+        cudaError_t rc = cudaStreamSynchronize(s_);
+        std::exception_ptr error;
+        {
+            std::lock_guard lk(m_);
+            std::swap(error, error_);
+            failed_ = false;
+        }
+        if (error) rethrow_stream_error(kind_, error);
+        if (rc != cudaSuccess) {
+            try {
+                cuda_check(rc, "cudaStreamSynchronize");
+            } catch (...) {
+                rethrow_stream_error(kind_, std::current_exception());
+            }
+        }
+    }
+
+private:
+    struct HostWork {
+        CudaStream *stream;
+        std::function<void()> work;
+    };
+    static void CUDART_CB run_host(void *p) {
+        std::unique_ptr<HostWork> item(static_cast<HostWork *>(p));
+        CudaStream &s = *item->stream;
+        {
+            std::lock_guard lk(s.m_);
+            if (s.failed_) return;
+        }
+        try {
+            item->work();
+        } catch (...) {
+            std::lock_guard lk(s.m_);
+            if (!s.error_) s.error_ = std::current_exception();
+            s.failed_ = true;
+        }
+    }
+
+    StreamKind kind_;
+    cudaStream_t s_ = nullptr;
+    std::mutex m_;
+    bool failed_ = false;
+    std::exception_ptr error_;
+};
+
+constexpr int64_t kAlign = 256;
+int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+class CudaDevice final : public Device {
+public:
+    CudaDevice(int index, int64_t arena_bytes) : index_(index), arena_bytes_(arena_bytes) {
+        TESSERA_CHECK(arena_bytes > 0, "the CUDA device arena must have a positive size, got ", arena_bytes,
+                      " bytes; use e.g. --device-mem 8GiB");
+        CudaDeviceInfo info = cuda_device_info(index);
+        cuda_check(cudaSetDevice(index), "cudaSetDevice");
+        const int64_t total = align_up(arena_bytes) + kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
+        TESSERA_CHECK(total <= info.free_bytes, "cannot allocate the cuda:", index, " arena of ", arena_bytes,
+                      " bytes (", format_bytes(arena_bytes), ") plus ",
+                      format_bytes(kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes), " of kernel workspace: ",
+                      info.name, " has ", format_bytes(info.free_bytes), " free of ", format_bytes(info.total_bytes),
+                      "; use a smaller --device-mem");
+        void *p = nullptr;
+        cudaError_t rc = cudaMalloc(&p, static_cast<size_t>(total));
+        TESSERA_CHECK(rc == cudaSuccess, "cannot allocate the cuda:", index, " arena of ", format_bytes(total), ": ",
+                      cudaGetErrorString(rc), "; use a smaller --device-mem");
+        base_ = static_cast<std::byte *>(p);
+        try {
+            int least = 0, greatest = 0;
+            cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+            for (int i = 0; i < kNumStreams; i++) {
+                auto kind = static_cast<StreamKind>(i);
+                bool swap = kind == StreamKind::SwapIn || kind == StreamKind::SwapOut;
+                streams_[i] = std::make_unique<CudaStream>(kind, swap ? greatest : least);
+            }
+            blas_check(cublasCreate(&blas_), "cublasCreate");
+            // Exact fp32 GEMMs (no TF32), as on the CPU, and cuBLAS's scratch
+            // from the arena allocation rather than its own.
+            blas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+            blas_check(cublasSetWorkspace(blas_, base_ + align_up(arena_bytes) + kCudaKernelWorkspaceBytes,
+                                          static_cast<size_t>(kCudaBlasWorkspaceBytes)),
+                       "cublasSetWorkspace");
+            blas_stream_ = cuda_stream(StreamKind::Compute);
+            blas_check(cublasSetStream(blas_, blas_stream_), "cublasSetStream");
+        } catch (...) {
+            release();
+            throw;
+        }
+        name_ = "cuda:" + std::to_string(index);
+    }
+
+    ~CudaDevice() override {
+        cudaSetDevice(index_);
+        for (auto &s : streams_)
+            if (s) cudaStreamSynchronize(s->get());
+        release();
+    }
+
+    std::string name() const override { return name_; }
+    int64_t arena_bytes() const override { return arena_bytes_; }
+    std::byte *arena() override { return base_; }
+    bool host_can_address_arena() const override { return false; }
+    bool cheap_stream_host_work() const override { return false; }
+
+    Stream &stream(StreamKind kind) override { return *streams_.at(static_cast<size_t>(kind)); }
+    std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
+
+    void launch_op(StreamKind s, const OpCall &call, const std::vector<TensorRef> &inputs,
+                   const std::vector<TensorRef> &outputs) override {
+        cudaStream_t stream = cuda_stream(s);
+        if (stream != blas_stream_) {
+            blas_check(cublasSetStream(blas_, stream), "cublasSetStream");
+            blas_stream_ = stream;
+        }
+        gpu::CudaExec ex(stream, blas_, reinterpret_cast<float *>(base_ + align_up(arena_bytes_)),
+                         static_cast<size_t>(kCudaKernelWorkspaceBytes));
+        gpu::run_op(ex, call, inputs, outputs);
+    }
+
+    PinnedBuffer allocate_host(size_t bytes) override {
+        void *p = nullptr;
+        cudaError_t rc = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+        TESSERA_CHECK(rc == cudaSuccess, "cannot allocate ", bytes, " bytes (",
+                      format_bytes(static_cast<int64_t>(bytes)), ") of pinned host memory for ", name_, ": ",
+                      cudaGetErrorString(rc), "; the host does not have that much page-lockable memory free");
+        return PinnedBuffer(static_cast<std::byte *>(p), bytes, [](std::byte *d, size_t) { cudaFreeHost(d); });
+    }
+
+protected:
+    void do_copy_to_device(void *dst_dev, const void *src_host, size_t bytes) override {
+        cuda_check(cudaMemcpy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+    }
+    void do_copy_to_host(void *dst_host, const void *src_dev, size_t bytes) override {
+        cuda_check(cudaMemcpy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+    }
+    void do_copy_async(StreamKind s, void *dst, const void *src, size_t bytes, CopyDirection dir) override {
+        cuda_check(cudaMemcpyAsync(dst, src, bytes,
+                                   dir == CopyDirection::HostToDevice ? cudaMemcpyHostToDevice
+                                                                      : cudaMemcpyDeviceToHost,
+                                   cuda_stream(s)),
+                   "cudaMemcpyAsync");
+    }
+
+private:
+    cudaStream_t cuda_stream(StreamKind s) { return streams_.at(static_cast<size_t>(s))->get(); }
+
+    void release() {
+        if (blas_) cublasDestroy(blas_);
+        blas_ = nullptr;
+        for (auto &s : streams_) s.reset();
+        if (base_) cudaFree(base_);
+        base_ = nullptr;
+    }
+
+    int index_;
+    int64_t arena_bytes_;
+    std::string name_;
+    std::byte *base_ = nullptr;
+    std::array<std::unique_ptr<CudaStream>, kNumStreams> streams_;
+    cublasHandle_t blas_ = nullptr;
+    cudaStream_t blas_stream_ = nullptr;
+};
+
+}  // namespace
+
+bool cuda_built() { return true; }
+
+int cuda_device_count() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky "no device" so later calls start clean
+        return 0;
+    }
+    return n;
+}
+
+std::string cuda_unavailable_reason() {
+    int n = 0;
+    cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        return std::string("CUDA reports ") + cudaGetErrorString(rc);
+    }
+    return n == 0 ? "CUDA reports no device" : "";
+}
+
+CudaDeviceInfo cuda_device_info(int index) {
+    int n = cuda_device_count();
+    TESSERA_CHECK(n > 0, "no CUDA device is usable: ", cuda_unavailable_reason(), "; use --device cpu");
+    TESSERA_CHECK(index >= 0 && index < n, "CUDA device ", index, " does not exist; this machine has ", n,
+                  n == 1 ? " (device 0)" : " (devices 0 to " + std::to_string(n - 1) + ")");
+    cudaDeviceProp prop{};
+    cuda_check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    CudaDeviceInfo info;
+    info.index = index;
+    info.name = prop.name;
+    info.major = prop.major;
+    info.minor = prop.minor;
+    int current = 0;
+    cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+    cuda_check(cudaSetDevice(index), "cudaSetDevice");
+    size_t free_b = 0, total_b = 0;
+    cudaError_t rc = cudaMemGetInfo(&free_b, &total_b);
+    cudaSetDevice(current);
+    cuda_check(rc, "cudaMemGetInfo");
+    info.free_bytes = static_cast<int64_t>(free_b);
+    info.total_bytes = static_cast<int64_t>(total_b);
+    return info;
+}
+
+std::unique_ptr<Device> make_cuda_device(int index, int64_t arena_bytes) {
+    return std::make_unique<CudaDevice>(index, arena_bytes);
+}
+
+}  // namespace tessera

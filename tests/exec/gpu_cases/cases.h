@@ -1,0 +1,36 @@
+// Test cases for the GPU kernels: one list per operator family, shared by the
+// host test (the kernel bodies run on the host, tests/exec/gpu_kernels_host_test.cpp)
+// and the GPU test (the kernels on a CUDA device, tests/exec/cuda_kernels_test.cpp,
+// label gpu). Each case is compared with tessera::run_op(), the CPU kernel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/kernels.h"
+
+namespace tessera::test {
+
+struct GpuCase {
+    std::string label;               // unique; shown when the case fails
+    OpCall call;
+    std::vector<TensorType> inputs;  // outputs follow from infer_types()
+    // Fills input `i` (f32 data in `f`, or i32 data in `n`, by the input's
+    // dtype); empty: uniform floats in [-1, 1) from a seeded generator.
+    std::function<void(int i, std::vector<float> &f, std::vector<int32_t> &n)> fill;
+    // An output element passes when |gpu - cpu| <= atol + rtol * |cpu|.
+    double rtol = 1e-5, atol = 1e-5;
+};
+
+std::vector<GpuCase> gpu_cases_matmul();
+std::vector<GpuCase> gpu_cases_elementwise();
+std::vector<GpuCase> gpu_cases_softmax();
+std::vector<GpuCase> gpu_cases_norm();
+std::vector<GpuCase> gpu_cases_conv();
+std::vector<GpuCase> gpu_cases_layout();
+std::vector<GpuCase> gpu_cases_misc();
+std::vector<GpuCase> gpu_cases_optim();
+
+}  // namespace tessera::test
