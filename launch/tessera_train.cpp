@@ -52,6 +52,10 @@ int main(int argc, char **argv) {
     app.add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay (L2 for sgd, decoupled for adam)")
         ->capture_default_str();
     app.add_option("--seed", o.seed, "Seed of the initialisers and the data order")->capture_default_str();
+    app.add_option("--device", o.device,
+                   "auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N; the first line of output "
+                   "says which")
+        ->capture_default_str();
     app.add_option("--device-mem", o.device_mem,
                    "Device arena size, e.g. 512MiB or 2GiB (default: what the memory plan needs); below that, "
                    "--swap plans what moves to host memory");

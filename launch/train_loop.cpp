@@ -27,7 +27,7 @@
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
-#include "tessera/exec/cpu_device.h"
+#include "tessera/exec/device_choice.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/memory_plan.h"
 #include "tessera/exec/profile.h"
@@ -356,6 +356,11 @@ TrainResult run_training(const TrainOptions &o) {
     // The pipeline, one stage per line (TESSERA_LOG=all shows each result).
     const bool sharded = o.comm && o.comm->size() > 1;
     const bool root = !sharded || o.comm->rank() == 0;
+    const DeviceChoice choice = choose_device(o.device, local_rank_from_env(sharded ? o.comm->rank() : 0));
+    if (root)
+        std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
+                                 sharded ? fmt::format(", rank 0 of {}", o.comm->size()) : "")
+                  << std::flush;
     Model m = build_model(o.model, o.batch);
     if (root) log_stage("model", m.description);
     make_training_graph(m.graph, m.loss, o.optimizer);
@@ -387,7 +392,8 @@ TrainResult run_training(const TrainOptions &o) {
                   "--swap: unknown policy '", o.swap, "'; valid: advisor, lru, vdnn, none, auto");
     const int64_t footprint = plan.arena_bytes;
     std::optional<SwapSetup> swapping;
-    CpuDevice device(arena);
+    std::unique_ptr<Device> device_ptr = make_device(choice, arena);
+    Device &device = *device_ptr;
     if (o.swap != "none" && (o.swap != "auto" || arena < footprint)) {
         // Each rank plans for what still overflows after the partition.
         swapping = plan_device_swaps(o, run_graph, order, forward_program, device, root);
@@ -418,13 +424,11 @@ TrainResult run_training(const TrainOptions &o) {
 
     if (root) {
         if (swapping)
-            std::cout << fmt::format("tessera-train: device {} | arena {} (the run needs {}: {:.1f}x) | {}\n",
-                                     device.name(), format_bytes(arena), format_bytes(footprint),
+            std::cout << fmt::format("arena {} (the run needs {}: {:.1f}x) | {}\n", format_bytes(arena), format_bytes(footprint),
                                      static_cast<double>(footprint) / static_cast<double>(arena), m.description)
                       << swapping->summary << "\n";
         else
-            std::cout << fmt::format("tessera-train: device {} | arena {} (plan {}, lower bound {}) | {}\n",
-                                     device.name(), format_bytes(arena), format_bytes(plan.arena_bytes),
+            std::cout << fmt::format("arena {} (plan {}, lower bound {}) | {}\n", format_bytes(arena), format_bytes(plan.arena_bytes),
                                      format_bytes(plan.lower_bound), m.description);
         if (sharded) {
             int64_t all = 0;

@@ -25,6 +25,9 @@ struct TrainOptions {
     OptimizerConfig optimizer;
     std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;
+    // auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N;
+    // the first line of output says which (device_choice.h).
+    std::string device = "auto";
     std::string device_mem;  // empty: exactly what the memory plan needs
     // Under a --device-mem below what the run needs: advisor (the SwapAdvisor
     // planner), lru or vdnn (the baselines), none (fail instead), or auto

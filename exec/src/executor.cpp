@@ -68,6 +68,10 @@ struct Executor::Prepared {
         int64_t died = 0;       // bytes that die when it ends
         int64_t touch_end = 0;  // the largest offset + size it touches
         NodeId node = kNoNode;  // Compute, Collective
+        // Collectives on a device whose arena the host cannot address: the
+        // input is copied to `stage_in`, the collective runs on host memory,
+        // and `stage_out` is copied back (pinned, allocated once per program).
+        PinnedBuffer stage_in, stage_out;
         std::chrono::steady_clock::time_point started{};  // set on the stream thread when timing
     };
     Program program;  // the cache key
@@ -325,8 +329,15 @@ Executor::Prepared &Executor::prepare(const Program &p) {
             const Node &node = graph_.node(in.node);
             step.call = &node.call;
             step.node = in.node;
-            if (in.kind == Kind::Collective)
+            if (in.kind == Kind::Collective) {
+                TESSERA_CHECK(comm_ != nullptr, where(i), " is a collective, but the executor has no communicator");
                 step.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
+                if (!device_.host_can_address_arena()) {
+                    step.stage_in = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.inputs[0]).type.bytes()));
+                    step.stage_out =
+                        device_.allocate_host(static_cast<size_t>(graph_.tensor(node.outputs[0]).type.bytes()));
+                }
+            }
             std::vector<TensorId> in_roots;
             for (TensorId t : node.inputs) {
                 TensorId r = storage_root(graph_, t);
@@ -458,17 +469,26 @@ StepStats Executor::run(const Program &p) {
     before = device_.counters();
 
     const int64_t comm_before = comm_ ? comm_->counters().total() : 0;
+    // The counters follow the steps on their streams where host work on a
+    // stream is cheap (CPU). Elsewhere (CUDA) each would stall its stream, so
+    // the same bookkeeping is replayed on the host after the step, in program
+    // order: the high water and the swap bytes are the same numbers; the live
+    // peak is that of the program order rather than of the streams' timing.
+    const bool on_stream = device_.cheap_stream_host_work();
     auto t0 = std::chrono::steady_clock::now();
     try {
         for (Prepared::Step &st : prep.steps) {
             Stream &s = device_.stream(st.stream);
             switch (st.kind) {
             case Kind::Compute:
-                s.enqueue([dev = &device_, step = &st, timing = timing_] {
-                    dev->add_live_bytes(step->born);
-                    dev->note_arena_use(step->touch_end);
-                    if (timing) step->started = std::chrono::steady_clock::now();
-                });
+                if (on_stream || timing_)
+                    s.enqueue([dev = &device_, step = &st, timing = timing_, on_stream] {
+                        if (on_stream) {
+                            dev->add_live_bytes(step->born);
+                            dev->note_arena_use(step->touch_end);
+                        }
+                        if (timing) step->started = std::chrono::steady_clock::now();
+                    });
                 device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
                 if (timing_)
                     s.enqueue([step = &st, times = node_time_.data()] {
@@ -477,21 +497,36 @@ StepStats Executor::run(const Program &p) {
                     });
                 break;
             case Kind::Collective:
-                s.enqueue([dev = &device_, comm = comm_, step = &st] {
-                    dev->add_live_bytes(step->born);
-                    dev->note_arena_use(step->touch_end);
-                    step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
-                                          static_cast<std::byte *>(step->outputs[0].data));
+                if (st.stage_in.data() == nullptr) {
+                    s.enqueue([dev = &device_, comm = comm_, step = &st] {
+                        dev->add_live_bytes(step->born);
+                        dev->note_arena_use(step->touch_end);
+                        step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
+                                              static_cast<std::byte *>(step->outputs[0].data));
+                    });
+                    break;
+                }
+                device_.copy_async(st.stream, st.stage_in.data(), st.inputs[0].data, st.stage_in.size(),
+                                   CopyDirection::DeviceToHost);
+                s.enqueue([dev = &device_, comm = comm_, step = &st, on_stream] {
+                    if (on_stream) {
+                        dev->add_live_bytes(step->born);
+                        dev->note_arena_use(step->touch_end);
+                    }
+                    step->collective->run(*comm, step->stage_in.data(), step->stage_out.data());
                 });
+                device_.copy_async(st.stream, st.outputs[0].data, st.stage_out.data(), st.stage_out.size(),
+                                   CopyDirection::HostToDevice);
                 break;
             case Kind::SwapOut:
             case Kind::SwapIn: {
                 bool in = st.kind == Kind::SwapIn;
-                s.enqueue([dev = &device_, step = &st, in] {
-                    dev->add_live_bytes(step->born);
-                    if (in) dev->add_swap_in_bytes(step->copy_bytes);
-                    else dev->add_swap_out_bytes(step->copy_bytes);
-                });
+                if (on_stream)
+                    s.enqueue([dev = &device_, step = &st, in] {
+                        dev->add_live_bytes(step->born);
+                        if (in) dev->add_swap_in_bytes(step->copy_bytes);
+                        else dev->add_swap_out_bytes(step->copy_bytes);
+                    });
                 device_.copy_async(st.stream, st.dst, st.src, static_cast<size_t>(st.copy_bytes),
                                    in ? CopyDirection::HostToDevice : CopyDirection::DeviceToHost);
                 break;
@@ -499,7 +534,7 @@ StepStats Executor::run(const Program &p) {
             case Kind::EventRecord: s.record(*prep.events[st.event]); break;
             case Kind::EventWait: s.wait(*prep.events[st.event]); break;
             }
-            if (st.died) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
+            if (st.died && on_stream) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
         }
     } catch (...) {
         // Work already queued points into `prep`: let it finish before unwinding.
@@ -511,6 +546,14 @@ StepStats Executor::run(const Program &p) {
     }
     device_.synchronize();
     auto t1 = std::chrono::steady_clock::now();
+    if (!on_stream)
+        for (const Prepared::Step &st : prep.steps) {
+            device_.add_live_bytes(st.born);
+            device_.note_arena_use(st.touch_end);
+            if (st.kind == Kind::SwapIn) device_.add_swap_in_bytes(st.copy_bytes);
+            if (st.kind == Kind::SwapOut) device_.add_swap_out_bytes(st.copy_bytes);
+            device_.add_live_bytes(-st.died);
+        }
 
     MemoryCounters after = device_.counters();
     StepStats stats;

@@ -1,0 +1,192 @@
+// The executor's paths for a device like CUDA's, run on the CPU: a device
+// whose arena the host cannot address (collectives stage through pinned host
+// buffers) and whose stream host work is expensive (the counters are replayed
+// on the host after the step). StagedCpuDevice is a CPU device that says both,
+// so CI runs those paths without a GPU; each run is compared bit for bit with
+// the plain CPU device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "tessera/comm/communicator.h"
+#include "tessera/exec/cpu_device.h"
+#include "tessera/exec/executor.h"
+#include "tessera/exec/swap_program.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/models/zoo.h"
+#include "tessera/partition/lower.h"
+#include "tessera/partition/partition.h"
+#include "tessera/swap/swap_plan.h"
+
+namespace tessera {
+namespace {
+
+class StagedCpuDevice final : public Device {
+public:
+    explicit StagedCpuDevice(int64_t arena) : cpu_(arena) {}
+    std::string name() const override { return "staged-cpu"; }
+    int64_t arena_bytes() const override { return cpu_.arena_bytes(); }
+    std::byte *arena() override { return cpu_.arena(); }
+    bool host_can_address_arena() const override { return false; }
+    bool cheap_stream_host_work() const override { return false; }
+    Stream &stream(StreamKind kind) override { return cpu_.stream(kind); }
+    std::unique_ptr<Event> create_event() override { return cpu_.create_event(); }
+
+protected:
+    void do_copy_to_device(void *dst, const void *src, size_t bytes) override {
+        cpu_.copy_to_device(dst, src, bytes);
+    }
+    void do_copy_to_host(void *dst, const void *src, size_t bytes) override { cpu_.copy_to_host(dst, src, bytes); }
+
+private:
+    CpuDevice cpu_;
+};
+
+Graph training_graph(const std::string &spec, int64_t batch) {
+    Model m = build_model(spec, batch);
+    OptimizerConfig cfg;
+    cfg.kind = OptimizerConfig::Kind::Adam;
+    cfg.lr = 0.01;
+    make_training_graph(m.graph, m.loss, cfg);
+    return std::move(m.graph);
+}
+
+std::vector<std::byte> read_bytes(Executor &ex, TensorId t) {
+    std::vector<std::byte> v(static_cast<size_t>(ex.graph().tensor(t).type.bytes()));
+    ex.read(t, v.data(), v.size());
+    return v;
+}
+
+// Random f32 data and in-range labels, the same for every run of a step.
+void feed(Executor &ex, int step, int rank) {
+    const Graph &g = ex.graph();
+    std::mt19937 rng(100 * rank + step);
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        if (info.role != TensorRole::Data || storage_root(g, t) != t) continue;
+        const size_t n = static_cast<size_t>(info.type.elements());
+        if (info.name == kStepTensor) {
+            int32_t s = step + 1;
+            ex.write(t, &s, sizeof s);
+        } else if (info.type.dtype == DType::I32) {
+            std::vector<int32_t> v(n);
+            for (int32_t &x : v) x = std::uniform_int_distribution<int32_t>(0, 9)(rng);
+            ex.write(t, v.data(), n * 4);
+        } else {
+            std::vector<float> v(n);
+            for (float &x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+            ex.write(t, v.data(), n * 4);
+        }
+    }
+}
+
+struct TrainRun {
+    std::vector<std::vector<std::byte>> values;  // loss per step, then every persistent tensor
+    std::vector<StepStats> stats;
+};
+
+TrainRun train(Executor &ex, const Program &p, int steps, int rank = 0) {
+    TrainRun r;
+    ex.initialize(7);
+    for (int s = 0; s < steps; s++) {
+        feed(ex, s, rank);
+        r.stats.push_back(ex.run(p));
+        r.values.push_back(read_bytes(ex, ex.graph().output("loss")));
+    }
+    std::vector<bool> persistent = persistent_tensors(ex.graph());
+    for (TensorId t = 0; t < ex.graph().num_tensors(); t++)
+        if (persistent[t] && storage_root(ex.graph(), t) == t) r.values.push_back(read_bytes(ex, t));
+    return r;
+}
+
+TEST(StagedDevice, SwappedTrainingMatchesTheCpuDeviceAndCountsTheSame) {
+    Graph g = training_graph("mlp:layers=20,hidden=64", 16);
+    const std::vector<NodeId> order = default_order(g);
+    const int64_t full = plan_memory(g, order).arena_bytes;
+    SwapProblem pr;
+    pr.graph = &g;
+    pr.order = order;
+    pr.node_time_s.assign(g.num_nodes(), 1e-6);
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
+    pr.budget = full;
+    pr.budget = std::max((full / 4 + 63) / 64 * 64, min_swap_budget(pr));
+    ASSERT_LT(pr.budget, full * 3 / 4);
+    SwapOptions so;
+    so.generations = 3;
+    so.population = 6;
+    SwapPlan plan = plan_swaps(pr, so);
+    SwapRun run = build_swap_run(g, plan);
+
+    CpuDevice cpu(pr.budget);
+    StagedCpuDevice staged(pr.budget);
+    Executor a(g, cpu, run.memory), b(g, staged, run.memory);
+    TrainRun want = train(a, run.train, 3), got = train(b, run.train, 3);
+    ASSERT_EQ(want.values.size(), got.values.size());
+    for (size_t k = 0; k < want.values.size(); k++) EXPECT_TRUE(want.values[k] == got.values[k]) << "value " << k;
+    for (size_t s = 0; s < want.stats.size(); s++) {
+        SCOPED_TRACE("step " + std::to_string(s));
+        EXPECT_EQ(got.stats[s].arena_high_water, want.stats[s].arena_high_water);
+        EXPECT_EQ(got.stats[s].arena_high_water, plan.high_water);
+        EXPECT_EQ(got.stats[s].swap_out_bytes, plan.swap_out_bytes);
+        EXPECT_EQ(got.stats[s].swap_in_bytes, plan.swap_in_bytes);
+        EXPECT_GT(got.stats[s].swap_in_bytes, 0);
+        // Replayed in program order: within the arena, and at least the pinned bytes.
+        EXPECT_LE(got.stats[s].peak_live_bytes, pr.budget);
+        EXPECT_GE(got.stats[s].peak_live_bytes, b.persistent_bytes());
+    }
+    // Between steps, exactly the pinned persistent tensors are live on both.
+    EXPECT_EQ(staged.counters().live_bytes, b.persistent_bytes());
+    EXPECT_EQ(cpu.counters().live_bytes, a.persistent_bytes());
+}
+
+// Two ranks in threads, a Tofu partition: every collective of the staged
+// device goes device -> pinned host -> communicator -> pinned host -> device.
+TEST(StagedDevice, PartitionedTrainingStagesCollectivesThroughHostMemory) {
+    Graph g = training_graph("mlp:hidden=64", 8);
+    PartitionOptions po;
+    po.strategy = PartitionStrategy::Tofu;
+    po.executable = true;
+    Plan plan = partition(g, flat_machine(2), po);
+    std::vector<TrainRun> want(2), got(2);
+    std::vector<int64_t> planned(2);
+    for (bool staged : {false, true}) {
+        auto comms = make_thread_communicators(2);
+        std::vector<std::thread> threads;
+        std::vector<std::string> errors(2);
+        for (int r = 0; r < 2; r++)
+            threads.emplace_back([&, r] {
+                try {
+                    DeviceGraph dg = lower(g, plan, r);
+                    planned[r] = dg.comm_bytes;
+                    std::vector<NodeId> order = default_order(dg.graph);
+                    MemoryPlan mp = plan_memory(dg.graph, order);
+                    std::unique_ptr<Device> dev;
+                    if (staged) dev = std::make_unique<StagedCpuDevice>(mp.arena_bytes);
+                    else dev = std::make_unique<CpuDevice>(mp.arena_bytes);
+                    Executor ex(dg.graph, *dev, mp);
+                    ex.set_communicator(comms[r].get());
+                    (staged ? got : want)[r] = train(ex, build_program(dg.graph, order), 3, r);
+                } catch (const std::exception &e) {
+                    errors[r] = e.what();
+                }
+            });
+        for (auto &t : threads) t.join();
+        for (int r = 0; r < 2; r++) ASSERT_EQ(errors[r], "") << "rank " << r;
+    }
+    for (int r = 0; r < 2; r++) {
+        SCOPED_TRACE("rank " + std::to_string(r));
+        ASSERT_GT(planned[r], 0);
+        ASSERT_EQ(want[r].values.size(), got[r].values.size());
+        for (size_t k = 0; k < want[r].values.size(); k++)
+            EXPECT_TRUE(want[r].values[k] == got[r].values[k]) << "value " << k;
+        for (size_t s = 0; s < got[r].stats.size(); s++) {
+            EXPECT_EQ(got[r].stats[s].comm_bytes, planned[r]) << "step " << s;
+            EXPECT_EQ(got[r].stats[s].arena_high_water, want[r].stats[s].arena_high_water) << "step " << s;
+        }
+    }
+}
+
+}  // namespace
+}  // namespace tessera
