@@ -26,6 +26,18 @@ expect bad-dataset 1 "unknown dataset 'cifar'" -- "$TRAIN" --model mlp --data ci
 expect missing-data 1 "--data-dir" -- "$TRAIN" --model mlp --data fashion-mnist --data-dir "$TMP/nowhere"
 expect data-mismatch 1 "fashion-mnist gives 784" -- "$TRAIN" --model mlp:input=100 --data fashion-mnist
 expect resume-needs-dir 1 "--resume needs --checkpoint DIR" -- "$TRAIN" "${SMALL[@]}" --resume
+expect bad-device 1 "--device: unknown device 'gpu'; valid: auto, cpu, cuda, cuda:N" -- "$TRAIN" "${SMALL[@]}" --device gpu
+
+# The first line says which device runs, and why; --device cuda with no GPU
+# says why not and what works.
+first="$("$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --device cpu 2>&1 | head -1)"
+[ "$first" = "tessera-train: device cpu (as asked)" ] || { echo "FAIL device-line: '$first'"; fail=1; }
+first="$("$TRAIN" "${SMALL[@]}" --steps 1 --no-eval 2>&1 | head -1)"
+grep -qE "^tessera-train: device (cpu \(the default with no GPU: .+\)|cuda:0 \(.+\) \(the default with a GPU present\))$" <<<"$first" ||
+  { echo "FAIL default-device-line: '$first'"; fail=1; }
+if grep -q "^tessera-train: device cpu" <<<"$first"; then
+  expect cuda-without-gpu 1 "no CUDA device is usable" -- "$TRAIN" "${SMALL[@]}" --steps 1 --device cuda
+fi
 
 # A budget that cannot work even with swapping fails before training, naming
 # the operator and the bytes it needs, and writes no metrics.
