@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue 7's GPU measurements, in one run, written as a table:
+#   1. correctness: the GPU tests (every kernel against the CPU kernel, training
+#      on the device against the CPU, swapped training bit-identical);
+#   2. training losses of every zoo model at small sizes, --device cuda against
+#      --device cpu, through tessera-train;
+#   3. throughput against PyTorch eager (mlp, transformer, wresnet), and under
+#      --device-mem at 1/2, 1/4, 1/8, 1/12 of the footprint against PyTorch
+#      with save_on_cpu(pin_memory=True) capped to the same memory
+#      (bench/gpu_vs_pytorch.py);
+#   4. host-device bandwidth while swapping against a plain pinned
+#      cudaMemcpyAsync (tessera-bench-gpu-copy).
+#
+# Usage: bench/gpu_measure.sh [BUILD_DIR=build] [OUT_DIR=gpu-results] [extra args for gpu_vs_pytorch.py]
+# Writes OUT_DIR/results.md (and the raw outputs beside it). Needs a GPU,
+# CUDA 13, python3 with torch; a build with TESSERA_CUDA on.
+set -uo pipefail
+BUILD="${1:-build}"
+OUT="${2:-gpu-results}"
+shift $(( $# >= 2 ? 2 : $# ))
+HERE="$(cd "$(dirname "$0")" && pwd)"
+TRAIN="$BUILD/launch/tessera-train"
+mkdir -p "$OUT"
+for f in "$TRAIN" "$BUILD/bench/tessera-bench-gpu-copy" "$BUILD/tests/exec_cuda_device_test"; do
+  [ -x "$f" ] || { echo "gpu_measure: $f is missing; build with scripts/build.sh first" >&2; exit 1; }
+done
+if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "gpu_measure: no GPU (nvidia-smi finds none); these measurements need one" >&2
+  exit 1
+fi
+GPU="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+R="$OUT/results.md"
+{
+  echo "# Tessera GPU measurements"
+  echo
+  echo "GPU: $GPU; $(date -u +%Y-%m-%dT%H:%MZ); commit $(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo
+} > "$R"
+
+echo "== 1. GPU tests" >&2
+"$BUILD/tests/exec_cuda_device_test" 2>&1 | tee "$OUT/gpu_tests.txt" >&2
+{
+  echo "## 1. Correctness: GPU tests"
+  echo
+  echo '```'
+  grep -E "^\[  (PASSED|FAILED|SKIPPED) |GPU kernel cases checked|tests? ran" "$OUT/gpu_tests.txt"
+  echo '```'
+  echo
+} >> "$R"
+
+echo "== 2. zoo losses, cuda against cpu" >&2
+{
+  echo "## 2. Training losses, --device cuda against --device cpu (20 steps, synthetic data)"
+  echo
+  echo "| model | max relative loss difference | final loss cpu | final loss cuda |"
+  echo "|---|---|---|---|"
+} >> "$R"
+for spec in "mlp:hidden=256" "cnn:channels=8,hidden=32" "lstm:hidden=64,seq=8,vocab=100" \
+            "transformer:layers=2,d_model=64,heads=4,seq=16,vocab=100" "wresnet:depth=10,base=8,image=16"; do
+  for dev in cpu cuda; do
+    "$TRAIN" --device "$dev" --model "$spec" --data synthetic --synthetic-size 2048 --batch 32 --steps 20 \
+      --progress none --no-eval --metrics "$OUT/loss_${spec%%:*}_$dev.jsonl" > /dev/null 2>> "$OUT/losses.err"
+  done
+  python3 - "$OUT/loss_${spec%%:*}_cpu.jsonl" "$OUT/loss_${spec%%:*}_cuda.jsonl" "$spec" >> "$R" <<'PY'
+import json, sys
+def losses(p):
+    try:
+        return [json.loads(l)["loss"] for l in open(p) if l.strip() and '"step"' in l]
+    except OSError:
+        return []
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if not a or len(a) != len(b):
+    print(f"| {sys.argv[3]} | run failed (see losses.err) | | |")
+else:
+    d = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
+    print(f"| {sys.argv[3]} | {d:.2e} | {a[-1]:.6f} | {b[-1]:.6f} |")
+PY
+done
+echo >> "$R"
+
+echo "== 3. throughput against PyTorch" >&2
+{
+  echo "## 3. Throughput against PyTorch eager, unconstrained and under a budget"
+  echo
+} >> "$R"
+python3 "$HERE/gpu_vs_pytorch.py" --train "$TRAIN" --out "$OUT/pytorch.json" "$@" 2> "$OUT/pytorch.err" | tee -a "$R"
+echo >> "$R"
+
+echo "== 4. bandwidth while swapping" >&2
+{
+  echo "## 4. Host-device bandwidth while swapping"
+  echo
+} >> "$R"
+"$BUILD/bench/tessera-bench-gpu-copy" 2>&1 | tee -a "$R"
+echo >> "$R"
+echo "results: $R" >&2
