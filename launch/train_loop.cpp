@@ -407,7 +407,11 @@ TrainResult run_training(const TrainOptions &o) {
     }
     if (root) log_stage("program", train_program.to_string(run_graph));
     Executor ex(run_graph, device, plan);  // fails here, before any data is read, if the arena is too small
-    if (swapping) ex.set_node_timing(true);
+    // In-step operator times, for re-simulating the plan. On a device where host
+    // work on a stream stalls it (CUDA), timing every operator would slow the
+    // very steps it measures, so there it is off and the metric is absent.
+    const bool timed = swapping && device.cheap_stream_host_work();
+    ex.set_node_timing(timed);
     std::unique_ptr<TensorStore> store;
     if (sharded) {
         ex.set_communicator(o.comm);
@@ -584,8 +588,9 @@ TrainResult run_training(const TrainOptions &o) {
             for (size_t n = 0; n < in_step.size(); n++)
                 if (in_step[n] <= 0) in_step[n] = swapping->profiled[n];
             line["predicted_step_time_s"] = swapping->train.time_s;
-            line["resimulated_step_time_s"] =
-                simulate_swap_plan(swapping->train, in_step, swapping->h2d, swapping->d2h);
+            if (timed)
+                line["resimulated_step_time_s"] =
+                    simulate_swap_plan(swapping->train, in_step, swapping->h2d, swapping->d2h);
         }
         metrics.write(line);
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
