@@ -90,8 +90,8 @@ void call_kernel(const std::string &name, const std::vector<KernelArg> &in, cons
 
 }  // namespace lang
 
-void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
-            const std::vector<TensorRef> &outputs) {
+void check_output_types(const OpCall &call, const std::vector<TensorRef> &inputs,
+                        const std::vector<TensorRef> &outputs) {
     std::vector<TensorType> in_types;
     for (const auto &t : inputs) in_types.push_back(t.type);
     std::vector<TensorType> expect = infer_types(call, in_types);
@@ -100,6 +100,11 @@ void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
     for (size_t i = 0; i < expect.size(); i++)
         TESSERA_CHECK(outputs[i].type == expect[i], call.who(), ": output ", i, " must be ",
                       type_str(expect[i]), ", got ", type_str(outputs[i].type));
+}
+
+void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
+            const std::vector<TensorRef> &outputs) {
+    check_output_types(call, inputs, outputs);
     lang::family_of(call.kind).run(call, inputs, outputs);
 }
 

@@ -28,19 +28,12 @@ namespace {
 
 int64_t align(int64_t b) { return (b + 255) / 256 * 256; }
 
-std::vector<GpuCase> all_cases() {
-    std::vector<GpuCase> all;
-    for (auto *f : {gpu_cases_matmul, gpu_cases_elementwise, gpu_cases_softmax, gpu_cases_norm, gpu_cases_conv,
-                    gpu_cases_layout, gpu_cases_misc, gpu_cases_optim})
-        for (GpuCase &c : f()) all.push_back(std::move(c));
-    return all;
-}
 
 TEST(CudaDevice, EveryKernelMatchesTheCpuKernel) {
     REQUIRE_GPU();
     auto dev = make_cuda_device(0, int64_t{256} << 20);
     int checked = 0;
-    for (const GpuCase &c : all_cases()) {
+    for (const GpuCase &c : all_gpu_cases()) {
         SCOPED_TRACE(c.label);
         std::vector<std::vector<std::byte>> host_in;
         std::vector<TensorRef> cpu_in, gpu_in, cpu_out, gpu_out;

@@ -16,13 +16,6 @@
 namespace tessera::test {
 namespace {
 
-std::vector<GpuCase> all_cases() {
-    std::vector<GpuCase> all;
-    for (auto *f : {gpu_cases_matmul, gpu_cases_elementwise, gpu_cases_softmax, gpu_cases_norm, gpu_cases_conv,
-                    gpu_cases_layout, gpu_cases_misc, gpu_cases_optim})
-        for (GpuCase &c : f()) all.push_back(std::move(c));
-    return all;
-}
 
 struct Buffers {
     std::vector<std::vector<float>> f;
@@ -65,7 +58,7 @@ Buffers make_outputs(const std::vector<TensorType> &types, float poison) {
 }
 
 TEST(GpuKernelsHost, EveryCaseMatchesTheCpuKernel) {
-    std::vector<GpuCase> cases = all_cases();
+    std::vector<GpuCase> cases = all_gpu_cases();
     ASSERT_FALSE(cases.empty());
     std::set<std::string> labels;
     gpu::HostExec ex;  // one: making its workspace costs more than most cases
@@ -97,7 +90,7 @@ TEST(GpuKernelsHost, EveryCaseMatchesTheCpuKernel) {
 
 TEST(GpuKernelsHost, EveryOperatorHasACase) {
     std::set<OpKind> covered;
-    for (const GpuCase &c : all_cases()) covered.insert(c.call.kind);
+    for (const GpuCase &c : all_gpu_cases()) covered.insert(c.call.kind);
     for (const OpInfo &op : all_ops()) EXPECT_TRUE(covered.count(op.kind)) << "no GPU case for " << op.name;
 }
 

@@ -23,15 +23,7 @@ namespace tessera::gpu {
 template <class Exec>
 void run_op(Exec &ex, const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
-    std::vector<TensorType> in_types;
-    in_types.reserve(inputs.size());
-    for (const auto &t : inputs) in_types.push_back(t.type);
-    std::vector<TensorType> expect = infer_types(call, in_types);
-    TESSERA_CHECK(outputs.size() == expect.size(), call.who(), ": expects ", expect.size(),
-                  " output tensors, got ", outputs.size());
-    for (size_t i = 0; i < expect.size(); i++)
-        TESSERA_CHECK(outputs[i].type == expect[i], call.who(), ": output ", i, " must be ",
-                      type_str(expect[i]), ", got ", type_str(outputs[i].type));
+    check_output_types(call, inputs, outputs);
     const std::string family = op_info(call.kind).family;
     if (family == "matmul") return run_matmul(ex, call, inputs, outputs);
     if (family == "elementwise") return run_elementwise(ex, call, inputs, outputs);

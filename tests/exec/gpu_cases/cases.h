@@ -33,4 +33,12 @@ std::vector<GpuCase> gpu_cases_layout();
 std::vector<GpuCase> gpu_cases_misc();
 std::vector<GpuCase> gpu_cases_optim();
 
+inline std::vector<GpuCase> all_gpu_cases() {
+    std::vector<GpuCase> all;
+    for (auto *f : {gpu_cases_matmul, gpu_cases_elementwise, gpu_cases_softmax, gpu_cases_norm, gpu_cases_conv,
+                    gpu_cases_layout, gpu_cases_misc, gpu_cases_optim})
+        for (GpuCase &c : f()) all.push_back(std::move(c));
+    return all;
+}
+
 }  // namespace tessera::test

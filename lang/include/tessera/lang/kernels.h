@@ -20,6 +20,11 @@ struct TensorRef {
 void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs);
 
+// Throws tessera::Error unless `outputs` have the types infer_types() gives
+// for the inputs: the check every kernel entry point (CPU or GPU) makes first.
+void check_output_types(const OpCall &call, const std::vector<TensorRef> &inputs,
+                        const std::vector<TensorRef> &outputs);
+
 // Which kernel runs GEMMs (matmul, batch_matmul). The Halide kernel generated from
 // the description is the definition; OpenBLAS sgemm is faster on CPUs (see the
 // README's benchmark) and is the default. TESSERA_GEMM=halide|blas overrides the
