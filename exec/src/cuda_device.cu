@@ -53,9 +53,7 @@ public:
         cuda_check(cudaGetLastError(), "a kernel launch");
     }
 
-    // Row-major C = alpha op(A) op(B) + beta C is column-major
-    // C^T = alpha op(B)^T op(A)^T + beta C^T: the operands swap, the
-    // transposes stay.
+    // Row-major GEMMs through cuBLAS's column-major ones (column_major_gemm, exec.h).
     void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
               const float *b, int64_t ldb, float beta, float *c, int64_t ldc, int64_t batch = 1, int64_t stride_a = 0,
               int64_t stride_b = 0, int64_t stride_c = 0) {
@@ -67,14 +65,18 @@ public:
                 cuda_check(cudaMemset2DAsync(c + q * stride_c, ldc * 4, 0, n * 4, m, stream_), "cudaMemset2DAsync");
             return;
         }
-        const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const ColumnMajorGemm g = column_major_gemm(ta, tb, m, n, k, a, lda, stride_a, b, ldb, stride_b);
+        const cublasOperation_t op1 = g.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+        const cublasOperation_t op2 = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
         const auto I = [](int64_t v) { return static_cast<int>(v); };
         if (batch == 1)
-            blas_check(cublasSgemm(blas_, opb, opa, I(n), I(m), I(k), &alpha, b, I(ldb), a, I(lda), &beta, c, I(ldc)),
+            blas_check(cublasSgemm(blas_, op1, op2, I(g.m), I(g.n), I(g.k), &alpha, g.first, I(g.ld_first), g.second,
+                                   I(g.ld_second), &beta, c, I(ldc)),
                        "cublasSgemm");
         else
-            blas_check(cublasSgemmStridedBatched(blas_, opb, opa, I(n), I(m), I(k), &alpha, b, I(ldb), stride_b, a,
-                                                 I(lda), stride_a, &beta, c, I(ldc), stride_c, I(batch)),
+            blas_check(cublasSgemmStridedBatched(blas_, op1, op2, I(g.m), I(g.n), I(g.k), &alpha, g.first,
+                                                 I(g.ld_first), g.stride_first, g.second, I(g.ld_second),
+                                                 g.stride_second, &beta, c, I(ldc), stride_c, I(batch)),
                        "cublasSgemmStridedBatched");
     }
 

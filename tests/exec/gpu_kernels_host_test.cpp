@@ -94,6 +94,44 @@ TEST(GpuKernelsHost, EveryOperatorHasACase) {
     for (const OpInfo &op : all_ops()) EXPECT_TRUE(covered.count(op.kind)) << "no GPU case for " << op.name;
 }
 
+// The arguments the CUDA context hands to cuBLAS, run through a plain
+// column-major GEMM with BLAS's semantics, against the row-major GEMM they
+// stand for: every transpose pair, padded leading dimensions, batches.
+TEST(GpuKernelsHost, CublasArgumentsComputeTheRowMajorGemm) {
+    auto blas_sgemm = [](bool t1, bool t2, int64_t m, int64_t n, int64_t k, float alpha, const float *a,
+                         int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t i = 0; i < m; i++) {
+                double acc = 0;
+                for (int64_t p = 0; p < k; p++)
+                    acc += double(t1 ? a[p + i * lda] : a[i + p * lda]) * double(t2 ? b[j + p * ldb] : b[p + j * ldb]);
+                c[i + j * ldc] = alpha * float(acc) + (beta == 0.0f ? 0.0f : beta * c[i + j * ldc]);
+            }
+    };
+    std::mt19937 g(5);
+    std::uniform_real_distribution<float> d(-1, 1);
+    gpu::HostExec ex(4096);
+    for (bool ta : {false, true})
+        for (bool tb : {false, true})
+            for (int64_t pad : {0, 3}) {
+                const int64_t m = 5, n = 7, k = 3, batch = 2;
+                const int64_t lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+                const int64_t sa = (ta ? k : m) * lda, sb = (tb ? n : k) * ldb, sc = m * ldc;
+                std::vector<float> a(batch * sa), b(batch * sb), c0(batch * sc);
+                for (auto *v : {&a, &b, &c0})
+                    for (float &x : *v) x = d(g);
+                std::vector<float> want = c0, got = c0;
+                ex.gemm(ta, tb, m, n, k, 0.5f, a.data(), lda, b.data(), ldb, 2.0f, want.data(), ldc, batch, sa, sb, sc);
+                gpu::ColumnMajorGemm cm = gpu::column_major_gemm(ta, tb, m, n, k, a.data(), lda, sa, b.data(), ldb, sb);
+                for (int64_t q = 0; q < batch; q++)
+                    blas_sgemm(cm.trans_first, cm.trans_second, cm.m, cm.n, cm.k, 0.5f, cm.first + q * cm.stride_first,
+                               cm.ld_first, cm.second + q * cm.stride_second, cm.ld_second, 2.0f, got.data() + q * sc,
+                               ldc);
+                for (size_t e = 0; e < want.size(); e++)
+                    ASSERT_NEAR(got[e], want[e], 1e-5) << "ta " << ta << " tb " << tb << " pad " << pad << " at " << e;
+            }
+}
+
 TEST(GpuKernelsHost, WrongOutputTypeIsAnError) {
     std::vector<float> x(6, 1.0f), y(5, 0.0f);
     TensorRef in{x.data(), {DType::F32, {2, 3}}}, out{y.data(), {DType::F32, {5}}};

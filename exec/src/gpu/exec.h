@@ -62,6 +62,25 @@ inline float *f32_out(const TensorRef &t) { return static_cast<float *>(t.data);
 inline const int32_t *i32(const TensorRef &t) { return static_cast<const int32_t *>(t.data); }
 inline int32_t *i32_out(const TensorRef &t) { return static_cast<int32_t *>(t.data); }
 
+// The column-major (BLAS/cuBLAS) GEMM that computes a row-major one: row-major
+// C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so the operands swap
+// places, m and n swap, and each keeps its own transpose flag and leading
+// dimension. The CUDA context passes these fields to cublasSgemm(StridedBatched);
+// the host test checks them with a plain column-major GEMM.
+struct ColumnMajorGemm {
+    bool trans_first = false, trans_second = false;
+    int64_t m = 0, n = 0, k = 0;
+    const float *first = nullptr;
+    int64_t ld_first = 0, stride_first = 0;
+    const float *second = nullptr;
+    int64_t ld_second = 0, stride_second = 0;
+};
+inline ColumnMajorGemm column_major_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float *a,
+                                         int64_t lda, int64_t stride_a, const float *b, int64_t ldb,
+                                         int64_t stride_b) {
+    return {tb, ta, n, m, k, b, ldb, stride_b, a, lda, stride_a};
+}
+
 // The host context: serial loops and a plain-loop GEMM. For tests only; it is
 // not a fast CPU backend (that is run_op()).
 class HostExec {
