@@ -87,6 +87,10 @@ int main(int argc, char **argv) {
                    "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
         ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
         ->capture_default_str();
+    app.add_option("--comm", o.comm_backend,
+                   "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
+                   "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")
+        ->capture_default_str();
     double comm_timeout = 60;
     app.add_option("--comm-timeout", comm_timeout,
                    "Seconds a rank waits for a peer in a collective before the job fails, naming both")

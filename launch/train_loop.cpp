@@ -27,6 +27,7 @@
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
+#include "tessera/exec/cuda_device.h"
 #include "tessera/exec/device_choice.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/memory_plan.h"
@@ -344,6 +345,21 @@ SwapSetup plan_device_swaps(const TrainOptions &o, const Graph &g, const std::ve
 
 }  // namespace
 
+// --comm: whether all-reduces on a CUDA device go through NCCL.
+static bool choose_nccl(const std::string &flag, const DeviceChoice &choice, bool sharded, int local_ranks) {
+    TESSERA_CHECK(flag == "auto" || flag == "mpi" || flag == "nccl", "--comm: unknown communicator '", flag,
+                  "'; valid: auto, mpi, nccl");
+    if (flag == "mpi") return false;
+    const int gpus = choice.cuda ? cuda_device_count() : 0;
+    const bool shared = local_ranks > gpus;
+    if (flag == "auto") return sharded && choice.cuda && nccl_available() && !shared;
+    TESSERA_CHECK(choice.cuda, "--comm nccl needs a CUDA device; this run is on the cpu (use --comm mpi)");
+    TESSERA_CHECK(nccl_available(), "--comm nccl: this build has no NCCL; use --comm mpi");
+    TESSERA_CHECK(!shared, "--comm nccl: ", local_ranks, " ranks on this host share ", gpus, " GPU",
+                  gpus == 1 ? "" : "s", ", and NCCL refuses two ranks on one GPU; use --comm mpi");
+    return sharded;
+}
+
 TrainResult run_training(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
     TESSERA_CHECK(!(o.epochs > 0 && o.steps > 0), "give --epochs or --steps, not both");
@@ -361,6 +377,7 @@ TrainResult run_training(const TrainOptions &o) {
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", o.comm->size()) : "")
                   << std::flush;
+    const bool use_nccl = choose_nccl(o.comm_backend, choice, sharded, local_size_from_env(sharded ? o.comm->size() : 1));
     Model m = build_model(o.model, o.batch);
     if (root) log_stage("model", m.description);
     make_training_graph(m.graph, m.loss, o.optimizer);
@@ -413,6 +430,11 @@ TrainResult run_training(const TrainOptions &o) {
     const bool timed = swapping && device.cheap_stream_host_work();
     ex.set_node_timing(timed);
     std::unique_ptr<TensorStore> store;
+    std::unique_ptr<Communicator> nccl;
+    if (use_nccl) {
+        nccl = make_nccl_communicator(*o.comm, choice.index);
+        ex.set_device_communicator(nccl.get());
+    }
     if (sharded) {
         ex.set_communicator(o.comm);
         store = std::make_unique<ShardedStore>(g, *lowered, ex, *o.comm);
@@ -444,7 +466,11 @@ TrainResult run_training(const TrainOptions &o) {
                                          for (int k : lowered->cuts) c += (c.empty() ? "" : "x") + std::to_string(k);
                                          return c;
                                      }(),
-                                     lowered->comm_nodes, format_bytes(lowered->comm_bytes), format_bytes(all));
+                                     lowered->comm_nodes, format_bytes(lowered->comm_bytes), format_bytes(all))
+                      << (choice.cuda ? use_nccl ? "collectives: all-reduces on the GPU through NCCL, the rest staged "
+                                                   "through pinned host memory over MPI\n"
+                                                 : "collectives: staged through pinned host memory over MPI\n"
+                                      : "");
         }
         std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {} ({})\n",
                                  data.train.name, data.train.size, data.test.size, o.batch, total_steps, per_epoch,

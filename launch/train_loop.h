@@ -47,6 +47,11 @@ struct TrainOptions {
     // every rank plans the same partition (tofu, data, owt or equalchop) and
     // runs its lowered graph. Rank 0 reports and writes files.
     std::string partition = "tofu";
+    // How collectives run on a CUDA device: nccl (all-reduces on device memory
+    // through NCCL, the rest staged through host memory over MPI), mpi (all
+    // staged over MPI: the way when ranks share a GPU), or auto (nccl when every
+    // rank of a host has a GPU of its own and NCCL is built, mpi otherwise).
+    std::string comm_backend = "auto";  // --comm
     Communicator *comm = nullptr;
 };
 

@@ -105,6 +105,18 @@ public:
         this->count(op, algorithm_bytes(op, count, g.size(), g.index_of(rank())));
     }
 
+    bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) override {
+        const CommOp op = CommOp::AllReduce;
+        check_group(g, op);
+        count_call(op);
+        if (g.size() == 1 || count == 0) return true;
+        ncclComm_t comm = begin(g, op);
+        check_nccl("ncclAllReduce", ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm,
+                                                  static_cast<cudaStream_t>(cuda_stream)));
+        this->count(op, algorithm_bytes(op, count, g.size(), g.index_of(rank())));
+        return true;
+    }
+
     void all_gather(const void *in, void *out, size_t bytes_each, const Group &g) override {
         const CommOp op = CommOp::AllGather;
         check_group(g, op);

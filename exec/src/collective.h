@@ -24,6 +24,11 @@ public:
     void run(Communicator &comm, const std::byte *in, std::byte *out);
 
     int64_t bytes() const { return bytes_; }  // what lowering says this rank sends
+    // An all-reduce needs no host-side copies, so a device communicator can
+    // run it on device memory: its group and element count.
+    bool is_all_reduce() const { return kind_ == Kind::AllReduce; }
+    const Group &group() const { return group_; }
+    size_t elements() const { return static_cast<size_t>(in_box_.elements()); }
 
 private:
     enum class Kind : uint8_t { Redistribute, AllReduce, ReduceScatter };

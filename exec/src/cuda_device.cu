@@ -253,6 +253,7 @@ public:
     bool cheap_stream_host_work() const override { return false; }
 
     Stream &stream(StreamKind kind) override { return *streams_.at(static_cast<size_t>(kind)); }
+    void *native_stream(StreamKind kind) override { return cuda_stream(kind); }
     std::unique_ptr<Event> create_event() override { return std::make_unique<CudaEvent>(); }
 
     void launch_op(StreamKind s, const OpCall &call, const std::vector<TensorRef> &inputs,
@@ -289,6 +290,10 @@ protected:
                                                                       : cudaMemcpyDeviceToHost,
                                    cuda_stream(s)),
                    "cudaMemcpyAsync");
+    }
+
+    void do_copy_in_arena_async(StreamKind s, void *dst, const void *src, size_t bytes) override {
+        cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(s)), "cudaMemcpyAsync");
     }
 
 private:

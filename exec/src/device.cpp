@@ -95,6 +95,18 @@ void Device::do_copy_async(StreamKind s, void *dst, const void *src, size_t byte
     stream(s).enqueue([dst, src, bytes] { std::memcpy(dst, src, bytes); });
 }
 
+void Device::copy_in_arena_async(StreamKind s, void *dst, const void *src, size_t bytes) {
+    int64_t to = arena_offset(dst, bytes, "copy_in_arena_async to");
+    int64_t from = arena_offset(src, bytes, "copy_in_arena_async from");
+    if (bytes == 0) return;
+    note_arena_use(std::max(to, from) + static_cast<int64_t>(bytes));
+    do_copy_in_arena_async(s, dst, src, bytes);
+}
+
+void Device::do_copy_in_arena_async(StreamKind s, void *dst, const void *src, size_t bytes) {
+    stream(s).enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+}
+
 int64_t Device::arena_offset(const void *p, size_t bytes, const char *what) {
     auto base = reinterpret_cast<uintptr_t>(arena());
     auto addr = reinterpret_cast<uintptr_t>(p);

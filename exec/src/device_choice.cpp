@@ -1,6 +1,7 @@
 #include "tessera/exec/device_choice.h"
 
 #include <cstdlib>
+#include <initializer_list>
 
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
@@ -66,13 +67,26 @@ std::unique_ptr<Device> make_device(const DeviceChoice &c, int64_t arena_bytes) 
     return std::make_unique<CpuDevice>(arena_bytes);
 }
 
-int local_rank_from_env(int fallback) {
-    for (const char *name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+namespace {
+
+int int_from_env(std::initializer_list<const char *> names, int fallback) {
+    for (const char *name : names) {
         const char *v = std::getenv(name);
         int r = 0;
         if (v && parse_index(v, &r)) return r;
     }
     return fallback;
 }
+
+}  // namespace
+
+int local_rank_from_env(int fallback) {
+    return int_from_env({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, fallback);
+}
+
+int local_size_from_env(int fallback) {
+    return int_from_env({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}, fallback);
+}
+
 
 }  // namespace tessera

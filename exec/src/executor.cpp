@@ -72,6 +72,7 @@ struct Executor::Prepared {
         // input is copied to `stage_in`, the collective runs on host memory,
         // and `stage_out` is copied back (pinned, allocated once per program).
         PinnedBuffer stage_in, stage_out;
+        bool on_device = false;  // an all-reduce on device memory through the device communicator
         std::chrono::steady_clock::time_point started{};  // set on the stream thread when timing
     };
     Program program;  // the cache key
@@ -332,7 +333,9 @@ Executor::Prepared &Executor::prepare(const Program &p) {
             if (in.kind == Kind::Collective) {
                 TESSERA_CHECK(comm_ != nullptr, where(i), " is a collective, but the executor has no communicator");
                 step.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
-                if (!device_.host_can_address_arena()) {
+                step.on_device = !device_.host_can_address_arena() && device_comm_ != nullptr &&
+                                 step.collective->is_all_reduce();
+                if (!device_.host_can_address_arena() && !step.on_device) {
                     step.stage_in = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.inputs[0]).type.bytes()));
                     step.stage_out =
                         device_.allocate_host(static_cast<size_t>(graph_.tensor(node.outputs[0]).type.bytes()));
@@ -468,7 +471,10 @@ StepStats Executor::run(const Program &p) {
     device_.reset_peak();
     before = device_.counters();
 
-    const int64_t comm_before = comm_ ? comm_->counters().total() : 0;
+    auto comm_total = [&] {
+        return (comm_ ? comm_->counters().total() : 0) + (device_comm_ ? device_comm_->counters().total() : 0);
+    };
+    const int64_t comm_before = comm_total();
     // The counters follow the steps on their streams where host work on a
     // stream is cheap (CPU). Elsewhere (CUDA) each would stall its stream, so
     // the same bookkeeping is replayed on the host after the step, in program
@@ -497,6 +503,17 @@ StepStats Executor::run(const Program &p) {
                     });
                 break;
             case Kind::Collective:
+                if (st.on_device) {
+                    const size_t n = st.collective->elements();
+                    if (st.inputs[0].data != st.outputs[0].data)
+                        device_.copy_in_arena_async(st.stream, st.outputs[0].data, st.inputs[0].data, n * 4);
+                    TESSERA_CHECK(device_comm_->enqueue_all_reduce(static_cast<float *>(st.outputs[0].data), n,
+                                                                   st.collective->group(),
+                                                                   device_.native_stream(st.stream)),
+                                  "the device communicator (", device_comm_->backend(),
+                                  ") cannot all-reduce device memory on a stream; use NCCL, or no device communicator");
+                    break;
+                }
                 if (st.stage_in.data() == nullptr) {
                     s.enqueue([dev = &device_, comm = comm_, step = &st] {
                         dev->add_live_bytes(step->born);
@@ -562,7 +579,7 @@ StepStats Executor::run(const Program &p) {
     stats.arena_high_water = after.arena_high_water;
     stats.swap_out_bytes = after.swap_out_bytes - before.swap_out_bytes;
     stats.swap_in_bytes = after.swap_in_bytes - before.swap_in_bytes;
-    stats.comm_bytes = after.comm_bytes - before.comm_bytes + (comm_ ? comm_->counters().total() - comm_before : 0);
+    stats.comm_bytes = after.comm_bytes - before.comm_bytes + comm_total() - comm_before;
     return stats;
 }
 

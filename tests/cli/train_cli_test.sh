@@ -38,6 +38,9 @@ grep -qE "^tessera-train: device (cpu \(the default with no GPU: .+\)|cuda:0 \(.
 if grep -q "^tessera-train: device cpu" <<<"$first"; then
   expect cuda-without-gpu 1 "no CUDA device is usable" -- "$TRAIN" "${SMALL[@]}" --steps 1 --device cuda
 fi
+expect bad-comm 1 "--comm: unknown communicator 'gloo'; valid: auto, mpi, nccl" -- "$TRAIN" "${SMALL[@]}" --comm gloo
+expect nccl-on-cpu 1 "--comm nccl needs a CUDA device; this run is on the cpu (use --comm mpi)" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --device cpu --comm nccl
 
 # A budget that cannot work even with swapping fails before training, naming
 # the operator and the bytes it needs, and writes no metrics.

@@ -7,10 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <thread>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/swap_program.h"
@@ -33,6 +35,7 @@ public:
     bool cheap_stream_host_work() const override { return false; }
     Stream &stream(StreamKind kind) override { return cpu_.stream(kind); }
     std::unique_ptr<Event> create_event() override { return cpu_.create_event(); }
+    void *native_stream(StreamKind kind) override { return &cpu_.stream(kind); }
 
 protected:
     void do_copy_to_device(void *dst, const void *src, size_t bytes) override {
@@ -42,6 +45,28 @@ protected:
 
 private:
     CpuDevice cpu_;
+};
+
+// Stands in for NCCL: all-reduces issued onto the stream that native_stream()
+// gave (here the CPU device's Stream), run there by a host communicator.
+class OnStreamCommunicator final : public Communicator {
+public:
+    explicit OnStreamCommunicator(Communicator &inner) : Communicator(inner.rank(), inner.size()), inner_(inner) {}
+    const char *backend() const override { return "on-stream"; }
+    bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *stream) override {
+        issued++;
+        static_cast<Stream *>(stream)->enqueue([this, data, count, g] { inner_.all_reduce(data, count, g); });
+        return true;
+    }
+    int issued = 0;
+
+protected:
+    void exchange(const void *, size_t, int, void *, size_t, int, CommOp, const Group &) override {
+        fail("the on-stream communicator only all-reduces");
+    }
+
+private:
+    Communicator &inner_;
 };
 
 Graph training_graph(const std::string &spec, int64_t batch) {
@@ -141,20 +166,26 @@ TEST(StagedDevice, SwappedTrainingMatchesTheCpuDeviceAndCountsTheSame) {
     EXPECT_EQ(cpu.counters().live_bytes, a.persistent_bytes());
 }
 
-// Two ranks in threads, a Tofu partition: every collective of the staged
-// device goes device -> pinned host -> communicator -> pinned host -> device.
-TEST(StagedDevice, PartitionedTrainingStagesCollectivesThroughHostMemory) {
+// Two ranks in threads: every collective of the staged device goes device ->
+// pinned host -> communicator -> pinned host -> device; with a device
+// communicator, all-reduces instead run on device memory, issued onto the comm
+// stream. Each is bit-identical to the plain CPU device.
+enum class Comm { Cpu, Staged, StagedWithDeviceComm };
+
+void check_partitioned(PartitionStrategy strategy, bool expect_all_reduce) {
     Graph g = training_graph("mlp:hidden=64", 8);
     PartitionOptions po;
-    po.strategy = PartitionStrategy::Tofu;
+    po.strategy = strategy;
     po.executable = true;
     Plan plan = partition(g, flat_machine(2), po);
-    std::vector<TrainRun> want(2), got(2);
+    std::map<Comm, std::vector<TrainRun>> runs;
     std::vector<int64_t> planned(2);
-    for (bool staged : {false, true}) {
+    std::vector<int> issued(2);
+    for (Comm mode : {Comm::Cpu, Comm::Staged, Comm::StagedWithDeviceComm}) {
         auto comms = make_thread_communicators(2);
         std::vector<std::thread> threads;
         std::vector<std::string> errors(2);
+        runs[mode].resize(2);
         for (int r = 0; r < 2; r++)
             threads.emplace_back([&, r] {
                 try {
@@ -163,11 +194,14 @@ TEST(StagedDevice, PartitionedTrainingStagesCollectivesThroughHostMemory) {
                     std::vector<NodeId> order = default_order(dg.graph);
                     MemoryPlan mp = plan_memory(dg.graph, order);
                     std::unique_ptr<Device> dev;
-                    if (staged) dev = std::make_unique<StagedCpuDevice>(mp.arena_bytes);
-                    else dev = std::make_unique<CpuDevice>(mp.arena_bytes);
+                    if (mode == Comm::Cpu) dev = std::make_unique<CpuDevice>(mp.arena_bytes);
+                    else dev = std::make_unique<StagedCpuDevice>(mp.arena_bytes);
+                    OnStreamCommunicator on_stream(*comms[r]);
                     Executor ex(dg.graph, *dev, mp);
                     ex.set_communicator(comms[r].get());
-                    (staged ? got : want)[r] = train(ex, build_program(dg.graph, order), 3, r);
+                    if (mode == Comm::StagedWithDeviceComm) ex.set_device_communicator(&on_stream);
+                    runs[mode][r] = train(ex, build_program(dg.graph, order), 3, r);
+                    if (mode == Comm::StagedWithDeviceComm) issued[r] = on_stream.issued;
                 } catch (const std::exception &e) {
                     errors[r] = e.what();
                 }
@@ -178,14 +212,29 @@ TEST(StagedDevice, PartitionedTrainingStagesCollectivesThroughHostMemory) {
     for (int r = 0; r < 2; r++) {
         SCOPED_TRACE("rank " + std::to_string(r));
         ASSERT_GT(planned[r], 0);
-        ASSERT_EQ(want[r].values.size(), got[r].values.size());
-        for (size_t k = 0; k < want[r].values.size(); k++)
-            EXPECT_TRUE(want[r].values[k] == got[r].values[k]) << "value " << k;
-        for (size_t s = 0; s < got[r].stats.size(); s++) {
-            EXPECT_EQ(got[r].stats[s].comm_bytes, planned[r]) << "step " << s;
-            EXPECT_EQ(got[r].stats[s].arena_high_water, want[r].stats[s].arena_high_water) << "step " << s;
+        if (expect_all_reduce) {
+            EXPECT_GT(issued[r], 0);
+        }
+        const std::vector<TrainRun> &want = runs[Comm::Cpu];
+        for (Comm mode : {Comm::Staged, Comm::StagedWithDeviceComm}) {
+            const std::vector<TrainRun> &got = runs[mode];
+            ASSERT_EQ(want[r].values.size(), got[r].values.size());
+            for (size_t k = 0; k < want[r].values.size(); k++)
+                EXPECT_TRUE(want[r].values[k] == got[r].values[k]) << "mode " << int(mode) << " value " << k;
+            for (size_t s = 0; s < got[r].stats.size(); s++) {
+                EXPECT_EQ(got[r].stats[s].comm_bytes, planned[r]) << "mode " << int(mode) << " step " << s;
+                EXPECT_EQ(got[r].stats[s].arena_high_water, want[r].stats[s].arena_high_water) << "step " << s;
+            }
         }
     }
+}
+
+TEST(StagedDevice, TofuPartitionedTrainingStagesCollectivesThroughHostMemory) {
+    check_partitioned(PartitionStrategy::Tofu, false);
+}
+
+TEST(StagedDevice, DataParallelAllReducesRunOnDeviceMemoryThroughTheDeviceCommunicator) {
+    check_partitioned(PartitionStrategy::DataParallel, true);
 }
 
 }  // namespace

@@ -93,6 +93,13 @@ public:
 
     // In place; every member ends with identical bits.
     virtual void all_reduce(float *data, size_t count, const Group &g);
+    // The same all-reduce of device memory, issued onto `cuda_stream` (a
+    // cudaStream_t) without waiting: it runs after the stream's earlier work,
+    // and later work on the stream sees its result. Counted like all_reduce
+    // when issued. Returns false, doing nothing, when this backend cannot (only
+    // NCCL can); the caller then stages through host memory. No watchdog: a
+    // peer that never joins stalls the stream.
+    virtual bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) { return false; }
     // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
     virtual void all_gather(const void *in, void *out, size_t bytes_each, const Group &g);
     // `in` holds g.size() chunks of `count_each` floats; member j receives the sum of chunk j.

@@ -150,6 +150,9 @@ public:
     virtual bool cheap_stream_host_work() const { return true; }
 
     virtual Stream &stream(StreamKind kind) = 0;
+    // The native handle of a stream, for libraries that issue onto it (NCCL):
+    // a cudaStream_t on CUDA; nullptr where there is none (CPU).
+    virtual void *native_stream(StreamKind kind) { return nullptr; }
     virtual std::unique_ptr<Event> create_event() = 0;
 
     // Runs `call` on `stream`, in stream order. `inputs` and `outputs` point
@@ -166,6 +169,10 @@ public:
     // a CUDA device issues cudaMemcpyAsync on the stream. Counts nothing: the
     // executor counts swap bytes where it knows what they are for.
     void copy_async(StreamKind stream, void *dst, const void *src, size_t bytes, CopyDirection dir);
+    // A stream-ordered copy between two places in the arena (both checked).
+    // The default enqueues a memcpy; a CUDA device issues a device-to-device
+    // cudaMemcpyAsync.
+    void copy_in_arena_async(StreamKind stream, void *dst, const void *src, size_t bytes);
     // Host memory for copy_async(); throws tessera::Error when the host has
     // too little.
     virtual PinnedBuffer allocate_host(size_t bytes);
@@ -193,6 +200,7 @@ protected:
     virtual void do_copy_to_device(void *dst_dev, const void *src_host, size_t bytes) = 0;
     virtual void do_copy_to_host(void *dst_host, const void *src_dev, size_t bytes) = 0;
     virtual void do_copy_async(StreamKind stream, void *dst, const void *src, size_t bytes, CopyDirection dir);
+    virtual void do_copy_in_arena_async(StreamKind stream, void *dst, const void *src, size_t bytes);
 
 private:
     // Offset of [p, p + bytes) in the arena; throws when it is not inside.

@@ -32,5 +32,8 @@ std::unique_ptr<Device> make_device(const DeviceChoice &choice, int64_t arena_by
 // environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID);
 // `fallback` when none is set.
 int local_rank_from_env(int fallback);
+// How many ranks run on this host (OMPI_COMM_WORLD_LOCAL_SIZE,
+// MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE); `fallback` when none is set.
+int local_size_from_env(int fallback);
 
 }  // namespace tessera

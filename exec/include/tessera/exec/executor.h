@@ -101,6 +101,12 @@ public:
     // The communicator that collective instructions use; it must outlive the
     // executor. Its rank and size must be those the graph was lowered for.
     void set_communicator(Communicator *comm) { comm_ = comm; }
+    // On a device whose arena the host cannot address (CUDA), all-reduces go to
+    // this communicator instead, on device memory, issued onto the comm stream
+    // (Communicator::enqueue_all_reduce: NCCL); every other collective still
+    // stages through host memory with set_communicator()'s. Same ranks; it
+    // must outlive the executor. Set it before the first run.
+    void set_device_communicator(Communicator *comm) { device_comm_ = comm; }
 
     // Changes a node's attribute between runs (e.g. an optimizer's lr, for a
     // learning-rate schedule); the types must not change (Graph::set_attr).
@@ -137,6 +143,7 @@ private:
     std::vector<double> node_time_;
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
     Communicator *comm_ = nullptr;
+    Communicator *device_comm_ = nullptr;
 };
 
 }  // namespace tessera
