@@ -343,10 +343,8 @@ SwapSetup plan_device_swaps(const TrainOptions &o, const Graph &g, const std::ve
     return s;
 }
 
-}  // namespace
-
 // --comm: whether all-reduces on a CUDA device go through NCCL.
-static bool choose_nccl(const std::string &flag, const DeviceChoice &choice, bool sharded, int local_ranks) {
+bool choose_nccl(const std::string &flag, const DeviceChoice &choice, bool sharded, int local_ranks) {
     TESSERA_CHECK(flag == "auto" || flag == "mpi" || flag == "nccl", "--comm: unknown communicator '", flag,
                   "'; valid: auto, mpi, nccl");
     if (flag == "mpi") return false;
@@ -359,6 +357,8 @@ static bool choose_nccl(const std::string &flag, const DeviceChoice &choice, boo
                   gpus == 1 ? "" : "s", ", and NCCL refuses two ranks on one GPU; use --comm mpi");
     return sharded;
 }
+
+}  // namespace
 
 TrainResult run_training(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
@@ -610,13 +610,14 @@ TrainResult run_training(const TrainOptions &o) {
             // The plan's prediction from the profiling pass, and the same plan
             // re-simulated with the times the operators took in this step: the
             // difference between the two is the profiler's, the rest the simulator's.
-            std::vector<double> in_step = ex.node_times();
-            for (size_t n = 0; n < in_step.size(); n++)
-                if (in_step[n] <= 0) in_step[n] = swapping->profiled[n];
             line["predicted_step_time_s"] = swapping->train.time_s;
-            if (timed)
+            if (timed) {
+                std::vector<double> in_step = ex.node_times();
+                for (size_t n = 0; n < in_step.size(); n++)
+                    if (in_step[n] <= 0) in_step[n] = swapping->profiled[n];
                 line["resimulated_step_time_s"] =
                     simulate_swap_plan(swapping->train, in_step, swapping->h2d, swapping->d2h);
+            }
         }
         metrics.write(line);
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();

@@ -318,8 +318,6 @@ private:
 
 }  // namespace
 
-bool cuda_built() { return true; }
-
 int cuda_device_count() {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {

@@ -4,7 +4,6 @@
 
 namespace tessera {
 
-bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
 std::string cuda_unavailable_reason() { return "this build of Tessera has no CUDA backend (TESSERA_CUDA=OFF)"; }
 

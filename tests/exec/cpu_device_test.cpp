@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/size.h"
@@ -19,15 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-template<typename E, typename F>
-std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const E &e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 // ---- parse_size / format_bytes ----
 

@@ -17,6 +17,7 @@
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/swap/swap_plan.h"
+#include "test_graphs.h"
 
 namespace tessera::test {
 namespace {
@@ -27,7 +28,6 @@ namespace {
     } while (0)
 
 int64_t align(int64_t b) { return (b + 255) / 256 * 256; }
-
 
 TEST(CudaDevice, EveryKernelMatchesTheCpuKernel) {
     REQUIRE_GPU();
@@ -40,15 +40,9 @@ TEST(CudaDevice, EveryKernelMatchesTheCpuKernel) {
         int64_t off = 0;
         for (size_t i = 0; i < c.inputs.size(); i++) {
             const TensorType &t = c.inputs[i];
-            std::vector<float> f(t.dtype == DType::F32 ? t.elements() : 0);
-            std::vector<int32_t> n(t.dtype == DType::I32 ? t.elements() : 0);
-            if (c.fill) {
-                c.fill(static_cast<int>(i), f, n);
-            } else {
-                std::mt19937 g(1234 + 7919 * static_cast<uint32_t>(i));
-                std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-                for (float &v : f) v = d(g);
-            }
+            std::vector<float> f;
+            std::vector<int32_t> n;
+            case_input(c, static_cast<int>(i), 1234, f, n);
             std::vector<std::byte> bytes(static_cast<size_t>(t.bytes()));
             if (!bytes.empty()) std::memcpy(bytes.data(), t.dtype == DType::F32 ? (void *)f.data() : (void *)n.data(), bytes.size());
             host_in.push_back(std::move(bytes));
@@ -161,33 +155,11 @@ Graph training_graph(const std::string &spec, int64_t batch) {
     return std::move(m.graph);
 }
 
-void feed(Executor &ex, int step) {
-    const Graph &g = ex.graph();
-    std::mt19937 rng(1000 + step);
-    for (TensorId t = 0; t < g.num_tensors(); t++) {
-        const TensorInfo &info = g.tensor(t);
-        if (info.role != TensorRole::Data || storage_root(g, t) != t) continue;
-        const size_t n = static_cast<size_t>(info.type.elements());
-        if (info.name == kStepTensor) {
-            int32_t s = step + 1;
-            ex.write(t, &s, sizeof s);
-        } else if (info.type.dtype == DType::I32) {
-            std::vector<int32_t> v(n);
-            for (int32_t &x : v) x = std::uniform_int_distribution<int32_t>(0, 9)(rng);
-            ex.write(t, v.data(), n * 4);
-        } else {
-            std::vector<float> v(n);
-            for (float &x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
-            ex.write(t, v.data(), n * 4);
-        }
-    }
-}
-
 std::vector<float> losses(Executor &ex, const Program &p, int steps) {
     std::vector<float> out;
     ex.initialize(3);
     for (int s = 0; s < steps; s++) {
-        feed(ex, s);
+        feed_random(ex, s, 1000 + s);
         ex.run(p);
         out.push_back(ex.read_vector<float>(ex.graph().output("loss"))[0]);
     }

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
@@ -26,15 +27,7 @@ namespace {
 using test::mlp_training_graph;
 using test::random_topological_order;
 
-template<typename E = Error, typename F>
-std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const E &e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
 

@@ -29,15 +29,7 @@ Buffers make_inputs(const GpuCase &c, uint32_t seed) {
     b.n.resize(c.inputs.size());
     for (size_t i = 0; i < c.inputs.size(); i++) {
         const TensorType &t = c.inputs[i];
-        if (t.dtype == DType::F32) b.f[i].assign(t.elements(), 0.0f);
-        else b.n[i].assign(t.elements(), 0);
-        if (c.fill) {
-            c.fill(static_cast<int>(i), b.f[i], b.n[i]);
-        } else {
-            std::mt19937 g(seed + 7919 * static_cast<uint32_t>(i));
-            std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-            for (float &v : b.f[i]) v = d(g);
-        }
+        case_input(c, static_cast<int>(i), seed, b.f[i], b.n[i]);
         b.refs.push_back({t.dtype == DType::F32 ? static_cast<void *>(b.f[i].data()) : b.n[i].data(), t});
     }
     return b;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/memory_plan.h"
 #include "tessera/graph/builder.h"
@@ -19,15 +20,7 @@ namespace {
 using test::mlp_training_graph;
 using test::random_topological_order;
 
-template<typename F>
-std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
 

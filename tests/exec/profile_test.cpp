@@ -2,6 +2,7 @@
 // operators; communication from its bytes; copy bandwidth; errors.
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/memory_plan.h"
@@ -12,15 +13,7 @@
 namespace tessera {
 namespace {
 
-template<typename F>
-std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
 

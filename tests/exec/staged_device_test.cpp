@@ -21,6 +21,7 @@
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
 #include "tessera/swap/swap_plan.h"
+#include "test_graphs.h"
 
 namespace tessera {
 namespace {
@@ -84,29 +85,6 @@ std::vector<std::byte> read_bytes(Executor &ex, TensorId t) {
     return v;
 }
 
-// Random f32 data and in-range labels, the same for every run of a step.
-void feed(Executor &ex, int step, int rank) {
-    const Graph &g = ex.graph();
-    std::mt19937 rng(100 * rank + step);
-    for (TensorId t = 0; t < g.num_tensors(); t++) {
-        const TensorInfo &info = g.tensor(t);
-        if (info.role != TensorRole::Data || storage_root(g, t) != t) continue;
-        const size_t n = static_cast<size_t>(info.type.elements());
-        if (info.name == kStepTensor) {
-            int32_t s = step + 1;
-            ex.write(t, &s, sizeof s);
-        } else if (info.type.dtype == DType::I32) {
-            std::vector<int32_t> v(n);
-            for (int32_t &x : v) x = std::uniform_int_distribution<int32_t>(0, 9)(rng);
-            ex.write(t, v.data(), n * 4);
-        } else {
-            std::vector<float> v(n);
-            for (float &x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
-            ex.write(t, v.data(), n * 4);
-        }
-    }
-}
-
 struct TrainRun {
     std::vector<std::vector<std::byte>> values;  // loss per step, then every persistent tensor
     std::vector<StepStats> stats;
@@ -116,7 +94,7 @@ TrainRun train(Executor &ex, const Program &p, int steps, int rank = 0) {
     TrainRun r;
     ex.initialize(7);
     for (int s = 0; s < steps; s++) {
-        feed(ex, s, rank);
+        test::feed_random(ex, s, static_cast<uint32_t>(100 * rank + s));
         r.stats.push_back(ex.run(p));
         r.values.push_back(read_bytes(ex, ex.graph().output("loss")));
     }

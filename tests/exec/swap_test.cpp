@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
@@ -23,15 +24,7 @@ namespace {
 
 using test::mlp_training_graph;
 
-template<typename F>
-std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 int64_t align64(int64_t b) { return (b + 63) / 64 * 64; }
 

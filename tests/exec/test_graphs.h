@@ -1,10 +1,11 @@
-// Graphs and node orders shared by the executor and memory-plan tests.
+// Graphs, node orders and inputs shared by the executor and memory-plan tests.
 #pragma once
 
 #include <random>
 #include <string>
 #include <vector>
 
+#include "tessera/exec/executor.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 
@@ -54,6 +55,31 @@ inline std::vector<NodeId> random_topological_order(const Graph &g, std::mt19937
                     if (in == t && --missing[c] == 0) ready.push_back(c);
     }
     return order;
+}
+
+// Writes every Data tensor of the executor's graph from a generator seeded
+// with `seed`: Adam's step tensor gets step + 1, i32 tensors (labels) values
+// in [0, 9], f32 tensors values in [-1, 1).
+inline void feed_random(Executor &ex, int step, uint32_t seed) {
+    const Graph &g = ex.graph();
+    std::mt19937 rng(seed);
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorInfo &info = g.tensor(t);
+        if (info.role != TensorRole::Data || storage_root(g, t) != t) continue;
+        const size_t n = static_cast<size_t>(info.type.elements());
+        if (info.name == kStepTensor) {
+            int32_t s = step + 1;
+            ex.write(t, &s, sizeof s);
+        } else if (info.type.dtype == DType::I32) {
+            std::vector<int32_t> v(n);
+            for (int32_t &x : v) x = std::uniform_int_distribution<int32_t>(0, 9)(rng);
+            ex.write(t, v.data(), n * 4);
+        } else {
+            std::vector<float> v(n);
+            for (float &x : v) x = std::uniform_real_distribution<float>(-1, 1)(rng);
+            ex.write(t, v.data(), n * 4);
+        }
+    }
 }
 
 }  // namespace tessera::test

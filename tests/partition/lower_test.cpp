@@ -14,15 +14,7 @@
 namespace tessera {
 namespace {
 
-template<typename F>
-std::string error_of(F &&f) {
-    try {
-        f();
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "<no error>";
-}
+using test::error_of;
 
 Graph training_graph(const std::string &spec, int64_t batch) {
     Model m = build_model(spec, batch);

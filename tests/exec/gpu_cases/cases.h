@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,18 @@ std::vector<GpuCase> gpu_cases_conv();
 std::vector<GpuCase> gpu_cases_layout();
 std::vector<GpuCase> gpu_cases_misc();
 std::vector<GpuCase> gpu_cases_optim();
+
+// The data of input `i` of `c`, sized by its dtype (f32 in `f`, i32 in `n`):
+// the case's fill, or uniform floats in [-1, 1) from seed + 7919 i.
+inline void case_input(const GpuCase &c, int i, uint32_t seed, std::vector<float> &f, std::vector<int32_t> &n) {
+    const TensorType &t = c.inputs[static_cast<size_t>(i)];
+    f.assign(t.dtype == DType::F32 ? static_cast<size_t>(t.elements()) : 0, 0.0f);
+    n.assign(t.dtype == DType::I32 ? static_cast<size_t>(t.elements()) : 0, 0);
+    if (c.fill) return c.fill(i, f, n);
+    std::mt19937 g(seed + 7919 * static_cast<uint32_t>(i));
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (float &v : f) v = d(g);
+}
 
 inline std::vector<GpuCase> all_gpu_cases() {
     std::vector<GpuCase> all;

@@ -24,9 +24,6 @@
 
 namespace tessera {
 
-// Whether this build has the CUDA backend.
-bool cuda_built();
-
 // CUDA devices this process can use: 0 when the build has no CUDA, or when
 // the driver reports none or fails (no GPU, no driver). Never throws.
 int cuda_device_count();
