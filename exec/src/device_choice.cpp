@@ -23,6 +23,15 @@ bool parse_index(const std::string &s, int *out) {
     return true;
 }
 
+int int_from_env(std::initializer_list<const char *> names, int fallback) {
+    for (const char *name : names) {
+        const char *v = std::getenv(name);
+        int r = 0;
+        if (v && parse_index(v, &r)) return r;
+    }
+    return fallback;
+}
+
 }  // namespace
 
 DeviceChoice choose_device(const std::string &flag, int local_rank) {
@@ -66,19 +75,6 @@ std::unique_ptr<Device> make_device(const DeviceChoice &c, int64_t arena_bytes) 
     if (c.cuda) return make_cuda_device(c.index, arena_bytes);
     return std::make_unique<CpuDevice>(arena_bytes);
 }
-
-namespace {
-
-int int_from_env(std::initializer_list<const char *> names, int fallback) {
-    for (const char *name : names) {
-        const char *v = std::getenv(name);
-        int r = 0;
-        if (v && parse_index(v, &r)) return r;
-    }
-    return fallback;
-}
-
-}  // namespace
 
 int local_rank_from_env(int fallback) {
     return int_from_env({"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}, fallback);
