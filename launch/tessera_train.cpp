@@ -87,6 +87,9 @@ int main(int argc, char **argv) {
                    "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
         ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
         ->capture_default_str();
+    app.add_option("--force", o.force,
+                   "Under mpirun: fix operators' partition strategies, OPERATOR=VARIABLE[,...] "
+                   "(tessera-plan --force; e.g. 'bn1=n')");
     app.add_option("--comm", o.comm_backend,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")

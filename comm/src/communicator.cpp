@@ -225,7 +225,7 @@ void Communicator::sendrecv(const void *send_buf, size_t send_bytes, int dst, vo
 
 // ---- Collectives ---------------------------------------------------------------
 
-void Communicator::all_reduce(float *data, size_t count, const Group &g) {
+void Communicator::all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce) {
     const CommOp op = CommOp::AllReduce;
     check_group(g, op);
     count_call(op);
@@ -246,7 +246,11 @@ void Communicator::all_reduce(float *data, size_t count, const Group &g) {
         step(at(sc), bytes(sc), next, incoming, bytes(rc), prev, op, g);
         this->count(op, static_cast<int64_t>(bytes(sc)));
         float *d = at(rc);
-        for (size_t i = 0, n = chunk_size(count, k, rc); i < n; i++) d[i] = incoming[i] + d[i];
+        const size_t n = chunk_size(count, k, rc);
+        if (reduce == ReduceOp::Max)
+            for (size_t i = 0; i < n; i++) d[i] = std::max(incoming[i], d[i]);
+        else
+            for (size_t i = 0; i < n; i++) d[i] = incoming[i] + d[i];
     }
     // All-gather: pass finished chunks around, received straight into place.
     for (int s = 0; s < k - 1; s++) {

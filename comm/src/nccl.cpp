@@ -94,13 +94,14 @@ public:
 
     const char *backend() const override { return "nccl"; }
 
-    void all_reduce(float *data, size_t count, const Group &g) override {
+    void all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce) override {
         const CommOp op = CommOp::AllReduce;
         check_group(g, op);
         count_call(op);
         if (g.size() == 1 || count == 0) return;
         ncclComm_t comm = begin(g, op);
-        check_nccl("ncclAllReduce", ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, stream_.s));
+        const ncclRedOp_t red = reduce == ReduceOp::Max ? ncclMax : ncclSum;
+        check_nccl("ncclAllReduce", ncclAllReduce(data, data, count, ncclFloat, red, comm, stream_.s));
         wait(comm, op, g);
         this->count(op, algorithm_bytes(op, count, g.size(), g.index_of(rank())));
     }

@@ -99,6 +99,13 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
         kind_ = Kind::AllReduce;
         TESSERA_CHECK(in.type.shape == out.type.shape && in.type.dtype == DType::F32, "communication node '",
                       c.name, "': an all-reduce keeps its f32 shape");
+        auto r = c.attrs.values().find("reduce");
+        if (r != c.attrs.values().end()) {
+            const std::string *how = std::get_if<std::string>(&r->second);
+            TESSERA_CHECK(how && (*how == "sum" || *how == "max"), "communication node '", c.name,
+                          "': attribute 'reduce' must be \"sum\" or \"max\"");
+            reduce_ = *how == "max" ? ReduceOp::Max : ReduceOp::Sum;
+        }
         return;
     }
     TESSERA_CHECK(kind == "reduce_scatter", "communication node '", c.name, "' has unknown kind '", kind,
@@ -123,7 +130,7 @@ void Collective::run(Communicator &comm, const std::byte *in, std::byte *out) {
     case Kind::AllReduce: {
         size_t n = static_cast<size_t>(in_box_.elements());
         if (in != out) std::memcpy(out, in, n * elem_);
-        comm.all_reduce(reinterpret_cast<float *>(out), n, group_);
+        comm.all_reduce(reinterpret_cast<float *>(out), n, group_, reduce_);
         return;
     }
     case Kind::ReduceScatter: {

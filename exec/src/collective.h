@@ -24,9 +24,9 @@ public:
     void run(Communicator &comm, const std::byte *in, std::byte *out);
 
     int64_t bytes() const { return bytes_; }  // what lowering says this rank sends
-    // An all-reduce needs no host-side copies, so a device communicator can
+    // A sum all-reduce needs no host-side copies, so a device communicator can
     // run it on device memory: its group and element count.
-    bool is_all_reduce() const { return kind_ == Kind::AllReduce; }
+    bool is_all_reduce() const { return kind_ == Kind::AllReduce && reduce_ == ReduceOp::Sum; }
     const Group &group() const { return group_; }
     size_t elements() const { return static_cast<size_t>(in_box_.elements()); }
 
@@ -44,6 +44,7 @@ private:
     size_t elem_ = 4;
     Box in_box_, out_box_;                  // [0, extents) of each buffer
     Group group_;                           // all_reduce, reduce_scatter
+    ReduceOp reduce_ = ReduceOp::Sum;       // all_reduce
     std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
     std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1
     std::vector<Piece> sends_, recvs_;

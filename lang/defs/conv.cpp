@@ -400,7 +400,8 @@ OpDef global_avg_pool(Ctx &c) {
     Func sum("sum"), y("y");
     sum(ch, n) = 0.0f;
     sum(ch, n) += x(r[0], r[1], ch, n);
-    y(ch, n) = sum(ch, n) / cast<float>(H * W);
+    Func summed = c.stage(sum);
+    y(ch, n) = summed(ch, n) / cast<float>(c.whole_extent(0, 2) * c.whole_extent(0, 3));
     if (c.scheduling()) {
         // Sum each plane along its contiguous rows in L lanes, then across lanes.
         const int L = c.target().natural_vector_size<float>();

@@ -56,6 +56,20 @@ public:
     virtual bool scheduling() const = 0;
     virtual const Halide::Target &target() const = 0;
 
+    // Staged execution (an operator split at its cross-device reductions).
+    // A description passes each reduction stage through stage() right after
+    // defining it and uses the result from then on: stage("sum_x") in a
+    // kernel that runs after sum_x was all-reduced reads the reduced buffer
+    // instead of computing it. Descriptions call stage() in dependency order.
+    virtual Halide::Func stage(Halide::Func f) { return f; }
+    // The extent of input i along dimension d in the whole (unsplit) tensor:
+    // what a mean divides by. Equal to extent() except in staged kernels, which
+    // run on one block of the tensor.
+    virtual Halide::Expr whole_extent(int i, int d) { return extent(i, d); }
+    // Where the block of input i starts along dimension d in the whole tensor
+    // (0 except in staged kernels): for indices compared with data (labels).
+    virtual Halide::Expr origin(int, int) { return 0; }
+
     int structural(const std::string &name) const;
     const StructMap &structurals() const { return structural_; }
 

@@ -76,15 +76,17 @@ RowNorm row_statistics(Ctx &c, Func x, int rank, Expr eps) {
     s.D = c.extent(0, rank - 1);
     s.rd = reduction({{dim_name(rank - 1), s.D}});
     const auto &rows = s.rows;
-    Expr Df = cast<float>(s.D);
-    s.sum_x = Func("sum_x");
-    s.sum_x(rows) = 0.0f;
-    s.sum_x(rows) += x(at(s.rd.x, rows));
+    Expr Df = cast<float>(c.whole_extent(0, rank - 1));
+    Func sum_x("sum_x");
+    sum_x(rows) = 0.0f;
+    sum_x(rows) += x(at(s.rd.x, rows));
+    s.sum_x = c.stage(sum_x);
     s.mean = Func("mean");
     s.mean(rows) = s.sum_x(rows) / Df;
-    s.sq_dev = Func("sum_sq_dev");
-    s.sq_dev(rows) = 0.0f;
-    s.sq_dev(rows) += squared_deviation(x, s.mean, s.v)(at(s.rd.x, rows));
+    Func sq_dev("sum_sq_dev");
+    sq_dev(rows) = 0.0f;
+    sq_dev(rows) += squared_deviation(x, s.mean, s.v)(at(s.rd.x, rows));
+    s.sq_dev = c.stage(sq_dev);
     s.rstd = Func("rstd");
     s.rstd(rows) = 1.0f / sqrt(s.sq_dev(rows) / Df + eps);
     return s;
@@ -110,15 +112,17 @@ OpDef layer_norm_grad(Ctx &c) {
     RowNorm s = row_statistics(c, x, rank, c.param_float("eps"));
     const auto &v = s.v;
     const auto &rows = s.rows;
-    Expr Df = cast<float>(s.D);
+    Expr Df = cast<float>(c.whole_extent(1, rank - 1));
     Func xhat("xhat"), g("g");
     xhat(v) = (x(as_exprs(v)) - s.mean(rows)) * s.rstd(rows);
     g(v) = dy(as_exprs(v)) * gamma(v[0]);
     Func sum_g("sum_g"), sum_gx("sum_g_xhat");
     sum_g(rows) = 0.0f;
     sum_g(rows) += g(at(s.rd.x, rows));
+    sum_g = c.stage(sum_g);
     sum_gx(rows) = 0.0f;
     sum_gx(rows) += g(at(s.rd.x, rows)) * xhat(at(s.rd.x, rows));
+    sum_gx = c.stage(sum_gx);
     Func dx("dx");
     dx(v) = s.rstd(rows) * (g(v) - (sum_g(rows) + xhat(v) * sum_gx(rows)) / Df);
 
@@ -182,38 +186,43 @@ struct ChannelNorm {
     Func sum_x, mean, sq_dev, rstd;
 };
 
-ChannelNorm channel_statistics(Ctx &c, Func x, Expr eps) {
+// `xi` is x's input index; the count M is over the whole tensor even when the
+// kernel runs on one block of it (a staged kernel after a batch split).
+ChannelNorm channel_statistics(Ctx &c, Func x, int xi, Expr eps) {
     ChannelNorm s;
     int rank = c.structural("rank");
     s.idx = NCHW{rank == 4};
-    s.N = c.extent(0, 0);
-    s.C = c.extent(0, 1);
+    s.N = c.extent(xi, 0);
+    s.C = c.extent(xi, 1);
     if (s.idx.spatial) {
-        s.H = c.extent(0, 2);
-        s.W = c.extent(0, 3);
+        s.H = c.extent(xi, 2);
+        s.W = c.extent(xi, 3);
         s.r = reduction({{"w", s.W}, {"h", s.H}, {"n", s.N}});
         s.rw = s.r.x;
         s.rh = s.r.y;
         s.rn = s.r.z;
         s.v = {s.w, s.h, s.c, s.n};
-        s.M = cast<float>(s.N) * cast<float>(s.H) * cast<float>(s.W);
+        s.M = cast<float>(c.whole_extent(xi, 0)) * cast<float>(c.whole_extent(xi, 2)) *
+              cast<float>(c.whole_extent(xi, 3));
     } else {
         s.H = s.W = 1;
         s.r = reduction({{"n", s.N}});
         s.rw = s.rh = 0;
         s.rn = s.r.x;
         s.v = {s.c, s.n};
-        s.M = cast<float>(s.N);
+        s.M = cast<float>(c.whole_extent(xi, 0));
     }
     Var ch = s.c;
-    s.sum_x = Func("sum_x");
-    s.sum_x(ch) = 0.0f;
-    s.sum_x(ch) += x(s.idx(s.rn, ch, s.rh, s.rw));
+    Func sum_x("sum_x");
+    sum_x(ch) = 0.0f;
+    sum_x(ch) += x(s.idx(s.rn, ch, s.rh, s.rw));
+    s.sum_x = c.stage(sum_x);
     s.mean = Func("mean");
     s.mean(ch) = s.sum_x(ch) / s.M;
-    s.sq_dev = Func("sum_sq_dev");
-    s.sq_dev(ch) = 0.0f;
-    s.sq_dev(ch) += squared_deviation(x, s.mean, s.v, ch)(s.idx(s.rn, ch, s.rh, s.rw));
+    Func sq_dev("sum_sq_dev");
+    sq_dev(ch) = 0.0f;
+    sq_dev(ch) += squared_deviation(x, s.mean, s.v, ch)(s.idx(s.rn, ch, s.rh, s.rw));
+    s.sq_dev = c.stage(sq_dev);
     s.rstd = Func("rstd");
     s.rstd(ch) = 1.0f / sqrt(s.sq_dev(ch) / s.M + eps);
     return s;
@@ -276,7 +285,7 @@ std::vector<Expr> nchw_extents(const ChannelNorm &s) {
 OpDef batch_norm(Ctx &c) {
     int rank = c.structural("rank");
     Func x = c.input(0, Float(32), rank), gamma = c.input(1, Float(32), 1), beta = c.input(2, Float(32), 1);
-    ChannelNorm s = channel_statistics(c, x, c.param_float("eps"));
+    ChannelNorm s = channel_statistics(c, x, 0, c.param_float("eps"));
     Var ch = s.c;
     Func y("y");
     y(s.v) = (x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch) * gamma(ch) + beta(ch);
@@ -306,14 +315,16 @@ OpDef batch_norm(Ctx &c) {
 OpDef batch_norm_grad(Ctx &c) {
     int rank = c.structural("rank");
     Func dy = c.input(0, Float(32), rank), x = c.input(1, Float(32), rank), gamma = c.input(2, Float(32), 1);
-    ChannelNorm s = channel_statistics(c, x, c.param_float("eps"));
+    ChannelNorm s = channel_statistics(c, x, 1, c.param_float("eps"));
     Var ch = s.c;
     std::vector<Expr> rpos = s.idx(s.rn, ch, s.rh, s.rw);
     Func sum_dy("sum_dy"), sum_dy_dev("sum_dy_dev");
     sum_dy(ch) = 0.0f;
     sum_dy(ch) += dy(rpos);
+    sum_dy = c.stage(sum_dy);
     sum_dy_dev(ch) = 0.0f;
     sum_dy_dev(ch) += dy(rpos) * (x(rpos) - s.mean(ch));
+    sum_dy_dev = c.stage(sum_dy_dev);
     Func dgamma("dgamma"), dbeta("dbeta");
     dgamma(ch) = sum_dy_dev(ch) * s.rstd(ch);
     // Not a plain copy of sum_dy on purpose: the analysis reports an output that

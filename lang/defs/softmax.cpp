@@ -43,15 +43,17 @@ struct RowStats {
 };
 
 // Numerically stable: subtracting the row maximum keeps every exp() in (0, 1].
-RowStats row_stats(Func x, const std::vector<Var> &v, RDom r) {
+RowStats row_stats(Ctx &c, Func x, const std::vector<Var> &v, RDom r) {
     std::vector<Var> rest(v.begin() + 1, v.end());
     RowStats s{Func("row_max"), Func("shifted"), Func("e"), Func("row_sum")};
     s.max(rest) = Float(32).min();
     s.max(rest) = max(s.max(rest), x(at(r.x, rest)));
+    s.max = c.stage(s.max);
     s.shifted(v) = x(as_exprs(v)) - s.max(rest);
     s.e(v) = exp(s.shifted(v));
     s.sum(rest) = 0.0f;
     s.sum(rest) += s.e(at(r.x, rest));
+    s.sum = c.stage(s.sum);
     return s;
 }
 
@@ -60,7 +62,7 @@ OpDef softmax(Ctx &c) {
     Func x = c.input(0, Float(32), rank);
     std::vector<Var> v = dim_vars(rank);
     std::vector<Var> rest(v.begin() + 1, v.end());
-    RowStats s = row_stats(x, v, classes(c, rank));
+    RowStats s = row_stats(c, x, v, classes(c, rank));
     Func y("y");
     y(v) = s.e(v) / s.sum(rest);
     if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.e}, c.target());
@@ -72,7 +74,7 @@ OpDef log_softmax(Ctx &c) {
     Func x = c.input(0, Float(32), rank);
     std::vector<Var> v = dim_vars(rank);
     std::vector<Var> rest(v.begin() + 1, v.end());
-    RowStats s = row_stats(x, v, classes(c, rank));
+    RowStats s = row_stats(c, x, v, classes(c, rank));
     // x - max is stored, and log(sum) subtracted from it: left as one expression,
     // Halide would fold max + log(sum) first, and that sum rounds at the magnitude
     // of the logits rather than of the result.
@@ -91,6 +93,7 @@ OpDef softmax_grad(Ctx &c) {
     Func dot("dot");
     dot(rest) = 0.0f;
     dot(rest) += dy(at(r.x, rest)) * y(at(r.x, rest));
+    dot = c.stage(dot);
     Func dx("dx");
     dx(v) = y(as_exprs(v)) * (dy(as_exprs(v)) - dot(rest));
     if (c.scheduling()) schedule_rows(dx, {dot}, {}, c.target());
@@ -106,6 +109,7 @@ OpDef log_softmax_grad(Ctx &c) {
     Func total("dy_sum");
     total(rest) = 0.0f;
     total(rest) += dy(at(r.x, rest));
+    total = c.stage(total);
     Func dx("dx");
     dx(v) = dy(as_exprs(v)) - exp(y(as_exprs(v))) * total(rest);
     if (c.scheduling()) schedule_rows(dx, {total}, {}, c.target());
@@ -115,6 +119,7 @@ OpDef log_softmax_grad(Ctx &c) {
 // Cross-entropy pieces shared by the loss and its gradient.
 struct Xent {
     Func logits, label;  // label(n), clamped into [0, C)
+    Expr class0;         // the first class of this block of logits (0 unless staged)
     RowStats stats;
     Expr N, C;
     Var n{"n"}, cls{"c"};
@@ -129,8 +134,9 @@ Xent xent_inputs(Ctx &c) {
     // Labels are data: a bad one cannot be refused from shapes, so it is clamped
     // into range, and it only ever selects a class (it never indexes memory).
     x.label = Func("label");
-    x.label(x.n) = clamp(labels(x.n), 0, x.C - 1);
-    x.stats = row_stats(x.logits, {x.cls, x.n}, reduction({{"c", x.C}}));
+    x.label(x.n) = clamp(labels(x.n), 0, c.whole_extent(0, 1) - 1);
+    x.class0 = c.origin(0, 1);
+    x.stats = row_stats(c, x.logits, {x.cls, x.n}, reduction({{"c", x.C}}));
     return x;
 }
 
@@ -145,7 +151,8 @@ OpDef softmax_xent(Ctx &c) {
     RDom rc = reduction({{"c", x.C}});
     Func picked("label_logit");
     picked(n) = 0.0f;
-    picked(n) += select(rc.x == x.label(n), x.stats.shifted(rc.x, n), 0.0f);
+    picked(n) += select(rc.x + x.class0 == x.label(n), x.stats.shifted(rc.x, n), 0.0f);
+    picked = c.stage(picked);
     // -log_softmax at the label: log(sum) - (logit[label] - max).
     Func nll("nll");
     nll(n) = log(x.stats.sum(n)) - picked(n);
@@ -173,7 +180,7 @@ OpDef softmax_xent_grad(Ctx &c) {
     Func dloss = c.input(2, Float(32), 0);
     Var n = x.n, cls = x.cls;
     Func dlogits("dlogits");
-    Expr onehot = select(cls == x.label(n), 1.0f, 0.0f);
+    Expr onehot = select(cls + x.class0 == x.label(n), 1.0f, 0.0f);
     dlogits(cls, n) = dloss() * (x.stats.e(cls, n) / x.stats.sum(n) - onehot) / cast<float>(x.N);
     if (c.scheduling()) schedule_rows(dlogits, {x.stats.max, x.stats.sum}, {x.stats.e}, c.target());
     OpDef d;

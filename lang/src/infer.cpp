@@ -2,10 +2,12 @@
 #include "tessera/lang/op.h"
 
 #include "family.h"
+#include "tessera/lang/staged.h"
 
 namespace tessera {
 
 std::vector<TensorType> infer_types(const OpCall &call, const std::vector<TensorType> &inputs) {
+    if (is_staged(call)) return infer_staged(call, inputs);
     const OpInfo &info = op_info(call.kind);
     int n = static_cast<int>(inputs.size());
     if (info.min_inputs == info.max_inputs)

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "kernel_table.h"
+#include "tessera/lang/staged.h"
 
 namespace tessera {
 
@@ -59,6 +60,81 @@ struct HalideView {
     }
 };
 
+// A staged call in progress on this thread (run_staged): the family's dispatch
+// builds the plain kernel's arguments, and call_kernel turns them into the
+// phase's kernel by appending the stage inputs, swapping in the stage output
+// and adding the block's whole extents and origin as scalars.
+struct StagedRun {
+    std::string suffix;                 // "__s<p>" or "__fin"
+    std::vector<Shape> whole, origin;   // per operator input
+    std::vector<TensorRef> stage_in;
+    std::vector<TensorRef> stage_out;   // empty in the final phase
+};
+thread_local const StagedRun *staged_run = nullptr;
+
+// `shape` as the kernel sees a tensor whose own shape is `own` and whose kernel
+// view is `view`: views fold leading dimensions into the first.
+Shape as_viewed(const Shape &shape, const Shape &own, const Shape &view, bool origin) {
+    if (view.empty() || view == own) return shape;
+    const size_t keep = view.size() - 1, lead = own.size() - keep;
+    Shape v = {origin ? 0 : lang::extent_product(shape, 0, static_cast<int>(lead))};
+    v.insert(v.end(), shape.begin() + static_cast<std::ptrdiff_t>(lead), shape.end());
+    return v;
+}
+
+void add_staged_args(const StagedRun &run, std::vector<lang::KernelArg> &in, lang::Scalars &s,
+                     std::vector<lang::KernelArg> &out) {
+    TESSERA_INTERNAL_ASSERT(in.size() == run.whole.size(), "staged kernel: ", in.size(), " arguments for ",
+                            run.whole.size(), " inputs");
+    for (size_t i = 0; i < in.size(); i++) {
+        const Shape &own = in[i].t.type.shape;
+        Shape whole = as_viewed(run.whole[i], own, in[i].view, false);
+        Shape origin = as_viewed(run.origin[i], own, in[i].view, true);
+        for (size_t d = 0; d < whole.size(); d++) {
+            std::string at = std::to_string(i) + "_" + std::to_string(d);
+            s.set("whole_in" + at, static_cast<double>(whole[d]));
+            s.set("origin_in" + at, static_cast<double>(origin[d]));
+        }
+    }
+    for (const TensorRef &t : run.stage_in) in.push_back({t, {}});
+    if (!run.stage_out.empty()) {
+        out.clear();
+        for (const TensorRef &t : run.stage_out) out.push_back({t, {}});
+    }
+}
+
+// Runs one phase of a staged operator (staged.h) through its family's dispatch.
+void run_staged(const OpCall &call, const std::vector<TensorRef> &inputs, const std::vector<TensorRef> &outputs) {
+    const OpCall plain = unstaged_call(call);
+    const int phase = staged_phase(call);
+    std::vector<TensorRef> own(inputs.begin(), inputs.end() - phase);
+    std::vector<TensorType> own_types;
+    for (const TensorRef &t : own) own_types.push_back(t.type);
+    const int m = static_cast<int>(op_stages(plain, own_types).size());
+    StagedRun run;
+    run.suffix = phase < m ? "__s" + std::to_string(phase) : std::string("__fin");
+    for (size_t i = 0; i < own.size(); i++) {
+        auto w = call.attrs.get_ints(call.who(), "whole_in" + std::to_string(i));
+        auto o = call.attrs.get_ints(call.who(), "origin_in" + std::to_string(i));
+        run.whole.emplace_back(w.begin(), w.end());
+        run.origin.emplace_back(o.begin(), o.end());
+    }
+    run.stage_in.assign(inputs.end() - phase, inputs.end());
+    std::vector<TensorRef> plain_out = outputs;
+    if (phase < m) {
+        // The family dispatch shapes the operator's own outputs; the phase
+        // writes its stage instead.
+        run.stage_out = outputs;
+        plain_out.clear();
+        for (const TensorType &t : infer_types(plain, own_types)) plain_out.push_back({nullptr, t});
+    }
+    staged_run = &run;
+    struct Reset {
+        ~Reset() { staged_run = nullptr; }
+    } reset;
+    lang::family_of(plain.kind).run(plain, own, plain_out);
+}
+
 }  // namespace
 
 namespace lang {
@@ -69,8 +145,15 @@ double Scalars::get(const std::string &k) const {
     return it->second;
 }
 
-void call_kernel(const std::string &name, const std::vector<KernelArg> &in, const Scalars &s,
-                 const std::vector<KernelArg> &out) {
+void call_kernel(const std::string &plain_name, const std::vector<KernelArg> &plain_in, const Scalars &plain_s,
+                 const std::vector<KernelArg> &plain_out) {
+    std::string name = plain_name;
+    std::vector<KernelArg> in = plain_in, out = plain_out;
+    Scalars s = plain_s;
+    if (staged_run) {
+        name += staged_run->suffix;
+        add_staged_args(*staged_run, in, s, out);
+    }
     const auto &index = kernel_index();
     auto it = index.find(name);
     TESSERA_INTERNAL_ASSERT(it != index.end(), "no kernel named '", name, "'");
@@ -105,7 +188,8 @@ void check_output_types(const OpCall &call, const std::vector<TensorRef> &inputs
 void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
-    lang::family_of(call.kind).run(call, inputs, outputs);
+    if (is_staged(call)) run_staged(call, inputs, outputs);
+    else lang::family_of(call.kind).run(call, inputs, outputs);
 }
 
 std::vector<std::string> kernel_names() {

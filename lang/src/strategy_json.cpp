@@ -93,7 +93,8 @@ json to_json(const OpStrategies &s) {
     }
     json rejected = json::array();
     for (const auto &[v, why] : s.rejected) rejected.push_back(json::array({v, why}));
-    return {{"variant", s.variant}, {"opaque", s.opaque}, {"strategies", strategies}, {"rejected", rejected}};
+    return {{"variant", s.variant},       {"opaque", s.opaque},     {"strategies", strategies},
+            {"rejected", rejected},        {"stages", s.stages}};
 }
 
 OpStrategies op_strategies_from_json(const json &j) {
@@ -134,6 +135,7 @@ OpStrategies op_strategies_from_json(const json &j) {
         s.strategies.push_back(std::move(st));
     }
     for (const json &r : j.at("rejected")) s.rejected.emplace_back(r.at(0).get<std::string>(), r.at(1).get<std::string>());
+    if (j.contains("stages")) s.stages = j.at("stages").get<std::vector<std::string>>();
     return s;
 }
 

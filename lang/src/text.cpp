@@ -34,4 +34,10 @@ std::string html_escape(const std::string &s) {
     return out;
 }
 
+std::string join(const std::vector<std::string> &items, const std::string &sep) {
+    std::string out;
+    for (size_t i = 0; i < items.size(); i++) out += (i ? sep : "") + items[i];
+    return out;
+}
+
 }  // namespace tessera

@@ -159,6 +159,11 @@ public:
     Expr param_float(const std::string &name) override { return param(name, Float(32)); }
     bool scheduling() const override { return false; }
     const Target &target() const override { return target_; }
+    Func stage(Func f) override {
+        stages_.push_back(f.name().substr(0, f.name().find('$')));
+        return f;
+    }
+    const std::vector<std::string> &stages() const { return stages_; }
     const std::map<int, int> &ranks() const { return ranks_; }
     std::string input_name(int i) const { return inputs_.at(i).name(); }
 
@@ -172,6 +177,7 @@ private:
     std::map<int, Func> inputs_;
     std::map<int, int> ranks_;
     std::map<std::string, Parameter> params_;
+    std::vector<std::string> stages_;
 };
 
 // ---- Walking the stages of a description ----------------------------------------
@@ -427,11 +433,26 @@ Analysis analyse(const OpDef &def, const std::vector<Function> &order, const Ana
     return {s, ""};
 }
 
+// Lowering runs a strategy that reduces inside the operator through its staged
+// kernels, which exist only for the stages the description marks.
+void check_stages_marked(const Strategy &s, const OpStrategies &variant) {
+    size_t next = 0;
+    for (const StageReduction &r : s.reductions) {
+        auto it = std::find(variant.stages.begin() + next, variant.stages.end(), r.stage);
+        if (it == variant.stages.end())
+            throw std::runtime_error(variant.variant + ": splitting '" + s.var + "' makes stage '" + r.stage +
+                                     "' a cross-device reduction, but the description does not mark it with "
+                                     "Ctx::stage() (after the stages it depends on)");
+        next = static_cast<size_t>(it - variant.stages.begin()) + 1;
+    }
+}
+
 OpStrategies analyse_variant(const Description &d, const StructMap &sm) {
     AnalysisCtx ctx(sm);
     OpDef def = d.define(ctx);
     OpStrategies result;
     result.variant = tessera::variant_key(d.op, sm);
+    result.stages = ctx.stages();
     std::map<std::string, std::set<std::string>> consumers;
     std::vector<Function> order = stage_order(def.outputs, result.opaque, consumers);
 
@@ -449,6 +470,7 @@ OpStrategies analyse_variant(const Description &d, const StructMap &sm) {
             for (const ReductionVariable &rv : u.schedule().rvars()) add(base_name(rv.var));
     for (const std::string &D : candidates) {
         Analysis a = analyse(def, order, ctx, consumers, D);
+        if (a.strategy) check_stages_marked(*a.strategy, result);
         if (a.strategy) result.strategies.push_back(*a.strategy);
         else result.rejected.emplace_back(D, a.why);
     }

@@ -44,8 +44,9 @@ struct NodeOption {
 // shapes `out`, for a k-way cut: the strategies whose variable divides evenly,
 // then "replicate" (every device computes it whole). With `executable`, only
 // the strategies lowering can run (lower.h): every split input is read as
-// its aligned block (no halo, no offset), no reduction inside the operator,
-// and the kernel computes the same thing on the block (see runs_on_blocks).
+// its aligned block (no halo, no offset), and the kernel computes the same
+// thing on the block (see runs_on_blocks). Reductions inside an operator run
+// through its staged kernels (tessera/lang/staged.h).
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
                                      const std::vector<TensorType> &in, const std::vector<TensorType> &out,
                                      int k, bool executable = false);

@@ -5,6 +5,7 @@
 
 #include "cost.h"
 #include "tessera/error.h"
+#include "tessera/lang/staged.h"
 #include "tessera/lang/strategy.h"
 
 namespace tessera {
@@ -102,8 +103,16 @@ private:
                               TensorId whole, TensorRole role, const std::string &why);
     TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
                            size_t elem, TensorId whole, TensorRole role, const std::string &why);
-    TensorId add_comm(const std::string &why, Attrs attrs, TensorId in, const Box &out_box, TensorId whole,
-                      TensorRole role);
+    TensorId add_comm(const std::string &why, Attrs attrs, TensorId in, DType dtype, const Box &out_box,
+                      TensorId source, TensorRole role);
+    std::vector<TensorId> add_op(const OpCall &call, const std::vector<TensorId> &in, const Node &node,
+                                 const std::vector<Box> &boxes);
+    std::vector<TensorId> add_staged(const Node &node, const std::vector<const Strategy *> &choice,
+                                     const std::vector<TensorId> &local_in,
+                                     const std::vector<std::vector<Box>> &in_boxes,
+                                     const std::vector<Box> &out_box);
+    TensorId add_stage_reduction(TensorId stage, const std::vector<bool> &levels, const std::string &reduce,
+                                 const std::vector<int64_t> &counts, const std::string &why);
     void lower_node(NodeId n);
 
     const Graph &g_;
@@ -140,9 +149,6 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
             for (const Strategy &s : table->strategies)
                 if (s.var == var) found = &s;
         TESSERA_CHECK(found, "lowering: ", node.call.who(), " has no strategy '", label, "'");
-        TESSERA_CHECK(found->reductions.empty(), "lowering: ", node.call.who(), " at level ", l + 1, " uses '",
-                      label, "', which reduces inside the operator; lowering runs only plans made with "
-                      "PartitionOptions::executable (tessera-plan --executable)");
         for (size_t i = 0; i < found->inputs.size(); i++) {
             const tessera::InputNeed &need = found->inputs[i];
             if (need.kind != NeedKind::Split) continue;
@@ -186,12 +192,13 @@ std::vector<Moves> Lowerer::redistribute(const std::vector<Box> &have, const Sta
     return moves;
 }
 
-TensorId Lowerer::add_comm(const std::string &why, Attrs attrs, TensorId in, const Box &out_box, TensorId whole,
-                           TensorRole role) {
+// `source`: the training-graph tensor the result holds the block `out_box` of,
+// or kNoTensor (a stage of a staged operator).
+TensorId Lowerer::add_comm(const std::string &why, Attrs attrs, TensorId in, DType dtype, const Box &out_box,
+                           TensorId source, TensorRole role) {
     std::string name = "comm" + std::to_string(comm_counter_++) + ":" + why;
-    TensorId t = dg_.graph.add_comm_node(name, std::move(attrs), {in},
-                                         TensorType{g_.tensor(whole).type.dtype, out_box.extents()}, role);
-    dg_.source.push_back(whole);
+    TensorId t = dg_.graph.add_comm_node(name, std::move(attrs), {in}, TensorType{dtype, out_box.extents()}, role);
+    dg_.source.push_back(source);
     dg_.box.push_back(out_box);
     dg_.comm_nodes++;
     return t;
@@ -233,7 +240,7 @@ TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::v
     a.set("recvs", recvs);
     a.set("local", local);
     a.set("bytes", m.bytes);
-    return add_comm(why, std::move(a), src, out_box, whole, role);
+    return add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, out_box, whole, role);
 }
 
 // The ranks that differ from r only on the levels in `levels`.
@@ -302,11 +309,11 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
             a.set("comm", std::string("reduce_scatter"));
             a.set("chunks", chunks);
             a.set("bytes", (k - 1) * (in_box.elements() / k) * static_cast<int64_t>(elem));
-            out = add_comm(why, std::move(a), src, target[rank_], whole, role);
+            out = add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, target[rank_], whole, role);
         } else {
             a.set("comm", std::string("all_reduce"));
             a.set("bytes", all_reduce_sent(in_box.elements(), k, i) * static_cast<int64_t>(elem));
-            out = add_comm(why, std::move(a), src, in_box, whole, role);
+            out = add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, in_box, whole, role);
         }
     }
     for (Form &f : st)
@@ -316,6 +323,97 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
         st.clear();
     }
     return out;
+}
+
+// Adds `call` to this rank's graph. Its outputs hold the blocks `boxes` of
+// `node`'s outputs; with no boxes they are stages of a staged operator, which
+// hold no training-graph tensor.
+std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<TensorId> &in, const Node &node,
+                                      const std::vector<Box> &boxes) {
+    TensorRole role = boxes.empty() || node.outputs.empty() ? TensorRole::Activation : g_.tensor(node.outputs[0]).role;
+    std::vector<TensorId> outs = dg_.graph.add_node(call, in, role);
+    dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
+    for (size_t j = 0; j < outs.size(); j++) {
+        const Shape &made = dg_.graph.tensor(outs[j]).type.shape;
+        if (boxes.empty()) {
+            dg_.source.push_back(kNoTensor);
+            dg_.box.push_back(Box::whole(made));
+            continue;
+        }
+        TESSERA_CHECK(made == boxes[j].extents(), "lowering: ", node.call.who(), " on rank ", rank_, " makes ",
+                      shape_str(made), " from its blocks, but the plan's block of output ", j, " is ",
+                      shape_str(boxes[j].extents()));
+        dg_.source.push_back(node.outputs[j]);
+        dg_.box.push_back(boxes[j]);
+    }
+    return outs;
+}
+
+// One stage of a staged operator, combined over the ranks that differ on
+// `levels` (those whose strategies split the stage's reduction): a ring
+// all-reduce, a sum or a max. `counts[r]`: the stage's elements on rank r.
+TensorId Lowerer::add_stage_reduction(TensorId stage, const std::vector<bool> &levels, const std::string &reduce,
+                                      const std::vector<int64_t> &counts, const std::string &why) {
+    for (int r = 0; r < n_; r++) {
+        std::vector<int64_t> grp = group_of(coords_, r, levels);
+        int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
+        bytes_[r] += all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) * 4;
+    }
+    if (!build_) return kNoTensor;
+    std::vector<int64_t> grp = group_of(coords_, rank_, levels);
+    int i = static_cast<int>(std::find(grp.begin(), grp.end(), rank_) - grp.begin());
+    Attrs a;
+    a.set("comm", std::string("all_reduce"));
+    a.set("ranks", grp);
+    a.set("bytes", all_reduce_sent(counts[rank_], static_cast<int>(grp.size()), i) * 4);
+    if (reduce != "sum") a.set("reduce", reduce);
+    const Box whole = Box::whole(dg_.graph.tensor(stage).type.shape);
+    return add_comm(why, std::move(a), stage, DType::F32, whole, kNoTensor, TensorRole::Activation);
+}
+
+// An operator whose strategy splits a reduction inside it, run as its staged
+// kernels (tessera/lang/staged.h) with each crossing stage combined between them.
+std::vector<TensorId> Lowerer::add_staged(const Node &node, const std::vector<const Strategy *> &choice,
+                                          const std::vector<TensorId> &local_in,
+                                          const std::vector<std::vector<Box>> &in_boxes,
+                                          const std::vector<Box> &out_box) {
+    std::vector<TensorType> whole_in;
+    for (TensorId t : node.inputs) whole_in.push_back(g_.tensor(t).type);
+    const std::vector<std::string> stages = op_stages(node.call, whole_in);
+    std::vector<int64_t> counts(n_);
+    for (int r = 0; r < n_; r++) {
+        std::vector<TensorType> local = whole_in;
+        for (size_t i = 0; i < local.size(); i++) local[i].shape = in_boxes[i][r].extents();
+        counts[r] = stage_type(node.call, local).elements();
+    }
+    std::vector<Shape> whole, origin;
+    for (size_t i = 0; i < node.inputs.size(); i++) {
+        whole.push_back(whole_in[i].shape);
+        origin.push_back(in_boxes[i][std::max(rank_, 0)].lo);
+    }
+    const OpCall base = part::local_call(node.call, out_box[0].extents());
+    std::vector<TensorId> have = local_in;
+    for (size_t p = 0; p < stages.size(); p++) {
+        std::vector<bool> levels(cuts_.size(), false);
+        std::string reduce;
+        for (size_t l = 0; l < cuts_.size(); l++)
+            for (const StageReduction &r : choice[l] ? choice[l]->reductions : std::vector<StageReduction>{})
+                if (r.stage == stages[p]) {
+                    levels[l] = true;
+                    reduce = r.reduce;
+                }
+        TensorId t = kNoTensor;
+        if (build_) {
+            OpCall step = staged_call(base, static_cast<int>(p), whole, origin);
+            step.name += "#" + stages[p];
+            t = add_op(step, have, node, {})[0];
+        }
+        if (!reduce.empty())
+            t = add_stage_reduction(t, levels, reduce, counts, node.call.name + "." + stages[p]);
+        have.push_back(t);
+    }
+    if (!build_) return std::vector<TensorId>(node.outputs.size(), kNoTensor);
+    return add_op(staged_call(base, static_cast<int>(stages.size()), whole, origin), have, node, out_box);
 }
 
 void Lowerer::lower_node(NodeId n) {
@@ -341,6 +439,7 @@ void Lowerer::lower_node(NodeId n) {
     // 1. Inputs into the blocks the strategy reads.
     std::vector<TensorId> local_in;
     std::vector<Box> in_box;
+    std::vector<std::vector<Box>> in_boxes;  // [input][rank]
     for (size_t i = 0; i < node.inputs.size(); i++) {
         TensorId t = node.inputs[i];
         const TensorInfo &info = g_.tensor(t);
@@ -353,6 +452,7 @@ void Lowerer::lower_node(NodeId n) {
                                         info.name + ">" + node.call.name);
         local_in.push_back(got);
         in_box.push_back(target[std::max(rank_, 0)]);
+        in_boxes.push_back(std::move(target));
     }
 
     // 2. The operator on its blocks.
@@ -361,22 +461,11 @@ void Lowerer::lower_node(NodeId n) {
     for (size_t j = 0; j < node.outputs.size(); j++)
         out_box[j] = box_in(g_.tensor(node.outputs[j]).type.shape, out_state[j], cuts_, coords_[std::max(rank_, 0)],
                             who + " output " + std::to_string(j));
+    bool staged = false;
+    for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
+    if (staged) raw = add_staged(node, choice, local_in, in_boxes, out_box);
     if (build_) {
-        OpCall call = part::local_call(node.call, out_box[0].extents());
-        std::vector<TensorId> outs =
-            dg_.graph.add_node(call, local_in, node.outputs.empty() ? TensorRole::Activation
-                                                                    : g_.tensor(node.outputs[0]).role);
-        NodeId id = dg_.graph.num_nodes() - 1;
-        dg_.graph.set_node_flags(id, node.backward, node.optimizer);
-        for (size_t j = 0; j < outs.size(); j++) {
-            TESSERA_CHECK(dg_.graph.tensor(outs[j]).type.shape == out_box[j].extents(), "lowering: ", who,
-                          " on rank ", rank_, " makes ", shape_str(dg_.graph.tensor(outs[j]).type.shape),
-                          " from its blocks, but the plan's block of output ", j, " is ",
-                          shape_str(out_box[j].extents()));
-            dg_.source.push_back(node.outputs[j]);
-            dg_.box.push_back(out_box[j]);
-            raw[j] = outs[j];
-        }
+        if (!staged) raw = add_op(part::local_call(node.call, out_box[0].extents()), local_in, node, out_box);
         // A mean over the batch divides by the local batch; rescale to the whole.
         bool mean = node.call.kind == OpKind::SoftmaxXent || node.call.kind == OpKind::SoftmaxXentGrad;
         if (mean && in_box[0].extents()[0] != g_.tensor(node.inputs[0]).type.shape[0]) {

@@ -13,6 +13,7 @@
 #include "tessera/error.h"
 #include "tessera/lang/strategy.h"
 #include "tessera/partition/coarsen.h"
+#include "tessera/text.h"
 
 namespace tessera {
 
@@ -49,6 +50,7 @@ public:
         for (NodeId n = 0; n < g.num_nodes(); n++)
             slot_converted_[n].assign(in_[n].size() + out_[n].size(), false);
         classify_for_owt();
+        match_forced();
     }
 
     // Runs every cut; fills the plan's per-level and per-step fields.
@@ -60,8 +62,10 @@ public:
             const LinkLevel &link = machine.levels.at(cuts[l].link);
             std::vector<std::vector<Layout>> domains = build_domains(k, static_cast<int>(l), plan.notes);
             std::vector<std::vector<NodeOption>> options(g_.num_nodes());
-            for (NodeId n = 0; n < g_.num_nodes(); n++)
+            for (NodeId n = 0; n < g_.num_nodes(); n++) {
                 options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable);
+                if (!forced_[n].empty()) keep_forced(n, options[n], k, static_cast<int>(l));
+            }
             CutProblem problem = build_problem(domains, options, k);
             CutSolution sol = solve(problem);
             // Apply: layouts, then each node's best option, its conversions, shapes.
@@ -115,6 +119,45 @@ public:
     }
 
 private:
+    // Which operators PartitionOptions::force fixes, checked against their strategies.
+    void match_forced() {
+        forced_.assign(g_.num_nodes(), "");
+        for (const auto &[pattern, var] : opts_.force) {
+            bool prefix = !pattern.empty() && pattern.back() == '*';
+            std::string stem = prefix ? pattern.substr(0, pattern.size() - 1) : pattern;
+            int matched = 0;
+            for (NodeId n = 0; n < g_.num_nodes(); n++) {
+                const std::string &name = g_.node(n).call.name;
+                if (prefix ? name.rfind(stem, 0) != 0 : name != stem) continue;
+                matched++;
+                std::vector<std::string> valid;
+                if (strategies_[n])
+                    for (const Strategy &s : strategies_[n]->strategies) valid.push_back(s.var);
+                valid.push_back("replicate");
+                if (prefix && std::find(valid.begin(), valid.end(), var) == valid.end()) continue;
+                TESSERA_CHECK(std::find(valid.begin(), valid.end(), var) != valid.end(), "--force '", pattern, "=",
+                              var, "': ", g_.node(n).call.who(), " has no strategy '", var, "'; valid: ",
+                              join(valid, ", "));
+                forced_[n] = var;
+            }
+            TESSERA_CHECK(matched > 0, "--force '", pattern, "=", var, "': the training graph has no operator named '",
+                          pattern, "' (tessera-plan --format table lists them)");
+        }
+    }
+
+    void keep_forced(NodeId n, std::vector<NodeOption> &options, int k, int level) const {
+        const std::string &var = forced_[n];
+        std::vector<NodeOption> kept;
+        for (NodeOption &o : options) {
+            const std::string mine = o.strategy < 0 ? "replicate" : strategies_[n]->strategies[o.strategy].var;
+            if (mine == var) kept.push_back(std::move(o));
+        }
+        TESSERA_CHECK(!kept.empty(), "--force: ", g_.node(n).call.who(), " cannot split '", var, "' ", k,
+                      " ways at level ", level + 1, ": the extent does not divide, or lowering cannot run that "
+                      "strategy (it needs a halo or reads global indices)");
+        options = std::move(kept);
+    }
+
     CutSolution solve(const CutProblem &p) {
         if (opts_.solver) return opts_.solver(p);
         if (opts_.strategy == PartitionStrategy::Brute) return solve_brute(p, opts_.brute_force_limit);
@@ -321,6 +364,8 @@ private:
     std::vector<std::vector<Layout>> group_layouts_;
     std::vector<std::vector<std::string>> node_labels_;
     std::vector<std::vector<bool>> slot_converted_;
+    std::vector<std::string> forced_;  // per node: the forced variable, or ""
+
     int noted_tensors_ = 0, noted_ops_ = 0;
 };
 
@@ -393,6 +438,22 @@ PartitionStrategy partition_strategy_from_name(const std::string &name) {
     for (int i = 0; i < 5; i++)
         if (name == kStrategyNames[i]) return static_cast<PartitionStrategy>(i);
     fail("unknown partition strategy '", name, "' (valid: tofu, data, owt, equalchop, brute)");
+}
+
+std::vector<std::pair<std::string, std::string>> parse_force(const std::string &text) {
+    std::vector<std::pair<std::string, std::string>> out;
+    size_t at = 0;
+    while (at <= text.size()) {
+        size_t end = text.find(',', at);
+        if (end == std::string::npos) end = text.size();
+        std::string item = text.substr(at, end - at);
+        size_t eq = item.find('=');
+        TESSERA_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--force: bad entry '", item,
+                      "'; expected OPERATOR=VARIABLE, e.g. 'bn1=n' or 'block1.conv1=oh'");
+        out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+        at = end + 1;
+    }
+    return out;
 }
 
 Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &options) {

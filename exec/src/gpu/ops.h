@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "exec.h"
+#include "tessera/lang/staged.h"
 #include "ops_conv.h"
 #include "ops_elementwise.h"
 #include "ops_layout.h"
@@ -24,6 +25,9 @@ template <class Exec>
 void run_op(Exec &ex, const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
+    TESSERA_CHECK(!is_staged(call), call.who(), " runs as a staged operator (phase ",
+                  call.attrs.get_int(call.who(), "phase"), "), which has CPU kernels only so far; on a GPU, "
+                  "partition without splitting its reductions (e.g. --strategy owt or a --force on it)");
     const std::string family = op_info(call.kind).family;
     if (family == "matmul") return run_matmul(ex, call, inputs, outputs);
     if (family == "elementwise") return run_elementwise(ex, call, inputs, outputs);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -10,5 +11,8 @@ namespace tessera {
 std::string format_bytes(int64_t bytes);
 // `s` with &, <, >, " and ' replaced by HTML entities.
 std::string html_escape(const std::string &s);
+
+// The items with `sep` between them.
+std::string join(const std::vector<std::string> &items, const std::string &sep);
 
 }  // namespace tessera

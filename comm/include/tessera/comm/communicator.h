@@ -33,6 +33,10 @@
 
 namespace tessera {
 
+// How an all-reduce combines: a float sum, or the largest value (softmax's
+// row maximum over split classes).
+enum class ReduceOp : uint8_t { Sum, Max };
+
 enum class CommOp : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv, Broadcast, Barrier };
 inline constexpr int kNumCommOps = 7;
 const char *comm_op_name(CommOp op);  // "all_reduce", "all_gather", ...
@@ -82,7 +86,8 @@ public:
     // Sends to `dst` and receives from `src` at once (no deadlock in a ring).
     void sendrecv(const void *send_buf, size_t send_bytes, int dst, void *recv_buf, size_t recv_bytes, int src);
 
-    // Collectives over `g`, which must contain this rank. Reductions are float sums.
+    // Collectives over `g`, which must contain this rank. Reductions are float sums
+    // (all_reduce may take the maximum instead).
     //
     // Bytes counted by member m of k (c_j: chunk j of count cut into k, the
     // first count % k chunks one element longer):
@@ -92,7 +97,7 @@ public:
     // and nothing when k == 1.
 
     // In place; every member ends with identical bits.
-    virtual void all_reduce(float *data, size_t count, const Group &g);
+    virtual void all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce = ReduceOp::Sum);
     // The same all-reduce of device memory, issued onto `cuda_stream` (a
     // cudaStream_t) without waiting: it runs after the stream's earlier work,
     // and later work on the stream sees its result. Counted like all_reduce

@@ -79,6 +79,10 @@ struct OpStrategies {
     std::vector<Strategy> strategies;
     // Index variables the analysis could not split, each with the reason.
     std::vector<std::pair<std::string, std::string>> rejected;
+    // The stages the description marks as reductions that may cross devices
+    // (Ctx::stage), in its order: the steps of the operator's staged kernels,
+    // of which a strategy's `reductions` are the ones to combine.
+    std::vector<std::string> stages;
 };
 
 using StructMap = std::map<std::string, int>;

@@ -50,11 +50,19 @@ struct PartitionOptions {
     // inside an operator); tessera-train plans this way. The plan then also
     // records each rank's exact bytes per step (Plan::rank_comm_bytes).
     bool executable = false;
+    // Operators whose strategy is fixed at every cut: (name, index variable or
+    // "replicate"). A name ending in '*' matches every operator it prefixes. So
+    // that tests and users can run a path the search would not choose.
+    std::vector<std::pair<std::string, std::string>> force;
     // Replaces the solver of every cut (tests use it to check the DP against
     // brute force on each cut of a recursion).
     CutSolver solver;
 };
 
 Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &options = {});
+
+// Parses "NAME=VAR[,NAME=VAR...]" (tessera-plan and tessera-train --force);
+// throws tessera::Error naming the bad entry.
+std::vector<std::pair<std::string, std::string>> parse_force(const std::string &text);
 
 }  // namespace tessera

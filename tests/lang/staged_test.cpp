@@ -1,0 +1,196 @@
+// Staged operators (tessera/lang/staged.h) against the plain kernel: the whole
+// input is cut into blocks along one index variable, exactly as a partition
+// strategy from the table cuts it; each block runs the phases, the test
+// combines each crossing stage over the blocks (a sum, or a max) with a plain
+// loop, and the blocks' outputs, put back together, must equal the operator
+// run whole. The plain kernels are themselves tested against double loops
+// (norm_test, softmax_test, conv_test).
+#include <algorithm>
+
+#include "tessera/lang/staged.h"
+#include "tessera/lang/strategy.h"
+#include "test_util.h"
+
+namespace tessera::test {
+namespace {
+
+// Elements [lo, hi) of dimension d of a row-major tensor, and the inverse.
+HostTensor slice(const HostTensor &t, int d, int64_t lo, int64_t hi) {
+    Shape s = t.type.shape;
+    const int64_t outer = num_elements(Shape(s.begin(), s.begin() + d)),
+                  inner = num_elements(Shape(s.begin() + d + 1, s.end())), ext = s[d];
+    s[d] = hi - lo;
+    HostTensor r(s, t.type.dtype);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t x = lo; x < hi; x++)
+            for (int64_t i = 0; i < inner; i++) {
+                int64_t from = (o * ext + x) * inner + i, to = (o * (hi - lo) + (x - lo)) * inner + i;
+                if (t.type.dtype == DType::F32) r.f[to] = t.f[from];
+                else r.i[to] = t.i[from];
+            }
+    return r;
+}
+
+void paste(HostTensor &whole, const HostTensor &part, int d, int64_t lo) {
+    const Shape &s = whole.type.shape;
+    const int64_t outer = num_elements(Shape(s.begin(), s.begin() + d)),
+                  inner = num_elements(Shape(s.begin() + d + 1, s.end())), ext = s[d], n = part.type.shape[d];
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t x = 0; x < n; x++)
+            for (int64_t i = 0; i < inner; i++) whole.f[(o * ext + lo + x) * inner + i] = part.f[(o * n + x) * inner + i];
+}
+
+const Strategy &strategy_of(const OpCall &call, const std::vector<TensorType> &in, const std::string &var) {
+    const OpStrategies *table = strategies_for(call, in);
+    EXPECT_NE(table, nullptr) << call.who();
+    for (const Strategy &s : table->strategies)
+        if (s.var == var) return s;
+    ADD_FAILURE() << call.who() << " has no strategy '" << var << "'";
+    return table->strategies.front();
+}
+
+// Runs `call` staged over `k` equal blocks of index variable `var` and
+// returns the outputs put back together. `combine`: false leaves every
+// block's stages as they are (to check that the test can fail).
+std::vector<HostTensor> run_blocked(const OpCall &call, std::vector<HostTensor> &inputs, const std::string &var,
+                                    int k, bool combine = true) {
+    std::vector<TensorType> types;
+    for (const HostTensor &t : inputs) types.push_back(t.type);
+    const Strategy &s = strategy_of(call, types, var);
+    EXPECT_FALSE(s.reductions.empty()) << call.who() << " splitting " << var;
+    const std::vector<std::string> stages = op_stages(call, types);
+    std::vector<std::vector<HostTensor>> block_in(k);
+    std::vector<Shape> whole;
+    std::vector<std::vector<Shape>> origin(k);
+    for (const HostTensor &t : inputs) whole.push_back(t.type.shape);
+    for (int b = 0; b < k; b++)
+        for (size_t i = 0; i < inputs.size(); i++) {
+            Shape o(inputs[i].type.shape.size(), 0);
+            if (s.inputs[i].kind != NeedKind::Split) {
+                block_in[b].push_back(inputs[i]);
+            } else {
+                int d = s.inputs[i].dim;
+                int64_t part = inputs[i].type.shape[d] / k;
+                block_in[b].push_back(slice(inputs[i], d, b * part, (b + 1) * part));
+                o[d] = b * part;
+            }
+            origin[b].push_back(o);
+        }
+    for (size_t p = 0; p < stages.size(); p++) {
+        std::vector<HostTensor> got;
+        for (int b = 0; b < k; b++)
+            got.push_back(run(staged_call(call, static_cast<int>(p), whole, origin[b]), block_in[b])[0]);
+        auto red = std::find_if(s.reductions.begin(), s.reductions.end(),
+                                [&](const StageReduction &r) { return r.stage == stages[p]; });
+        if (combine && red != s.reductions.end())
+            for (size_t e = 0; e < got[0].f.size(); e++) {
+                float v = got[0].f[e];
+                for (int b = 1; b < k; b++) v = red->reduce == "max" ? std::max(v, got[b].f[e]) : v + got[b].f[e];
+                for (int b = 0; b < k; b++) got[b].f[e] = v;
+            }
+        for (int b = 0; b < k; b++) block_in[b].push_back(got[b]);
+    }
+    std::vector<HostTensor> outs;
+    for (const TensorType &t : infer_types(call, types)) outs.emplace_back(t.shape, t.dtype);
+    for (int b = 0; b < k; b++) {
+        std::vector<HostTensor> part = run(staged_call(call, static_cast<int>(stages.size()), whole, origin[b]),
+                                           block_in[b]);
+        for (size_t j = 0; j < outs.size(); j++) {
+            if (s.outputs[j].kind == OutKind::Split) {
+                int d = s.outputs[j].dim;
+                paste(outs[j], part[j], d, b * part[j].type.shape[d]);
+            } else if (b == 0) {
+                outs[j] = part[j];
+            } else {
+                EXPECT_EQ(outs[j].f, part[j].f) << call.who() << ": replicated output " << j << " of block " << b;
+            }
+        }
+    }
+    return outs;
+}
+
+void expect_blocked_equals_whole(const OpCall &call, std::vector<HostTensor> inputs, const std::string &var, int k) {
+    SCOPED_TRACE(call.who() + " split " + var + " " + std::to_string(k) + " ways");
+    std::vector<HostTensor> want = run(call, inputs);
+    std::vector<HostTensor> got = run_blocked(call, inputs, var, k);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t j = 0; j < want.size(); j++) expect_near(got[j].f, to_double(want[j].f), 1e-5, 1e-4, "output");
+}
+
+OpCall op(OpKind k) { return with_defaults(OpCall{k, "op", {}}); }
+
+TEST(Staged, BatchNormOverTheBatchAndSpace) {
+    std::vector<HostTensor> in = {random_tensor({6, 3, 5, 4}, 1, -2, 3), random_tensor({3}, 2, 0.5, 1.5),
+                                  random_tensor({3}, 3)};
+    for (const char *var : {"n", "h"}) expect_blocked_equals_whole(op(OpKind::BatchNorm), in, var, var[0] == 'n' ? 3 : 5);
+    std::vector<HostTensor> dy_x_g = {random_tensor({6, 3, 5, 4}, 4), in[0], in[1]};
+    expect_blocked_equals_whole(op(OpKind::BatchNormGrad), dy_x_g, "n", 2);
+    expect_blocked_equals_whole(op(OpKind::BatchNormGrad), dy_x_g, "w", 4);
+    std::vector<HostTensor> nc = {random_tensor({8, 5}, 5, -2, 3), random_tensor({5}, 6, 0.5, 1.5), random_tensor({5}, 7)};
+    expect_blocked_equals_whole(op(OpKind::BatchNorm), nc, "n", 4);
+    expect_blocked_equals_whole(op(OpKind::BatchNormGrad), {random_tensor({8, 5}, 8), nc[0], nc[1]}, "n", 4);
+}
+
+TEST(Staged, SoftmaxFamilyOverTheClasses) {
+    HostTensor x = random_tensor({3, 4, 12}, 9, -4, 4), dy = random_tensor({3, 4, 12}, 10);
+    expect_blocked_equals_whole(op(OpKind::Softmax), {x}, "d2", 3);
+    expect_blocked_equals_whole(op(OpKind::LogSoftmax), {x}, "d2", 4);
+    std::vector<HostTensor> xs = {x};
+    HostTensor y = run(op(OpKind::Softmax), xs)[0];
+    expect_blocked_equals_whole(op(OpKind::SoftmaxGrad), {dy, y}, "d2", 2);
+    HostTensor ly = run(op(OpKind::LogSoftmax), xs)[0];
+    expect_blocked_equals_whole(op(OpKind::LogSoftmaxGrad), {dy, ly}, "d2", 6);
+}
+
+TEST(Staged, CrossEntropyOverTheClassesFindsEveryLabel) {
+    // Labels in every block, so each block's origin decides which one picks them.
+    HostTensor logits = random_tensor({5, 12}, 11, -3, 3), labels = random_ints({5}, 12, 0, 11);
+    labels.i = {0, 11, 5, 6, 3};
+    expect_blocked_equals_whole(op(OpKind::SoftmaxXent), {logits, labels}, "c", 3);
+    HostTensor dloss = random_tensor({}, 13, 0.5, 1.5);
+    expect_blocked_equals_whole(op(OpKind::SoftmaxXentGrad), {logits, labels, dloss}, "c", 4);
+}
+
+TEST(Staged, LayerNormOverTheFeatures) {
+    HostTensor x = random_tensor({2, 3, 8}, 14, -2, 3), g = random_tensor({8}, 15, 0.5, 1.5), b = random_tensor({8}, 16);
+    expect_blocked_equals_whole(op(OpKind::LayerNorm), {x, g, b}, "d2", 4);
+    expect_blocked_equals_whole(op(OpKind::LayerNormGrad), {random_tensor({2, 3, 8}, 17), x, g}, "d2", 2);
+}
+
+TEST(Staged, GlobalAveragePoolOverSpace) {
+    HostTensor x = random_tensor({2, 3, 6, 4}, 18);
+    expect_blocked_equals_whole(op(OpKind::GlobalAvgPool), {x}, "h", 3);
+    expect_blocked_equals_whole(op(OpKind::GlobalAvgPool), {x}, "w", 2);
+}
+
+// Without combining the stages each block normalises by its own statistics:
+// the comparison above must see that.
+TEST(Staged, UncombinedStagesDiffer) {
+    std::vector<HostTensor> in = {random_tensor({6, 3, 5, 4}, 1, -2, 3), random_tensor({3}, 2, 0.5, 1.5),
+                                  random_tensor({3}, 3)};
+    HostTensor want = run(op(OpKind::BatchNorm), in)[0];
+    HostTensor got = run_blocked(op(OpKind::BatchNorm), in, "n", 3, false)[0];
+    double worst = 0;
+    for (size_t e = 0; e < want.f.size(); e++) worst = std::max(worst, double(std::abs(want.f[e] - got.f[e])));
+    EXPECT_GT(worst, 1e-2);
+}
+
+TEST(Staged, BadStagedCallsAreRefused) {
+    OpCall bn = op(OpKind::BatchNorm);
+    std::vector<TensorType> in = {{DType::F32, {4, 3}}, {DType::F32, {3}}, {DType::F32, {3}}};
+    std::vector<Shape> whole = {{8, 3}, {3}, {3}}, origin = {{4, 0}, {0}, {0}};
+    EXPECT_EQ(op_stages(bn, in), (std::vector<std::string>{"sum_x", "sum_sq_dev"}));
+    EXPECT_EQ(infer_types(staged_call(bn, 0, whole, origin), in)[0], (TensorType{DType::F32, {3}}));
+    expect_error([&] { infer_types(staged_call(bn, 1, whole, origin), in); }, "phase 1 takes the operator's 3 inputs and 1 stage inputs, got 3");
+    std::vector<TensorType> with_bad_stage = in;
+    with_bad_stage.push_back({DType::F32, {4}});
+    expect_error([&] { infer_types(staged_call(bn, 1, whole, origin), with_bad_stage); }, "stage input 0 must be f32[3]");
+    expect_error([&] { infer_types(staged_call(bn, 0, {{6, 3}, {3}, {3}}, {{4, 0}, {0}, {0}}), in); },
+                 "lies outside its whole shape");
+    std::vector<TensorType> three_stages = in;
+    for (int s = 0; s < 3; s++) three_stages.push_back({DType::F32, {3}});
+    expect_error([&] { infer_types(staged_call(bn, 3, whole, origin), three_stages); }, "phase 3 of an operator with 2 stages");
+}
+
+}  // namespace
+}  // namespace tessera::test
