@@ -133,6 +133,7 @@ struct PlanRequest {
     std::string optimizer = "sgd";
     bool coarsen = true, replicate_weights = true, executable = false;
     std::string force;  // --force
+    bool staged_reductions = false;
 };
 
 struct TrainingGraph {
@@ -171,6 +172,7 @@ std::vector<tessera::Plan> make_plans(const PlanRequest &r, const TrainingGraph 
         o.replicate_weights = r.replicate_weights;
         o.executable = r.executable;
         if (!r.force.empty()) o.force = parse_force(r.force);
+        o.staged_reductions = r.staged_reductions;
         plans.push_back(partition(tg.graph, r.machine, o));
         if (log_enabled("partition")) std::cerr << "---- partition ----\n" << plan_table(plans.back());
     }
@@ -420,11 +422,15 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("-o,--output", out_path, "Write to this file instead of standard output");
     app.add_flag("--executable", executable,
-                 "Only strategies tessera-train can run (no halos yet), and "
+                 "Only strategies tessera-train can run (no halos; reductions inside an operator only with "
+                 "--staged-reductions or --force), and "
                  "each rank's exact bytes once lowered: the plan mpirun ... tessera-train --partition runs");
     app.add_option("--force", req.force,
                    "Fix operators' strategies at every cut: OPERATOR=VARIABLE[,...], e.g. 'bn1=n' (a '*' at the "
                    "end of a name matches every operator it prefixes; VARIABLE may be 'replicate')");
+    app.add_flag("--staged-reductions", req.staged_reductions,
+                 "With --executable: let every operator reduce inside itself across devices (synchronised batch "
+                 "norm, softmax over split classes), not only forced ones");
     app.add_flag("--no-coarsen", no_coarsen, "Search every tensor and operator on its own (slower)");
     app.add_flag("--no-replicate-weights", no_replicate_weights,
                  "Do not let the search replicate weights (excludes data parallelism from Tofu's space)");

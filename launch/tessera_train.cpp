@@ -90,6 +90,9 @@ int main(int argc, char **argv) {
     app.add_option("--force", o.force,
                    "Under mpirun: fix operators' partition strategies, OPERATOR=VARIABLE[,...] "
                    "(tessera-plan --force; e.g. 'bn1=n')");
+    app.add_flag("--staged-reductions", o.staged_reductions,
+                 "Under mpirun: let the partition reduce inside operators across devices everywhere "
+                 "(synchronised batch norm, softmax over split classes)");
     app.add_option("--comm", o.comm_backend,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")

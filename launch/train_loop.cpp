@@ -393,6 +393,7 @@ TrainResult run_training(const TrainOptions &o) {
         po.model = o.model;
         po.executable = true;
         if (!o.force.empty()) po.force = parse_force(o.force);
+        po.staged_reductions = o.staged_reductions;
         partition_plan = partition(g, flat_machine(o.comm->size()), po);
         if (root) log_stage("partition", plan_table(*partition_plan));
         lowered = lower(g, *partition_plan, o.comm->rank());

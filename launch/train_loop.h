@@ -48,6 +48,7 @@ struct TrainOptions {
     // runs its lowered graph. Rank 0 reports and writes files.
     std::string partition = "tofu";
     std::string force;  // PartitionOptions::force, as parse_force() reads it
+    bool staged_reductions = false;  // PartitionOptions::staged_reductions
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all
     // staged over MPI: the way when ranks share a GPU), or auto (nccl when every

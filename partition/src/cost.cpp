@@ -96,7 +96,7 @@ OpCall local_call(const OpCall &call, const Shape &out0) {
 
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
                                      const std::vector<TensorType> &in, const std::vector<TensorType> &out,
-                                     int k, bool executable) {
+                                     int k, bool executable, bool staged) {
     std::vector<NodeOption> options;
     if (strategies) {
         SymEnv env = symbol_env(call, in);
@@ -135,7 +135,8 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             for (size_t j = 0; j < o.outputs.size(); j++)
                 if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] % k != 0) ok = false;
             if (!ok) continue;
-            if (executable && (!aligned(o, in) || !runs_on_blocks(call, o) || !block_shapes_agree(call, o, in, out, k)))
+            if (executable && ((!staged && !s.reductions.empty()) || !aligned(o, in) || !runs_on_blocks(call, o) ||
+                               !block_shapes_agree(call, o, in, out, k)))
                 continue;
             for (const StageReduction &r : s.reductions) {
                 int64_t elements = r.elements.eval(env);

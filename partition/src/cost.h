@@ -49,7 +49,7 @@ struct NodeOption {
 // through its staged kernels (tessera/lang/staged.h).
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,
                                      const std::vector<TensorType> &in, const std::vector<TensorType> &out,
-                                     int k, bool executable = false);
+                                     int k, bool executable = false, bool staged = true);
 
 // One conversion: its kind and total bytes over the k devices of a group.
 struct Conversion {

@@ -63,7 +63,9 @@ public:
             std::vector<std::vector<Layout>> domains = build_domains(k, static_cast<int>(l), plan.notes);
             std::vector<std::vector<NodeOption>> options(g_.num_nodes());
             for (NodeId n = 0; n < g_.num_nodes(); n++) {
-                options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable);
+                const bool staged = opts_.staged_reductions || !forced_[n].empty();
+                options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable,
+                                                staged);
                 if (!forced_[n].empty()) keep_forced(n, options[n], k, static_cast<int>(l));
             }
             CutProblem problem = build_problem(domains, options, k);

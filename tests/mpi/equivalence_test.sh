@@ -12,7 +12,18 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-common=(--model "$model" --data auto --synthetic-size 960 --batch 24 --steps 20 --lr-schedule constant
+# The partition flags go to tessera-plan too, so that it prints the same plan.
+plan_flags=()
+data=(--data auto)
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+    --force) plan_flags+=(--force "${args[i + 1]}") ;;
+    --staged-reductions) plan_flags+=(--staged-reductions) ;;
+    --data) data=() ;;
+  esac
+done
+common=(--model "$model" "${data[@]}" --synthetic-size 960 --batch 24 --steps 20 --lr-schedule constant
         --progress none --no-eval "$@")
 
 "$train" "${common[@]}" --metrics "$work/single.jsonl" --checkpoint "$work/single" >/dev/null
@@ -24,7 +35,7 @@ for n in $nps; do
         --checkpoint "$work/p" >"$work/log" 2>&1; then
       echo "FAIL $tag: tessera-train failed:"; tail -5 "$work/log"; failed=1; continue
     fi
-    "$plan" --model "$model" --batch 24 --devices "$n" --strategy "$s" --executable --format json \
+    "$plan" --model "$model" --batch 24 --devices "$n" --strategy "$s" --executable "${plan_flags[@]}" --format json \
       -o "$work/plan.json" >/dev/null
     single_cut=()
     if [ "$n" = 2 ] || [ "$n" = 3 ]; then single_cut=(--single-cut); fi

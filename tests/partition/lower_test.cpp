@@ -100,14 +100,14 @@ TEST(Lower, BlocksTileEveryTensorForEveryLayout) {
 }
 
 TEST(Lower, RefusesPlansItCannotRun) {
-    // The full search splits batch norm by batch, with its statistics reduced
-    // inside the operator; only executable plans lower.
+    // A spatial split of a convolution reads a halo, which lowering cannot
+    // run yet; only executable plans lower.
     Graph g = training_graph("cnn:channels=4,hidden=16", 24);
     PartitionOptions o;
-    o.strategy = PartitionStrategy::DataParallel;
+    o.force = {{"conv1.conv2d", "oh"}};
     Plan p = partition(g, flat_machine(2), o);
     std::string e = error_of([&] { lower(g, p, 0); });
-    EXPECT_NE(e.find("which reduces inside the operator; lowering runs only plans made with "
+    EXPECT_NE(e.find("needs a halo or an offset; lowering runs only plans made with "
                      "PartitionOptions::executable (tessera-plan --executable)"),
               std::string::npos)
         << e;

@@ -50,6 +50,12 @@ struct PartitionOptions {
     // inside an operator); tessera-train plans this way. The plan then also
     // records each rank's exact bytes per step (Plan::rank_comm_bytes).
     bool executable = false;
+    // Whether executable plans may reduce inside an operator everywhere (run
+    // as staged operators, tessera/lang/staged.h). Off by default for now: with
+    // synchronised batch norm, training drifts from the single process more
+    // than the 1e-5 equivalence bar on some models (README, findings). Forced
+    // operators (below) may always.
+    bool staged_reductions = false;
     // Operators whose strategy is fixed at every cut: (name, index variable or
     // "replicate"). A name ending in '*' matches every operator it prefixes. So
     // that tests and users can run a path the search would not choose.
