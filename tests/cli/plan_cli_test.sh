@@ -304,6 +304,10 @@ PY
 # Progress of a search that runs over a second; TESSERA_LOG=swap prints the plan.
 expect swap-progress 0 "swap search (advisor): generation" -- "$PLAN" --model transformer --devices 1 \
     --device-mem 16MiB --generations 100000 --time-limit 1.5
+expect force-unknown-op 1 "--force 'nope=m': the training graph has no operator named 'nope'" -- "$PLAN" --model mlp --devices 2 --force nope=m
+expect force-unknown-var 1 "--force 'loss=zz': softmax_xent 'loss' has no strategy 'zz'; valid: n, c, replicate" -- "$PLAN" --model mlp --devices 2 --force loss=zz
+expect force-bad-entry 1 "--force: bad entry 'loss'; expected OPERATOR=VARIABLE" -- "$PLAN" --model mlp --devices 2 --force loss
+expect force-staged 0 "split c (all-reduce inside)" -- "$PLAN" --model mlp --devices 2 --force loss=c --executable
 TESSERA_LOG=swap "$PLAN" "${SW[@]}" --device-mem 16MiB --format json >"$TMP/log.json" 2>"$TMP/log.txt" || fail=1
 grep -q "^---- swap (advisor) ----" "$TMP/log.txt" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
     "$TMP/log.json" && echo "ok   log-swap" || { echo "FAIL log-swap: $(head -3 "$TMP/log.txt")"; fail=1; }
