@@ -11,6 +11,16 @@ namespace {
 
 std::vector<int64_t> ints(const OpCall &c, const char *name) { return c.attrs.get_ints(c.who(), name); }
 
+// An all-reduce's "reduce" attribute: "sum" (the default) or "max".
+ReduceOp reduce_of(const OpCall &c) {
+    auto r = c.attrs.values().find("reduce");
+    if (r == c.attrs.values().end()) return ReduceOp::Sum;
+    const std::string *how = std::get_if<std::string>(&r->second);
+    TESSERA_CHECK(how && (*how == "sum" || *how == "max"), "communication node '", c.name,
+                  "': attribute 'reduce' must be \"sum\" or \"max\"");
+    return *how == "max" ? ReduceOp::Max : ReduceOp::Sum;
+}
+
 std::string kind_of(const OpCall &c) {
     auto it = c.attrs.values().find("comm");
     TESSERA_CHECK(it != c.attrs.values().end() && std::holds_alternative<std::string>(it->second),
@@ -99,13 +109,7 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
         kind_ = Kind::AllReduce;
         TESSERA_CHECK(in.type.shape == out.type.shape && in.type.dtype == DType::F32, "communication node '",
                       c.name, "': an all-reduce keeps its f32 shape");
-        auto r = c.attrs.values().find("reduce");
-        if (r != c.attrs.values().end()) {
-            const std::string *how = std::get_if<std::string>(&r->second);
-            TESSERA_CHECK(how && (*how == "sum" || *how == "max"), "communication node '", c.name,
-                          "': attribute 'reduce' must be \"sum\" or \"max\"");
-            reduce_ = *how == "max" ? ReduceOp::Max : ReduceOp::Sum;
-        }
+        reduce_ = reduce_of(c);
         return;
     }
     TESSERA_CHECK(kind == "reduce_scatter", "communication node '", c.name, "' has unknown kind '", kind,

@@ -114,10 +114,8 @@ void run_staged(const OpCall &call, const std::vector<TensorRef> &inputs, const 
     StagedRun run;
     run.suffix = phase < m ? "__s" + std::to_string(phase) : std::string("__fin");
     for (size_t i = 0; i < own.size(); i++) {
-        auto w = call.attrs.get_ints(call.who(), "whole_in" + std::to_string(i));
-        auto o = call.attrs.get_ints(call.who(), "origin_in" + std::to_string(i));
-        run.whole.emplace_back(w.begin(), w.end());
-        run.origin.emplace_back(o.begin(), o.end());
+        run.whole.push_back(staged_whole(call, i));
+        run.origin.push_back(staged_origin(call, i));
     }
     run.stage_in.assign(inputs.end() - phase, inputs.end());
     std::vector<TensorRef> plain_out = outputs;

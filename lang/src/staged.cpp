@@ -22,6 +22,10 @@ bool is_staged(const OpCall &call) { return call.attrs.has(kPhase); }
 
 int staged_phase(const OpCall &call) { return static_cast<int>(call.attrs.get_int(call.who(), kPhase)); }
 
+Shape staged_whole(const OpCall &call, size_t input) { return call.attrs.get_ints(call.who(), whole_key(input)); }
+
+Shape staged_origin(const OpCall &call, size_t input) { return call.attrs.get_ints(call.who(), origin_key(input)); }
+
 OpCall unstaged_call(const OpCall &call) {
     OpCall c = call;
     Attrs plain;
@@ -82,7 +86,7 @@ std::vector<TensorType> infer_staged(const OpCall &call, const std::vector<Tenso
     for (size_t i = 0; i < own.size(); i++) {
         TESSERA_CHECK(call.attrs.has(whole_key(i)) && call.attrs.has(origin_key(i)), call.who(),
                       ": a staged call needs attributes '", whole_key(i), "' and '", origin_key(i), "'");
-        auto whole = call.attrs.get_ints(call.who(), whole_key(i)), origin = call.attrs.get_ints(call.who(), origin_key(i));
+        const Shape whole = staged_whole(call, i), origin = staged_origin(call, i);
         TESSERA_CHECK(whole.size() == own[i].shape.size() && origin.size() == whole.size(), call.who(), ": '",
                       whole_key(i), "' and '", origin_key(i), "' must have one entry per dimension of input ", i);
         for (size_t d = 0; d < whole.size(); d++)

@@ -354,18 +354,19 @@ std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<Tens
 // all-reduce, a sum or a max. `counts[r]`: the stage's elements on rank r.
 TensorId Lowerer::add_stage_reduction(TensorId stage, const std::vector<bool> &levels, const std::string &reduce,
                                       const std::vector<int64_t> &counts, const std::string &why) {
+    int64_t mine = 0;
     for (int r = 0; r < n_; r++) {
         std::vector<int64_t> grp = group_of(coords_, r, levels);
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
-        bytes_[r] += all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) * 4;
+        int64_t sent = all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) * 4;
+        bytes_[r] += sent;
+        if (r == rank_) mine = sent;
     }
     if (!build_) return kNoTensor;
-    std::vector<int64_t> grp = group_of(coords_, rank_, levels);
-    int i = static_cast<int>(std::find(grp.begin(), grp.end(), rank_) - grp.begin());
     Attrs a;
     a.set("comm", std::string("all_reduce"));
-    a.set("ranks", grp);
-    a.set("bytes", all_reduce_sent(counts[rank_], static_cast<int>(grp.size()), i) * 4);
+    a.set("ranks", group_of(coords_, rank_, levels));
+    a.set("bytes", mine);
     if (reduce != "sum") a.set("reduce", reduce);
     const Box whole = Box::whole(dg_.graph.tensor(stage).type.shape);
     return add_comm(why, std::move(a), stage, DType::F32, whole, kNoTensor, TensorRole::Activation);

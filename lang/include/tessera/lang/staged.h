@@ -42,9 +42,12 @@ TensorType stage_type(const OpCall &call, const std::vector<TensorType> &inputs)
 // whole shape and `origin[i]` the block's first coordinate in it.
 OpCall staged_call(const OpCall &call, int phase, const std::vector<Shape> &whole, const std::vector<Shape> &origin);
 
-// The plain operator call behind a staged one, and its phase.
+// The plain operator call behind a staged one, its phase, and input i's whole
+// shape and block origin.
 OpCall unstaged_call(const OpCall &call);
 int staged_phase(const OpCall &call);
+Shape staged_whole(const OpCall &call, size_t input);
+Shape staged_origin(const OpCall &call, size_t input);
 
 // Shape inference of a staged call (infer_types calls it).
 std::vector<TensorType> infer_staged(const OpCall &call, const std::vector<TensorType> &inputs);
