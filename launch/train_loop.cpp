@@ -459,8 +459,7 @@ TrainResult run_training(const TrainOptions &o) {
             std::cout << fmt::format("arena {} (plan {}, lower bound {}) | {}\n", format_bytes(arena), format_bytes(plan.arena_bytes),
                                      format_bytes(plan.lower_bound), m.description);
         if (sharded) {
-            int64_t all = 0;
-            for (int64_t b : partition_plan->rank_comm_bytes) all += b;
+            const int64_t all = partition_plan->lowered_comm_bytes();
             std::cout << fmt::format("partition {} over {} ranks (cuts {}) | {} communication nodes | rank 0 sends {} "
                                      "per step, all ranks {}\n",
                                      o.partition, o.comm->size(), [&] {

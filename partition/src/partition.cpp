@@ -67,6 +67,7 @@ public:
                 options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable,
                                                 staged);
                 if (!forced_[n].empty()) keep_forced(n, options[n], k, static_cast<int>(l));
+                else if (opts_.strategy == PartitionStrategy::DataParallel) keep_in_place(n, options[n], domains, k);
             }
             CutProblem problem = build_problem(domains, options, k);
             CutSolution sol = solve(problem);
@@ -158,6 +159,27 @@ private:
                       " ways at level ", level + 1, ": the extent does not divide, or lowering cannot run that "
                       "strategy (it needs a halo or reads global indices)");
         options = std::move(kept);
+    }
+
+    // Data parallelism as DDP runs it: an operator reads its batch-split
+    // activations where they are (a weight gradient is then a partial sum,
+    // all-reduced), rather than gathering the batch to compute it whole. Only
+    // where no option reads them in place do the others stay.
+    void keep_in_place(NodeId n, std::vector<NodeOption> &options, const std::vector<std::vector<Layout>> &domains,
+                       int k) const {
+        std::vector<Layout> lay(co_.num_tensor_groups);
+        for (int gid = 0; gid < co_.num_tensor_groups; gid++) lay[gid] = domains[gid][0];
+        const Node &node = g_.node(n);
+        std::vector<NodeOption> kept;
+        for (const NodeOption &o : options) {
+            bool in_place = true;
+            each_conversion(n, o, lay, k, [&](size_t slot, const part::Conversion &conv) {
+                if (slot < node.inputs.size() && !persistent_[co_.tensor_group[node.inputs[slot]]])
+                    in_place = in_place && conv.bytes == 0;
+            });
+            if (in_place) kept.push_back(o);
+        }
+        if (!kept.empty()) options = std::move(kept);
     }
 
     CutSolution solve(const CutProblem &p) {

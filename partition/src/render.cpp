@@ -264,11 +264,8 @@ std::string plan_table(const Plan &p) {
     s += "comm bytes   " + human_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
          (p.level_bytes.empty() ? "" : "; " + level_bytes_text(p)) + ")\n";
     if (p.executable) {
-        int64_t sum = 0, most = 0;
-        for (int64_t b : p.rank_comm_bytes) {
-            sum += b;
-            most = std::max(most, b);
-        }
+        const int64_t sum = p.lowered_comm_bytes();
+        const int64_t most = *std::max_element(p.rank_comm_bytes.begin(), p.rank_comm_bytes.end());
         s += "lowered      " + human_bytes(sum) + " per iteration sent by all ranks (" + with_commas(sum) +
              " bytes; the busiest rank sends " + with_commas(most) + ")\n";
     }
@@ -658,11 +655,12 @@ std::string plan_html(const Plan &p) {
 std::string compare_table(const std::vector<Plan> &plans) {
     if (plans.empty()) return "no plans to compare\n";
     std::string s = strf("%s on %s\n", plans[0].model.c_str(), machine_str(plans[0].machine).c_str());
-    TextTable t({"strategy", "comm/iter", "vs " + plans[0].strategy, "comm time", "weights", "gradients", "opt state",
-                 "activations", "comm buf", "total/dev", "peak/dev", "search"},
-                {false, true, true, true, true, true, true, true, true, true, true, true});
+    TextTable t({"strategy", "comm/iter", "vs " + plans[0].strategy, "lowered", "comm time", "weights", "gradients",
+                 "opt state", "activations", "comm buf", "total/dev", "peak/dev", "search"},
+                {false, true, true, true, true, true, true, true, true, true, true, true, true});
     for (const Plan &p : plans)
         t.add({p.strategy, human_bytes(p.comm_bytes), ratio_text(p.comm_bytes, plans[0].comm_bytes),
+               p.executable ? human_bytes(p.lowered_comm_bytes()) : "-",
                human_time(p.predicted_comm_time_s), human_bytes(p.memory.weights), human_bytes(p.memory.gradients),
                human_bytes(p.memory.optimizer_state), human_bytes(p.memory.activations),
                human_bytes(p.memory.comm_buffers), human_bytes(p.memory.total()), human_bytes(p.per_device_peak_bytes),
@@ -684,6 +682,7 @@ std::string compare_json(const std::vector<Plan> &plans, int indent) {
                         {"strategy", p.strategy},
                         {"devices", p.devices},
                         {"comm_bytes", p.comm_bytes},
+                        {"lowered_comm_bytes", p.executable ? json(p.lowered_comm_bytes()) : json(nullptr)},
                         {"comm_ratio", ratio},
                         {"predicted_comm_time_s", finite(p.predicted_comm_time_s)},
                         {"memory",

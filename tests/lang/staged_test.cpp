@@ -6,6 +6,8 @@
 // run whole. The plain kernels are themselves tested against double loops
 // (norm_test, softmax_test, conv_test).
 #include <algorithm>
+#include <cmath>
+#include <random>
 
 #include "tessera/lang/staged.h"
 #include "tessera/lang/strategy.h"
@@ -161,6 +163,50 @@ TEST(Staged, GlobalAveragePoolOverSpace) {
     HostTensor x = random_tensor({2, 3, 6, 4}, 18);
     expect_blocked_equals_whole(op(OpKind::GlobalAvgPool), {x}, "h", 3);
     expect_blocked_equals_whole(op(OpKind::GlobalAvgPool), {x}, "w", 2);
+}
+
+// Batch norm's gradient on image-like data (README, findings on synchronised
+// batch norm): 60% of each channel one background value, the gradient sparse
+// as after a max pool. Both the whole kernel and the staged one over 4 batch
+// blocks must match a double-precision evaluation of the closed form to float
+// rounding, relative to each output's largest element.
+TEST(Staged, BatchNormGradOnImageLikeDataMatchesDoubles) {
+    const int64_t N = 24, C = 32, HW = 28 * 28, M = N * HW;
+    HostTensor x = random_tensor({N, C, 28, 28}, 21, -1, 1), dy = random_tensor({N, C, 28, 28}, 22, -1e-3, 1e-3),
+               gamma = random_tensor({C}, 23, 0.5, 1.5);
+    std::mt19937 rng(7);
+    auto ch = [&](size_t e) { return static_cast<int64_t>(e / HW) % C; };
+    for (size_t e = 0; e < x.f.size(); e++) {
+        if (rng() % 10 < 6) x.f[e] = -0.5f + 0.01f * static_cast<float>(ch(e));
+        if (rng() % 4 != 0) dy.f[e] = 0;
+    }
+    OpCall call = op(OpKind::BatchNormGrad);
+    const double eps = call.attrs.get_float("bn", "eps");
+    std::vector<double> mean(C), var(C), sum_dy(C), sum_dy_dev(C);
+    for (size_t e = 0; e < x.f.size(); e++) mean[ch(e)] += x.f[e] / double(M);
+    for (size_t e = 0; e < x.f.size(); e++) var[ch(e)] += std::pow(x.f[e] - mean[ch(e)], 2) / double(M);
+    for (size_t e = 0; e < x.f.size(); e++) {
+        sum_dy[ch(e)] += dy.f[e];
+        sum_dy_dev[ch(e)] += dy.f[e] * (x.f[e] - mean[ch(e)]);
+    }
+    std::vector<std::vector<double>> want(3);
+    for (size_t e = 0; e < x.f.size(); e++) {
+        const int64_t c = ch(e);
+        const double rstd = 1 / std::sqrt(var[c] + eps), xhat = (x.f[e] - mean[c]) * rstd;
+        want[0].push_back(gamma.f[c] * rstd * (dy.f[e] - (sum_dy[c] + xhat * sum_dy_dev[c] * rstd) / double(M)));
+    }
+    for (int64_t c = 0; c < C; c++) {
+        want[1].push_back(sum_dy_dev[c] / std::sqrt(var[c] + eps));
+        want[2].push_back(sum_dy[c]);
+    }
+    std::vector<HostTensor> in = {dy, x, gamma};
+    std::vector<HostTensor> whole = run(call, in), staged = run_blocked(call, in, "n", 4);
+    for (int o = 0; o < 3; o++) {
+        double largest = 0;
+        for (double v : want[o]) largest = std::max(largest, std::abs(v));
+        expect_near(whole[o].f, want[o], 5e-5 * largest, 0, "whole kernel");
+        expect_near(staged[o].f, want[o], 5e-5 * largest, 0, "staged over 4 batch blocks");
+    }
 }
 
 // Without combining the stages each block normalises by its own statistics:

@@ -3,6 +3,7 @@
 // consistency of the plan's own accounting.
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -227,6 +228,46 @@ TEST(PartitionClosedForm, MlpWithLargeBatchIsDataParallel) {
             EXPECT_EQ(partition(m.graph, flat_machine(n), data).comm_bytes, p.comm_bytes) << spec << " on " << n;
         }
     }
+}
+
+// Closed form 4, the DDP bar: executable data parallelism on
+// WResNet-50 is what PyTorch DDP with synchronised batch norm does. Every
+// operator reads its batch block in place, so each weight gradient is a partial
+// sum, all-reduced; batch norm all-reduces its statistics inside the operator
+// (forward: sum_x, sum_sq_dev; backward: those two again and sum_dy,
+// sum_dy_dev), which leaves its gamma and beta gradients complete. Counted from
+// the graph here: gradient bytes G of every weight but batch norm's, S of the
+// statistics, and the 4-byte mean loss. A ring all-reduce of B bytes over N
+// ranks sends 2(N-1)/N B per rank, and the recursive cuts telescope to that
+// total; a rank's own count differs only by the ring's rounding of chunk sizes
+// that N does not divide (the 10-class bias, the loss).
+TEST(PartitionClosedForm, DataParallelWResNetIsDdpWithSyncBatchNorm) {
+    Model m = build_model("wresnet:depth=50", 64);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    int64_t G = 0, S = 0;
+    std::set<TensorId> bn_params;
+    for (const Node &n : m.graph.nodes()) {
+        if (n.call.kind != OpKind::BatchNorm && n.call.kind != OpKind::BatchNormGrad) continue;
+        const int64_t C = m.graph.tensor(n.inputs[n.call.kind == OpKind::BatchNorm ? 0 : 1]).type.shape[1];
+        S += F * C * (n.call.kind == OpKind::BatchNorm ? 2 : 4);
+        if (n.call.kind == OpKind::BatchNorm) bn_params.insert({n.inputs[1], n.inputs[2]});
+    }
+    ASSERT_EQ(bn_params.size(), 2u * 53);
+    for (TensorId t = 0; t < m.graph.num_tensors(); t++)
+        if (m.graph.tensor(t).role == TensorRole::Param && !bn_params.count(t))
+            G += F * m.graph.tensor(t).type.elements();
+    const int n = 4;
+    PartitionOptions o;
+    o.strategy = PartitionStrategy::DataParallel;
+    o.executable = true;
+    o.staged_reductions = true;
+    Plan p = partition(m.graph, flat_machine(n), o);
+    const int64_t total = 2 * (n - 1) * (G + S + F);
+    EXPECT_EQ(p.comm_bytes, total);
+    for (int r = 0; r < n; r++) EXPECT_NEAR(double(p.rank_comm_bytes[r]), double(total) / n, 16.0) << "rank " << r;
+    for (const OpPlan &op : p.ops)
+        if (op.op == "batch_norm" || op.op == "batch_norm_grad")
+            for (const std::string &s : op.strategy) EXPECT_EQ(s, "split n (all-reduce inside)") << op.node;
 }
 
 TEST(PartitionDeterminism, SameInputSamePlan) {

@@ -337,7 +337,14 @@ TEST(Compare, TableAndJsonRowPerPlan) {
     EXPECT_TRUE(contains(t, "mlp:hidden=64,layers=2 on 2 nodes x 2 gpus (4 devices)")) << t;
     EXPECT_TRUE(contains(t, "vs tofu"));
     EXPECT_EQ(line_with(t, "data "),
-              "data 6.01 MiB 4.00x 143 ms 3.91 KiB 200 B 300 B 400 B 500 B 5.27 KiB 3.00 MiB 12.3 ms");
+              "data 6.01 MiB 4.00x - 143 ms 3.91 KiB 200 B 300 B 400 B 500 B 5.27 KiB 3.00 MiB 12.3 ms");
+    // A plan made to run shows the lowered total (the ranks' sum) beside the estimate.
+    Plan ran = data;
+    ran.executable = true;
+    ran.rank_comm_bytes = {1000000, 1048576, 1048576};
+    EXPECT_EQ(line_with(compare_table({tofu, ran}), "data "),
+              "data 6.01 MiB 4.00x 2.95 MiB 143 ms 3.91 KiB 200 B 300 B 400 B 500 B 5.27 KiB 3.00 MiB 12.3 ms");
+    EXPECT_EQ(json::parse(compare_json({tofu, ran}))["plans"][1]["lowered_comm_bytes"], 3097152);
 
     json j = json::parse(compare_json({tofu, data}));
     EXPECT_EQ(j["format"], "tessera-compare");
@@ -349,6 +356,7 @@ TEST(Compare, TableAndJsonRowPerPlan) {
     EXPECT_EQ(j["plans"][1]["memory"]["total"], 4000 + 200 + 300 + 400 + 500);
     EXPECT_EQ(j["plans"][1]["per_device_peak_bytes"], data.per_device_peak_bytes);
     EXPECT_EQ(j["plans"][0]["search_time_s"], tofu.search_time_s);
+    EXPECT_TRUE(j["plans"][1]["lowered_comm_bytes"].is_null());
 
     // Against a first plan that moves nothing, the ratio is undefined, not inf.
     tofu.comm_bytes = 0;

@@ -79,6 +79,13 @@ struct Plan {
     // comm_bytes for a single cut. Empty otherwise.
     bool executable = false;
     std::vector<int64_t> rank_comm_bytes;
+    // Their sum: what every rank together sends per step, next to comm_bytes,
+    // Tofu's recursive estimate (0 for a plan not made to run).
+    int64_t lowered_comm_bytes() const {
+        int64_t sum = 0;
+        for (int64_t b : rank_comm_bytes) sum += b;
+        return sum;
+    }
     double search_time_s = 0;           // the one field that differs between runs
 
     MemoryFootprint memory;             // per device
