@@ -62,12 +62,14 @@ public:
             const LinkLevel &link = machine.levels.at(cuts[l].link);
             std::vector<std::vector<Layout>> domains = build_domains(k, static_cast<int>(l), plan.notes);
             std::vector<std::vector<NodeOption>> options(g_.num_nodes());
+            std::vector<Layout> data_layouts;  // DataParallel's one layout per group
+            for (const auto &d : domains) data_layouts.push_back(d[0]);
             for (NodeId n = 0; n < g_.num_nodes(); n++) {
                 const bool staged = opts_.staged_reductions || !forced_[n].empty();
                 options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable,
                                                 staged);
                 if (!forced_[n].empty()) keep_forced(n, options[n], k, static_cast<int>(l));
-                else if (opts_.strategy == PartitionStrategy::DataParallel) keep_in_place(n, options[n], domains, k);
+                else if (opts_.strategy == PartitionStrategy::DataParallel) keep_in_place(n, options[n], data_layouts, k);
             }
             CutProblem problem = build_problem(domains, options, k);
             CutSolution sol = solve(problem);
@@ -165,10 +167,7 @@ private:
     // activations where they are (a weight gradient is then a partial sum,
     // all-reduced), rather than gathering the batch to compute it whole. Only
     // where no option reads them in place do the others stay.
-    void keep_in_place(NodeId n, std::vector<NodeOption> &options, const std::vector<std::vector<Layout>> &domains,
-                       int k) const {
-        std::vector<Layout> lay(co_.num_tensor_groups);
-        for (int gid = 0; gid < co_.num_tensor_groups; gid++) lay[gid] = domains[gid][0];
+    void keep_in_place(NodeId n, std::vector<NodeOption> &options, const std::vector<Layout> &lay, int k) const {
         const Node &node = g_.node(n);
         std::vector<NodeOption> kept;
         for (const NodeOption &o : options) {
