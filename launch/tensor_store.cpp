@@ -20,10 +20,13 @@ void ShardedStore::read(TensorId t, void *host, size_t bytes) {
         return;
     }
     copy_box(block_.data(), mine, host, whole, mine, elem);
-    // Every rank's block has this rank's size: the splits are even.
+    // Rank 0 holds a longest block, so the buffer fits any other rank's
+    // (an uneven split's later blocks are one row shorter).
     for (int r = 1; r < comm_.size(); r++) {
-        comm_.recv(block_.data(), block_.size(), r);
         const Box theirs = dg_.held_by(t, r);
+        TESSERA_INTERNAL_ASSERT(theirs.elements() <= mine.elements(), "rank ", r, "'s block of '", info.name,
+                                "' is longer than rank 0's");
+        comm_.recv(block_.data(), static_cast<size_t>(theirs.elements()) * elem, r);
         copy_box(block_.data(), theirs, host, whole, theirs, elem);
     }
 }
@@ -35,10 +38,15 @@ void ShardedStore::write(TensorId t, const void *host, size_t bytes) {
     const TensorId local = dg_.local[t];
     TESSERA_INTERNAL_ASSERT(local != kNoTensor, "rank ", comm_.rank(), " holds no block of '", info.name, "'");
     const size_t elem = dtype_size(info.type.dtype);
-    const Box &mine = dg_.box[local];
-    block_.resize(static_cast<size_t>(mine.elements()) * elem);
-    copy_box(host, Box::whole(info.type.shape), block_.data(), mine, mine, elem);
-    ex_.write(local, block_.data(), block_.size());
+    // The tensor's own block, and for a fed tensor every other block of it
+    // that lowering gave an input of its own (Lowerer::add_fed_block).
+    for (TensorId id = 0; id < dg_.graph.num_tensors(); id++) {
+        if (id != local && (dg_.source[id] != t || dg_.graph.tensor(id).producer != kNoNode)) continue;
+        const Box &box = dg_.box[id];
+        block_.resize(static_cast<size_t>(box.elements()) * elem);
+        copy_box(host, Box::whole(info.type.shape), block_.data(), box, box, elem);
+        ex_.write(id, block_.data(), block_.size());
+    }
 }
 
 }  // namespace tessera

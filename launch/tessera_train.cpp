@@ -93,6 +93,10 @@ int main(int argc, char **argv) {
     app.add_flag("--staged-reductions", o.staged_reductions,
                  "Under mpirun: let the partition reduce inside operators across devices everywhere "
                  "(synchronised batch norm, softmax over split classes)");
+    bool no_replicate_weights = false;
+    app.add_flag("--no-replicate-weights", no_replicate_weights,
+                 "Under mpirun: do not let the search replicate weights, so that each rank holds 1/N of the "
+                 "model (tessera-plan --no-replicate-weights)");
     app.add_option("--comm", o.comm_backend,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")
@@ -119,6 +123,7 @@ int main(int argc, char **argv) {
             who += ": rank " + std::to_string(comm->rank());
         }
         o.eval = !no_eval;
+        o.replicate_weights = !no_replicate_weights;
         o.optimizer.kind = tessera::optimizer_from_name(optimizer);
         o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
         tessera::run_training(o);

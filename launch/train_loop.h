@@ -49,6 +49,7 @@ struct TrainOptions {
     std::string partition = "tofu";
     std::string force;  // PartitionOptions::force, as parse_force() reads it
     bool staged_reductions = false;  // PartitionOptions::staged_reductions
+    bool replicate_weights = true;   // PartitionOptions::replicate_weights
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all
     // staged over MPI: the way when ranks share a GPU), or auto (nccl when every

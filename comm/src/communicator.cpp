@@ -152,6 +152,13 @@ void Communicator::step(const void *send_buf, size_t send_bytes, int dst, void *
     }
 }
 
+int64_t Communicator::reduce_scatter_bytes(const std::vector<size_t> &counts, int me) {
+    if (counts.size() <= 1) return 0;
+    size_t total = 0;
+    for (size_t c : counts) total += c;
+    return static_cast<int64_t>((total - counts[me]) * sizeof(float));
+}
+
 float *Communicator::scratch(size_t count) {
     if (scratch_.size() < count) scratch_.resize(count);
     return scratch_.data();
@@ -261,32 +268,41 @@ void Communicator::all_reduce(float *data, size_t count, const Group &g, ReduceO
 }
 
 void Communicator::reduce_scatter(const float *in, float *out, size_t count_each, const Group &g) {
+    reduce_scatter(in, out, std::vector<size_t>(g.ranks.size(), count_each), g);
+}
+
+void Communicator::reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g) {
     const CommOp op = CommOp::ReduceScatter;
     check_group(g, op);
     count_call(op);
     const int k = g.size();
     const int me = g.index_of(rank_);
-    if (count_each == 0) return;
-    TESSERA_CHECK(in != nullptr && out != nullptr, "rank ", rank_, ": reduce_scatter of ", count_each,
-                  " floats per member over ranks ", g.str(), " got a null buffer");
-    const size_t bytes = count_each * sizeof(float);
+    TESSERA_CHECK(counts.size() == static_cast<size_t>(k), "rank ", rank_, ": reduce_scatter over ranks ", g.str(),
+                  " got ", counts.size(), " chunk sizes for ", k, " members");
+    std::vector<size_t> offset(k + 1, 0);
+    for (int j = 0; j < k; j++) offset[j + 1] = offset[j] + counts[j];
+    if (offset[k] == 0) return;
+    TESSERA_CHECK(in != nullptr && (out != nullptr || counts[me] == 0), "rank ", rank_, ": reduce_scatter of ",
+                  offset[k], " floats over ranks ", g.str(), " got a null buffer");
     if (k == 1) {
-        if (out != in) std::memmove(out, in, bytes);
+        if (out != in) std::memmove(out, in, counts[0] * sizeof(float));
         return;
     }
     const int next = g.ranks[(me + 1) % k], prev = g.ranks[mod(me - 1, k)];
     // Two buffers: the partial sum being sent, and the one arriving; the
     // arriving one plus our chunk becomes the next to send.
-    float *outgoing = scratch(2 * count_each);
-    float *incoming = outgoing + count_each;
+    const size_t longest = *std::max_element(counts.begin(), counts.end());
+    float *outgoing = scratch(2 * longest);
+    float *incoming = outgoing + longest;
     for (int s = 0; s < k - 1; s++) {
         int sc = mod(me - s - 1, k), rc = mod(me - s - 2, k);
-        const float *send_buf = s == 0 ? in + sc * count_each : outgoing;
-        step(send_buf, bytes, next, incoming, bytes, prev, op, g);
-        this->count(op, static_cast<int64_t>(bytes));
+        const float *send_buf = s == 0 ? in + offset[sc] : outgoing;
+        const size_t send_bytes = counts[sc] * sizeof(float);
+        step(send_buf, send_bytes, next, incoming, counts[rc] * sizeof(float), prev, op, g);
+        this->count(op, static_cast<int64_t>(send_bytes));
         float *d = s == k - 2 ? out : outgoing;  // the last step finishes chunk me
-        const float *mine = in + rc * count_each;
-        for (size_t i = 0; i < count_each; i++) d[i] = incoming[i] + mine[i];
+        const float *mine = in + offset[rc];
+        for (size_t i = 0; i < counts[rc]; i++) d[i] = incoming[i] + mine[i];
     }
 }
 

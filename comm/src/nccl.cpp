@@ -35,6 +35,7 @@
 
 #ifdef TESSERA_HAVE_NCCL
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -129,16 +130,34 @@ public:
         this->count(op, algorithm_bytes(op, bytes_each, g.size(), g.index_of(rank())));
     }
 
-    void reduce_scatter(const float *in, float *out, size_t count_each, const Group &g) override {
+    using Communicator::reduce_scatter;
+    void reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g) override {
         const CommOp op = CommOp::ReduceScatter;
         check_group(g, op);
         count_call(op);
-        if (count_each == 0) return;
+        const int k = g.size(), me = g.index_of(rank());
+        TESSERA_CHECK(counts.size() == static_cast<size_t>(k), "rank ", rank(), ": reduce_scatter over ranks ",
+                      g.str(), " got ", counts.size(), " chunk sizes for ", k, " members");
+        size_t total = 0;
+        for (size_t c : counts) total += c;
+        if (total == 0) return;
         ncclComm_t comm = begin(g, op);
-        check_nccl("ncclReduceScatter",
-                   ncclReduceScatter(in, out, count_each, ncclFloat, ncclSum, comm, stream_.s));
+        if (std::all_of(counts.begin(), counts.end(), [&](size_t c) { return c == counts[0]; })) {
+            check_nccl("ncclReduceScatter", ncclReduceScatter(in, out, counts[0], ncclFloat, ncclSum, comm, stream_.s));
+        } else {
+            // Unequal chunks: one reduce per chunk to its owner, in one group call
+            // (only the owner's `out` is written).
+            check_nccl("ncclGroupStart", ncclGroupStart());
+            size_t offset = 0;
+            for (int j = 0; j < k; j++) {
+                check_nccl("ncclReduce", ncclReduce(in + offset, out, counts[j], ncclFloat, ncclSum,
+                                                    j, comm, stream_.s));
+                offset += counts[j];
+            }
+            check_nccl("ncclGroupEnd", ncclGroupEnd());
+        }
         wait(comm, op, g);
-        this->count(op, algorithm_bytes(op, count_each, g.size(), g.index_of(rank())));
+        this->count(op, reduce_scatter_bytes(counts, me));
     }
 
     void all_to_all(const void *in, void *out, size_t bytes_each, const Group &g) override {

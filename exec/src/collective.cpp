@@ -118,14 +118,17 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     std::vector<int64_t> v = ints(c, "chunks");
     TESSERA_CHECK(v.size() == static_cast<size_t>(group_.size()) * 2 * r, "communication node '", c.name,
                   "': 'chunks' needs ", group_.size() * 2 * r, " integers, has ", v.size());
+    size_t packed = 0;
     for (int j = 0; j < group_.size(); j++) {
         chunks_.push_back(box_from_ints(v, static_cast<size_t>(j) * 2 * r, r));
         check_box(chunks_.back(), in_box_, "chunk");
-        TESSERA_CHECK(chunks_.back().elements() == out_box_.elements(), "communication node '", c.name,
-                      "': chunk ", j, " has ", chunks_.back().elements(), " elements, the output ",
-                      out_box_.elements());
+        chunk_counts_.push_back(static_cast<size_t>(chunks_.back().elements()));
+        packed += chunk_counts_.back();
     }
-    send_buf_.resize(static_cast<size_t>(in_box_.elements()) * elem_);
+    const int me = group_.index_of(rank);
+    TESSERA_CHECK(chunks_[me].extents() == out_box_.extents(), "communication node '", c.name, "': this rank's chunk ",
+                  chunks_[me].str(), " does not have the output's shape ", out_box_.str());
+    send_buf_.resize(packed * elem_);
 }
 
 void Collective::run(Communicator &comm, const std::byte *in, std::byte *out) {
@@ -138,13 +141,15 @@ void Collective::run(Communicator &comm, const std::byte *in, std::byte *out) {
         return;
     }
     case Kind::ReduceScatter: {
-        // The chunks, packed in group order.
-        const size_t chunk = static_cast<size_t>(out_box_.elements());
-        // Chunk j goes to a dense buffer holding exactly that chunk, at offset j * chunk.
-        for (size_t j = 0; j < chunks_.size(); j++)
-            copy_box(in, in_box_, send_buf_.data() + j * chunk * elem_, chunks_[j], chunks_[j], elem_);
-        comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out), chunk,
-                            group_);
+        // The chunks, packed in group order (an uneven split's differ in size),
+        // each into a dense run holding exactly that chunk.
+        size_t offset = 0;
+        for (size_t j = 0; j < chunks_.size(); j++) {
+            copy_box(in, in_box_, send_buf_.data() + offset * elem_, chunks_[j], chunks_[j], elem_);
+            offset += chunk_counts_[j];
+        }
+        comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out),
+                            chunk_counts_, group_);
         return;
     }
     }

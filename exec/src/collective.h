@@ -46,6 +46,7 @@ private:
     Group group_;                           // all_reduce, reduce_scatter
     ReduceOp reduce_ = ReduceOp::Sum;       // all_reduce
     std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
+    std::vector<size_t> chunk_counts_;      // reduce_scatter: elements per chunk
     std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1
     std::vector<Piece> sends_, recvs_;
     std::vector<std::pair<Box, Box>> local_;  // (region in the input's frame, the output buffer in that frame)

@@ -57,6 +57,20 @@ Box Box::shifted(const Box &origin) const {
     return r;
 }
 
+int64_t block_lo(int64_t extent, int k, int p) { return p * (extent / k) + std::min<int64_t>(p, extent % k); }
+
+int64_t block_size(int64_t extent, int k, int p) { return extent / k + (p < extent % k ? 1 : 0); }
+
+Box Box::part(int dim, int k, int p) const {
+    const int64_t extent = hi[dim] - lo[dim];
+    TESSERA_CHECK(k >= 1 && extent >= k, "cannot split extent ", extent, " of dimension ", dim, " of box ", str(),
+                  " into ", k, " parts");
+    Box b = *this;
+    b.lo[dim] += block_lo(extent, k, p);
+    b.hi[dim] = b.lo[dim] + block_size(extent, k, p);
+    return b;
+}
+
 std::string Box::str() const {
     std::ostringstream os;
     os << "[";

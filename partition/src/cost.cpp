@@ -13,26 +13,10 @@ int64_t slice_bytes(const TensorType &t, int dim) {
     return e == 0 ? 0 : t.bytes() / e;
 }
 
-// Rows of `need` that part p of k reads, clamped to [0, extent).
+// Rows of `need` that part p of the variable's k parts reads.
 std::pair<int64_t, int64_t> needed_rows(const InputNeed &need, int64_t var_extent, int64_t extent, int k, int p) {
-    int64_t part = var_extent / k;
-    int64_t lo = need.scale * (p * part) + need.lo_off;
-    int64_t hi = need.scale * ((p + 1) * part - 1) + need.hi_off;
-    return {std::max<int64_t>(lo, 0), std::min<int64_t>(hi, extent - 1)};
-}
-
-// The extent the split variable has in this strategy: the output dimension it
-// splits, else the input dimension it indexes one-to-one.
-int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, const std::vector<TensorType> &in,
-                        const std::vector<TensorType> &out) {
-    for (size_t j = 0; j < s.outputs.size(); j++)
-        if (s.outputs[j].kind == OutKind::Split) return out[j].shape[s.outputs[j].dim];
-    for (size_t i = 0; i < needs.size(); i++)
-        if (needs[i].split && needs[i].scale == 1 && needs[i].lo_off == 0 && needs[i].hi_off == 0)
-            return in[i].shape[needs[i].dim];
-    for (size_t i = 0; i < needs.size(); i++)
-        if (needs[i].split) return in[i].shape[needs[i].dim];
-    return 0;
+    const int64_t lo = block_lo(var_extent, k, p);
+    return rows_read(need, lo, lo + block_size(var_extent, k, p), extent);
 }
 
 const char *reduce_word(const std::string &r) {
@@ -54,26 +38,29 @@ bool runs_on_blocks(const OpCall &call, const NodeOption &o) {
     }
 }
 
-// Every split input is read as exactly its own block: part p of the
-// variable's k parts reads part p of the input's k parts.
-bool aligned(const NodeOption &o, const std::vector<TensorType> &in) {
-    for (size_t i = 0; i < o.inputs.size(); i++) {
-        const InputNeed &n = o.inputs[i];
-        if (!n.split) continue;
-        if (n.lo_off != 0 || n.hi_off != n.scale - 1 || n.scale * o.var_extent != in[i].shape[n.dim]) return false;
-    }
+// Every split input is read without a halo or an offset: part p of the
+// variable reads rows [scale lo, scale hi) of the input. (Lowering moves those
+// rows where they are not the input's own block, as with an uneven split.)
+bool aligned(const NodeOption &o) {
+    for (const InputNeed &n : o.inputs)
+        if (n.split && (n.lo_off != 0 || n.hi_off != n.scale - 1)) return false;
     return true;
 }
 
-// The operator, given its blocks, makes exactly the blocks of its outputs the
-// strategy says (a reshape whose input stays whole does not, for one).
-bool block_shapes_agree(const OpCall &call, const NodeOption &o, const std::vector<TensorType> &in,
-                        const std::vector<TensorType> &out, int k) {
+// The operator, given part p's blocks, makes exactly the blocks of its outputs
+// the strategy says (a reshape whose input stays whole does not, for one).
+bool part_shapes_agree(const OpCall &call, const NodeOption &o, const std::vector<TensorType> &in,
+                       const std::vector<TensorType> &out, int k, int p) {
     std::vector<TensorType> local_in = in, local_out = out;
-    for (size_t i = 0; i < in.size(); i++)
-        if (o.inputs[i].split) local_in[i].shape[o.inputs[i].dim] /= k;
+    for (size_t i = 0; i < in.size(); i++) {
+        const InputNeed &n = o.inputs[i];
+        if (!n.split) continue;
+        auto [lo, hi] = needed_rows(n, o.var_extent, in[i].shape[n.dim], k, p);
+        local_in[i].shape[n.dim] = std::max<int64_t>(hi - lo + 1, 0);
+    }
     for (size_t j = 0; j < out.size(); j++)
-        if (o.outputs[j].form == OutForm::Split) local_out[j].shape[o.outputs[j].dim] /= k;
+        if (o.outputs[j].form == OutForm::Split)
+            local_out[j].shape[o.outputs[j].dim] = block_size(out[j].shape[o.outputs[j].dim], k, p);
     try {
         return infer_types(local_call(call, local_out[0].shape), local_in) == local_out;
     } catch (const Error &) {
@@ -81,7 +68,37 @@ bool block_shapes_agree(const OpCall &call, const NodeOption &o, const std::vect
     }
 }
 
+// Both block sizes of an uneven split (the first part is a longest, the last a shortest).
+bool block_shapes_agree(const OpCall &call, const NodeOption &o, const std::vector<TensorType> &in,
+                        const std::vector<TensorType> &out, int k) {
+    return part_shapes_agree(call, o, in, out, k, 0) && part_shapes_agree(call, o, in, out, k, k - 1);
+}
+
 }  // namespace
+
+std::pair<int64_t, int64_t> rows_read(const InputNeed &need, int64_t lo, int64_t hi, int64_t extent) {
+    return {std::max<int64_t>(need.scale * lo + need.lo_off, 0),
+            std::min<int64_t>(need.scale * (hi - 1) + need.hi_off, extent - 1)};
+}
+
+InputNeed evaluate(const tessera::InputNeed &n, const SymEnv &env) {
+    if (n.kind != NeedKind::Split) return {};
+    return {true, n.dim, n.scale.eval(env), n.lo_offset.eval(env), n.hi_offset.eval(env)};
+}
+
+// The extent the split variable has in this strategy: the output dimension it
+// splits, else the input dimension it indexes one-to-one.
+int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, const std::vector<TensorType> &in,
+                        const std::vector<TensorType> &out) {
+    for (size_t j = 0; j < s.outputs.size(); j++)
+        if (s.outputs[j].kind == OutKind::Split) return out[j].shape[s.outputs[j].dim];
+    for (size_t i = 0; i < needs.size(); i++)
+        if (needs[i].split && needs[i].scale == 1 && needs[i].lo_off == 0 && needs[i].hi_off == 0)
+            return in[i].shape[needs[i].dim];
+    for (size_t i = 0; i < needs.size(); i++)
+        if (needs[i].split) return in[i].shape[needs[i].dim];
+    return 0;
+}
 
 OpCall local_call(const OpCall &call, const Shape &out0) {
     OpCall c = call;
@@ -104,13 +121,7 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             const Strategy &s = strategies->strategies[si];
             NodeOption o;
             o.strategy = static_cast<int>(si);
-            for (const tessera::InputNeed &n : s.inputs) {
-                InputNeed need;
-                if (n.kind == NeedKind::Split) {
-                    need = {true, n.dim, n.scale.eval(env), n.lo_offset.eval(env), n.hi_offset.eval(env)};
-                }
-                o.inputs.push_back(need);
-            }
+            for (const tessera::InputNeed &n : s.inputs) o.inputs.push_back(evaluate(n, env));
             bool partial = false;
             std::string reduce;
             for (const OutputResult &r : s.outputs) {
@@ -122,20 +133,16 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
                 } else o.outputs.push_back({OutForm::Replicated, -1});
             }
             o.var_extent = variable_extent(s, o.inputs, in, out);
-            if (o.var_extent < k || o.var_extent % k != 0) continue;
+            // Uneven splits are fine (blocks of ceil and floor size); every part must get one.
+            if (o.var_extent < k) continue;
             // Partial max/min outputs would need a max-reduce collective whose
             // bytes match a sum's; only sums are lowered for now.
             if (partial && reduce != "sum") continue;
-            // Split inputs read one-to-one must divide as well.
             bool ok = true;
-            for (size_t i = 0; i < o.inputs.size(); i++) {
-                const InputNeed &n = o.inputs[i];
-                if (n.split && n.scale == 1 && n.lo_off == 0 && n.hi_off == 0 && in[i].shape[n.dim] % k != 0) ok = false;
-            }
             for (size_t j = 0; j < o.outputs.size(); j++)
-                if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] % k != 0) ok = false;
+                if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] < k) ok = false;
             if (!ok) continue;
-            if (executable && ((!staged && !s.reductions.empty()) || !aligned(o, in) || !runs_on_blocks(call, o) ||
+            if (executable && ((!staged && !s.reductions.empty()) || !aligned(o) || !runs_on_blocks(call, o) ||
                                !block_shapes_agree(call, o, in, out, k)))
                 continue;
             for (const StageReduction &r : s.reductions) {
@@ -162,32 +169,42 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
     return options;
 }
 
+namespace {
+
+// Bytes a k-way all-to-all receives in all when part p holds block p of
+// dimension `held` (all of the others) and needs rows[p] rows of dimension
+// `need`, in full along `held`: all of them but the part it holds itself.
+int64_t all_to_all_received(const TensorType &t, int held, int need, const std::vector<int64_t> &rows, int k) {
+    const int64_t extent_held = t.shape[held], extent_need = t.shape[need];
+    if (extent_held == 0 || extent_need == 0) return 0;
+    const int64_t inner = t.bytes() / (extent_held * extent_need);  // bytes per (held, need) element pair
+    int64_t received = 0;
+    for (int p = 0; p < k; p++) received += rows[p] * (extent_held - block_size(extent_held, k, p)) * inner;
+    return received;
+}
+
+}  // namespace
+
 Conversion input_conversion(const Layout &held, const InputNeed &need, const TensorType &t, int64_t var_extent,
                             int k) {
     if (!held.is_split()) return {CommKind::AllGather, 0};  // every device has it all: slice locally
     if (!need.split) return {CommKind::AllGather, all_gather_bytes(k, t.bytes())};
     const int64_t extent = t.shape[need.dim];
-    if (held.dim != need.dim) {
-        // Each device needs its rows in full along held.dim and holds 1/k of them.
-        int64_t rows = 0;
-        for (int p = 0; p < k; p++) {
-            auto [lo, hi] = needed_rows(need, var_extent, extent, k, p);
-            rows += std::max<int64_t>(hi - lo + 1, 0);
-        }
-        int64_t needed = rows * slice_bytes(t, need.dim);
-        return {CommKind::AllToAll, (k - 1) * (needed / k)};
+    std::vector<int64_t> rows(k);
+    for (int p = 0; p < k; p++) {
+        auto [lo, hi] = needed_rows(need, var_extent, extent, k, p);
+        rows[p] = std::max<int64_t>(hi - lo + 1, 0);
     }
+    if (held.dim != need.dim) return {CommKind::AllToAll, all_to_all_received(t, held.dim, need.dim, rows, k)};
     // Same dimension: only the rows outside each device's own block move.
-    const int64_t block = extent / k;
-    int64_t rows = 0;
+    int64_t outside = 0;
     for (int p = 0; p < k; p++) {
         auto [lo, hi] = needed_rows(need, var_extent, extent, k, p);
         if (hi < lo) continue;
-        int64_t own_lo = p * block, own_hi = (p + 1) * block - 1;
-        int64_t inside = std::max<int64_t>(0, std::min(hi, own_hi) - std::max(lo, own_lo) + 1);
-        rows += (hi - lo + 1) - inside;
+        const int64_t own_lo = block_lo(extent, k, p), own_hi = own_lo + block_size(extent, k, p) - 1;
+        outside += rows[p] - std::max<int64_t>(0, std::min(hi, own_hi) - std::max(lo, own_lo) + 1);
     }
-    return {CommKind::Halo, rows * slice_bytes(t, need.dim)};
+    return {CommKind::Halo, outside * slice_bytes(t, need.dim)};
 }
 
 Conversion output_conversion(const OutputForm &form, const Layout &want, const TensorType &t, int k) {
@@ -196,10 +213,13 @@ Conversion output_conversion(const OutputForm &form, const Layout &want, const T
     case OutForm::Partial:
         return want.is_split() ? Conversion{CommKind::ReduceScatter, reduce_scatter_bytes(k, t.bytes())}
                                : Conversion{CommKind::AllReduce, all_reduce_bytes(k, t.bytes())};
-    case OutForm::Split:
+    case OutForm::Split: {
         if (!want.is_split()) return {CommKind::AllGather, all_gather_bytes(k, t.bytes())};
         if (want.dim == form.dim) return {CommKind::AllToAll, 0};
-        return {CommKind::AllToAll, all_to_all_bytes(k, t.bytes())};
+        std::vector<int64_t> rows(k);
+        for (int p = 0; p < k; p++) rows[p] = block_size(t.shape[want.dim], k, p);
+        return {CommKind::AllToAll, all_to_all_received(t, form.dim, want.dim, rows, k)};
+    }
     }
     TESSERA_INTERNAL_ASSERT(false, "bad output form");
 }
@@ -219,7 +239,7 @@ TensorType input_after(const TensorType &t, const InputNeed &need, int64_t var_e
 TensorType output_after(const TensorType &t, const OutputForm &form, int k) {
     if (form.form != OutForm::Split) return t;
     TensorType r = t;
-    r.shape[form.dim] /= k;
+    r.shape[form.dim] = block_size(t.shape[form.dim], k, 0);  // the longest block
     return r;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/graph/box.h"
 #include "tessera/graph/graph.h"
 #include "tessera/lang/strategy.h"
 #include "tessera/partition/layout.h"
@@ -40,11 +41,22 @@ struct NodeOption {
     std::vector<std::string> stages;
 };
 
+// The rows [lo, hi] (clamped to [0, extent)) of an input that the block
+// [var_lo, var_hi) of the split variable reads; empty when hi < lo.
+std::pair<int64_t, int64_t> rows_read(const InputNeed &need, int64_t var_lo, int64_t var_hi, int64_t extent);
+// lang/'s symbolic need with the operator's sizes put in.
+InputNeed evaluate(const tessera::InputNeed &n, const SymEnv &env);
+// The extent the split variable has in strategy `s`: the output dimension it
+// splits, else the input dimension it indexes one-to-one.
+int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, const std::vector<TensorType> &in,
+                        const std::vector<TensorType> &out);
+
 // The options of a node whose local (op-side) input shapes are `in` and output
-// shapes `out`, for a k-way cut: the strategies whose variable divides evenly,
-// then "replicate" (every device computes it whole). With `executable`, only
-// the strategies lowering can run (lower.h): every split input is read as
-// its aligned block (no halo, no offset), and the kernel computes the same
+// shapes `out`, for a k-way cut: the strategies whose variable has at least k
+// elements (split into blocks of ceil and floor size, graph/box.h's
+// block_size), then "replicate" (every device computes it whole). With
+// `executable`, only the strategies lowering can run (lower.h): every split
+// input is read without a halo or an offset, and the kernel computes the same
 // thing on the block (see runs_on_blocks). Reductions inside an operator run
 // through its staged kernels (tessera/lang/staged.h).
 std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *strategies,

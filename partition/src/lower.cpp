@@ -28,13 +28,12 @@ State state_of(const std::vector<Layout> &layout) {
     return s;
 }
 
-Box cut(Box b, int dim, int k, int part, const std::string &what) {
-    int64_t extent = b.hi[dim] - b.lo[dim];
-    TESSERA_CHECK(extent % k == 0, "lowering: ", what, ": extent ", extent, " of dimension ", dim,
-                  " does not divide by ", k);
-    b.lo[dim] += part * (extent / k);
-    b.hi[dim] = b.lo[dim] + extent / k;
-    return b;
+// Part `part` of k along `dim`: blocks of ceil and floor size, the longer first.
+Box cut(const Box &b, int dim, int k, int part, const std::string &what) {
+    const int64_t extent = b.hi[dim] - b.lo[dim];
+    TESSERA_CHECK(extent >= k, "lowering: ", what, ": extent ", extent, " of dimension ", dim,
+                  " is shorter than its ", k, " parts");
+    return b.part(dim, k, part);
 }
 
 Box box_in(const Shape &s, const State &st, const std::vector<int> &cuts, const std::vector<int> &coords,
@@ -97,8 +96,10 @@ private:
     }
 
     std::vector<const Strategy *> choices(NodeId n) const;
+    std::vector<std::vector<Box>> input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
     std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
                                     size_t elem) const;
+    TensorId add_fed_block(TensorId whole, const Box &box);
     TensorId add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
                               TensorId whole, TensorRole role, const std::string &why);
     TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
@@ -125,6 +126,7 @@ private:
     DeviceGraph dg_;
     std::vector<int64_t> bytes_;
     int comm_counter_ = 0;
+    std::map<std::pair<TensorId, std::vector<int64_t>>, TensorId> fed_blocks_;  // (tensor, box) -> its input
 };
 
 std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
@@ -165,6 +167,52 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
     return out;
 }
 
+// Per input of node n, per rank: the block the rank's strategies read. Each
+// level whose strategy splits a variable cuts that variable's range (nested
+// cuts of one variable cut its block again); a split input reads the rows its
+// variable's block maps to (rows_read: scaled, clamped to the input). Where
+// the variable is an input's own dimension one-to-one this is the input's own
+// block; where it is scaled (a strided window) on an uneven split it is not,
+// and step 1 of lower_node moves the difference.
+std::vector<std::vector<Box>> Lowerer::input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const {
+    const Node &node = g_.node(n);
+    std::vector<TensorType> in, out;
+    for (TensorId t : node.inputs) in.push_back(g_.tensor(t).type);
+    for (TensorId t : node.outputs) out.push_back(g_.tensor(t).type);
+    const SymEnv env = symbol_env(node.call, in);
+    std::vector<std::vector<part::InputNeed>> needs(cuts_.size());
+    std::vector<int64_t> extent(cuts_.size(), 0);
+    for (size_t l = 0; l < cuts_.size(); l++) {
+        if (!choice[l]) continue;
+        for (const tessera::InputNeed &need : choice[l]->inputs) needs[l].push_back(part::evaluate(need, env));
+        extent[l] = part::variable_extent(*choice[l], needs[l], in, out);
+    }
+    std::vector<std::vector<Box>> blocks(in.size(), std::vector<Box>(n_));
+    for (int r = 0; r < n_; r++) {
+        std::map<std::string, std::pair<int64_t, int64_t>> range;  // per variable: [lo, hi)
+        for (size_t i = 0; i < in.size(); i++) blocks[i][r] = Box::whole(in[i].shape);
+        for (size_t l = 0; l < cuts_.size(); l++) {
+            if (!choice[l]) continue;
+            auto &var = range.try_emplace(choice[l]->var, 0, extent[l]).first->second;
+            const int64_t len = var.second - var.first;
+            const int k = cuts_[l], c = coords_[r][l];
+            TESSERA_CHECK(len >= k, "lowering: ", node.call.who(), " splits '", choice[l]->var, "' of extent ", len,
+                          " into ", k, " parts at level ", l + 1);
+            var.first += block_lo(len, k, c);
+            var.second = var.first + block_size(len, k, c);
+            for (size_t i = 0; i < in.size(); i++) {
+                const part::InputNeed &need = needs[l][i];
+                if (!need.split) continue;
+                auto [lo, hi] = part::rows_read(need, var.first, var.second, in[i].shape[need.dim]);
+                Box &b = blocks[i][r];
+                b.lo[need.dim] = std::max(b.lo[need.dim], lo);
+                b.hi[need.dim] = std::max(b.lo[need.dim], std::min(b.hi[need.dim], hi + 1));
+            }
+        }
+    }
+    return blocks;
+}
+
 // `have[r]`: the box rank r holds, laid out as `from`.
 std::vector<Moves> Lowerer::redistribute(const std::vector<Box> &have, const State &from,
                                          const std::vector<Box> &target, size_t elem) const {
@@ -202,6 +250,21 @@ TensorId Lowerer::add_comm(const std::string &why, Attrs attrs, TensorId in, DTy
     dg_.box.push_back(out_box);
     dg_.comm_nodes++;
     return t;
+}
+
+// Another block of a tensor the trainer feeds (is_fed): a graph input of its
+// own, which the trainer fills from the same host batch (ShardedStore::write),
+// so reading the data in another layout moves no bytes. One input per block.
+TensorId Lowerer::add_fed_block(TensorId whole, const Box &box) {
+    if (!build_) return kNoTensor;
+    if (box == dg_.box[dg_.local[whole]]) return dg_.local[whole];
+    auto [it, fresh] = fed_blocks_.try_emplace({whole, box_ints(box)}, kNoTensor);
+    if (!fresh) return it->second;
+    const TensorInfo &info = g_.tensor(whole);
+    it->second = dg_.graph.add_data(info.name + "@" + box.str(), TensorType{info.type.dtype, box.extents()});
+    dg_.source.push_back(whole);
+    dg_.box.push_back(box);
+    return it->second;
 }
 
 // Every rank takes the same branch: the decisions depend on all ranks' boxes.
@@ -269,7 +332,8 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
                                 size_t elem, TensorId whole, TensorRole role, const std::string &why) {
     std::vector<bool> partial(cuts_.size(), false);
     for (size_t l = 0; l < st.size(); l++) partial[l] = st[l].kind == Form::Partial;
-    // Reduce-scatter when each group's target boxes tile the summed box.
+    // Reduce-scatter when each group's target boxes tile the summed box (in
+    // blocks of unequal size where the split is uneven).
     bool scatter = true;
     for (int r = 0; r < n_ && scatter; r++) {
         std::vector<int64_t> grp = group_of(coords_, r, partial);
@@ -277,7 +341,7 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
         int64_t covered = 0;
         for (size_t a = 0; a < grp.size() && scatter; a++) {
             const Box &ta = target[grp[a]];
-            if (!sum.contains(ta) || ta.elements() * static_cast<int64_t>(grp.size()) != sum.elements()) scatter = false;
+            if (!sum.contains(ta)) scatter = false;
             for (size_t b = 0; b < a && scatter; b++)
                 if (!ta.intersect(target[grp[b]]).empty()) scatter = false;
             covered += ta.elements();
@@ -290,7 +354,8 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
         int k = static_cast<int>(grp.size());
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
         int64_t count = box_in(shape, st, cuts_, coords_[r], why).elements();
-        bytes_[r] += scatter ? (k - 1) * (count / k) * static_cast<int64_t>(elem)
+        // The ring reduce-scatter sends every chunk but the member's own.
+        bytes_[r] += scatter ? (count - target[r].elements()) * static_cast<int64_t>(elem)
                              : all_reduce_sent(count, k, i) * static_cast<int64_t>(elem);
     }
     TensorId out = kNoTensor;
@@ -308,7 +373,7 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
             }
             a.set("comm", std::string("reduce_scatter"));
             a.set("chunks", chunks);
-            a.set("bytes", (k - 1) * (in_box.elements() / k) * static_cast<int64_t>(elem));
+            a.set("bytes", (in_box.elements() - target[rank_].elements()) * static_cast<int64_t>(elem));
             out = add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, target[rank_], whole, role);
         } else {
             a.set("comm", std::string("all_reduce"));
@@ -423,13 +488,11 @@ void Lowerer::lower_node(NodeId n) {
     const size_t levels = cuts_.size();
     const std::string who = node.call.who();
 
-    // What the strategy reads and makes, per level.
-    std::vector<State> in_state(node.inputs.size(), State(levels)), out_state(node.outputs.size(), State(levels));
+    // What the strategy makes, per level.
+    std::vector<State> out_state(node.outputs.size(), State(levels));
     for (size_t l = 0; l < levels; l++) {
         const Strategy *s = choice[l];
         if (!s) continue;
-        for (size_t i = 0; i < node.inputs.size(); i++)
-            if (s->inputs[i].kind == NeedKind::Split) in_state[i][l] = Form{Form::Split, s->inputs[i].dim};
         for (size_t j = 0; j < node.outputs.size(); j++) {
             const OutputResult &r = s->outputs[j];
             if (r.kind == OutKind::Split) out_state[j][l] = Form{Form::Split, r.dim};
@@ -440,20 +503,17 @@ void Lowerer::lower_node(NodeId n) {
     // 1. Inputs into the blocks the strategy reads.
     std::vector<TensorId> local_in;
     std::vector<Box> in_box;
-    std::vector<std::vector<Box>> in_boxes;  // [input][rank]
+    std::vector<std::vector<Box>> in_boxes = input_blocks(n, choice);  // [input][rank]
     for (size_t i = 0; i < node.inputs.size(); i++) {
         TensorId t = node.inputs[i];
         const TensorInfo &info = g_.tensor(t);
-        std::vector<Box> target(n_);
-        for (int r = 0; r < n_; r++)
-            target[r] = box_in(info.type.shape, in_state[i], cuts_, coords_[r], who + " input " + std::to_string(i));
+        const std::vector<Box> &target = in_boxes[i];
         TensorId src = build_ ? dg_.local[t] : kNoTensor;
-        TensorId got = add_redistribute(src, state_of(plan_.tensors[t].layout), target, dtype_size(info.type.dtype),
+        TensorId got = is_fed(info) ? add_fed_block(t, target[std::max(rank_, 0)]) : add_redistribute(src, state_of(plan_.tensors[t].layout), target, dtype_size(info.type.dtype),
                                         t, info.role == TensorRole::Gradient ? TensorRole::Gradient : TensorRole::Activation,
                                         info.name + ">" + node.call.name);
         local_in.push_back(got);
         in_box.push_back(target[std::max(rank_, 0)]);
-        in_boxes.push_back(std::move(target));
     }
 
     // 2. The operator on its blocks.
@@ -511,6 +571,7 @@ DeviceGraph Lowerer::run(int rank) {
         dg_.layouts.push_back(plan_.tensors[t].layout);
     }
     comm_counter_ = 0;
+    fed_blocks_.clear();
     if (build_) {
         // Graph inputs: this rank's block, under the same name.
         for (TensorId t = 0; t < g_.num_tensors(); t++) {

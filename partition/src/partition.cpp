@@ -104,7 +104,10 @@ public:
             for (int gid = 0; gid < co_.num_tensor_groups; gid++) {
                 group_layouts_[gid].push_back(chosen[gid]);
                 if (!chosen[gid].is_split()) continue;
-                for (TensorId t : members_[gid]) tshape_[t].shape[chosen[gid].dim] /= k;
+                for (TensorId t : members_[gid]) {
+                    int64_t &extent = tshape_[t].shape[chosen[gid].dim];
+                    extent = block_size(extent, k, 0);  // the longest block: memory is estimated for it
+                }
             }
             plan.level_bytes.push_back(groups * sol.cost);
             groups *= k;
@@ -195,7 +198,7 @@ private:
             const TensorType &t = tshape_[members_[gid][0]];
             std::vector<Layout> all;
             for (int d = 0; d < t.rank(); d++)
-                if (t.shape[d] >= k && t.shape[d] % k == 0) all.push_back(Layout::split(d));
+                if (t.shape[d] >= k) all.push_back(Layout::split(d));  // uneven: blocks of ceil and floor size
             if (all.empty()) {
                 domains[gid] = {Layout::replicated()};
                 if (t.elements() <= 1) replicated_small++;
@@ -271,9 +274,15 @@ private:
     template<typename Fn>
     void each_conversion(NodeId n, const NodeOption &o, const std::vector<Layout> &lay, int k, Fn &&fn) const {
         const Node &node = g_.node(n);
-        for (size_t i = 0; i < node.inputs.size(); i++)
+        for (size_t i = 0; i < node.inputs.size(); i++) {
+            // Each rank reads the block it needs of a dataset tensor from the dataset.
+            if (is_fed(g_.tensor(node.inputs[i]))) {
+                fn(i, part::Conversion{CommKind::AllGather, 0});
+                continue;
+            }
             fn(i, part::input_conversion(lay[co_.tensor_group[node.inputs[i]]], o.inputs[i], in_[n][i],
                                          o.var_extent, k));
+        }
         for (size_t j = 0; j < node.outputs.size(); j++)
             fn(node.inputs.size() + j,
                part::output_conversion(o.outputs[j], lay[co_.tensor_group[node.outputs[j]]], out_[n][j], k));
@@ -365,13 +374,13 @@ private:
         if (++noted_tensors_ > kMaxNotes) return;
         notes.push_back("level " + std::to_string(level + 1) + " (" + std::to_string(k) + "-way): tensor '" + t.name +
                         "' " + type_str(t.type) + " has local shape " + shape_str(tshape_[members_[gid][0]].shape) +
-                        " with no dimension divisible by " + std::to_string(k) + "; it is replicated");
+                        " with no dimension of at least " + std::to_string(k) + " elements; it is replicated");
     }
 
     void note_replicated_op(NodeId n, int k, int level, std::vector<std::string> &notes) {
         if (++noted_ops_ > kMaxNotes) return;
         notes.push_back("level " + std::to_string(level + 1) + " (" + std::to_string(k) + "-way): " +
-                        g_.node(n).call.who() + " has no strategy whose index divides by " + std::to_string(k) +
+                        g_.node(n).call.who() + " has no strategy it can split " + std::to_string(k) + " ways" +
                         "; every device computes it whole");
     }
 

@@ -49,8 +49,12 @@ expect brute-too-large 1 "brute force would try over 9.2e18 layout assignments" 
     "$PLAN" --model wresnet:depth=18 --devices 2 --strategy brute
 expect plan-no-coarsen 0 "26 ops -> 26 groups" -- "$PLAN" --model mlp --devices 2 --no-coarsen
 
-# A batch of 32 cannot be split 7 ways: the plan replicates and says why.
-expect plan-odd-devices 0 "no dimension divisible by 7; it is replicated" -- "$PLAN" --model mlp --devices 7
+# A batch of 32 split 7 ways is uneven: blocks of 5,5,5,5,4,4,4 (the local
+# shape is the longest), and the estimate is exact, as lowered.
+expect plan-odd-devices 0 "input            data        [32, 784]     split(0)    [5, 784]" -- \
+    "$PLAN" --model mlp --devices 7 --strategy data
+expect plan-odd-lowered 0 "lowered      3.10 MiB per iteration sent by all ranks (3,250,032 bytes;" -- \
+    "$PLAN" --model mlp --devices 7 --executable
 
 # A machine file: two nodes of four GPUs; --devices may repeat its count.
 cat >"$TMP/machine.json" <<'EOF'

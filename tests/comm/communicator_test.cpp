@@ -189,6 +189,54 @@ TEST_P(Collectives, ReduceScatterGivesMemberJTheSumOfChunkJ) {
     }
 }
 
+// Chunks of unequal sizes (an uneven split: member j's block has j % 3 + 4
+// floats, one member's none): member j gets the sum of its chunk, and sends
+// every chunk but its own.
+TEST_P(Collectives, ReduceScatterWithUnequalChunks) {
+    const int n = GetParam();
+    for (const Layout &layout : layouts(n)) {
+        Comms comms = make_thread_communicators(n);
+        std::vector<RankResult> res(n);
+        auto counts_of = [](int k) {
+            std::vector<size_t> c(k);
+            for (int j = 0; j < k; j++) c[j] = j == 1 ? 0 : static_cast<size_t>(j % 3 + 4);
+            return c;
+        };
+        expect_no_errors(run_ranks(comms, [&](Communicator &c) {
+            const Group *g = group_of(layout, c.rank());
+            if (!g) return;
+            const std::vector<size_t> counts = counts_of(g->size());
+            size_t total = 0;
+            for (size_t x : counts) total += x;
+            std::vector<float> in(total), out(counts[g->index_of(c.rank())], -1.0f);
+            for (size_t i = 0; i < in.size(); i++) in[i] = value(c.rank(), i);
+            c.reset_counters();
+            c.reduce_scatter(in.data(), out.data(), counts, *g);
+            res[c.rank()].floats.push_back(out);
+            res[c.rank()].counters.push_back(c.counters());
+        }));
+        for (const Group &g : layout) {
+            const int k = g.size();
+            const std::vector<size_t> counts = counts_of(k);
+            size_t offset = 0, total = 0;
+            for (size_t x : counts) total += x;
+            for (int j = 0; j < k; j++) {
+                const std::vector<float> &out = res[g.ranks[j]].floats[0];
+                ASSERT_EQ(out.size(), counts[j]);
+                for (size_t i = 0; i < counts[j]; i++) {
+                    double sum = 0;
+                    for (int r : g.ranks) sum += value(r, offset + i);
+                    EXPECT_NEAR(out[i], sum, 1e-6 * sum) << g.str() << " member " << j << " element " << i;
+                }
+                offset += counts[j];
+                const int64_t want = k == 1 ? 0 : 4 * static_cast<int64_t>(total - counts[j]);
+                EXPECT_EQ(res[g.ranks[j]].counters[0].bytes[static_cast<int>(CommOp::ReduceScatter)], want)
+                    << g.str() << " member " << j;
+            }
+        }
+    }
+}
+
 TEST_P(Collectives, AllGatherConcatenatesInGroupOrder) {
     const int n = GetParam();
     const std::vector<size_t> sizes = {0, 1, 5, 64};

@@ -5,6 +5,7 @@
 # step, weights within 1e-4 after 20 steps, and the bytes each step sends equal
 # the plan's count.
 #   equivalence_test.sh TESSERA_TRAIN TESSERA_PLAN MODEL "2 3 4 8" "tofu data owt equalchop" [TRAIN FLAGS]
+# (batch 24 unless the flags say --batch).
 set -euo pipefail
 train=$1 plan=$2 model=$3 nps=$4 strategies=$5
 shift 5
@@ -15,16 +16,20 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 # The partition flags go to tessera-plan too, so that it prints the same plan.
 plan_flags=()
 data=(--data auto)
+batch=24
 args=("$@")
+train_flags=()
 for ((i = 0; i < ${#args[@]}; i++)); do
+  [ "${args[i]}" = --batch ] || [ "${args[i - 1]:-}" = --batch ] || train_flags+=("${args[i]}")
   case "${args[i]}" in
+    --batch) batch=${args[i + 1]} ;;
     --force) plan_flags+=(--force "${args[i + 1]}") ;;
     --staged-reductions) plan_flags+=(--staged-reductions) ;;
     --data) data=() ;;
   esac
 done
-common=(--model "$model" "${data[@]}" --synthetic-size 960 --batch 24 --steps 20 --lr-schedule constant
-        --progress none --no-eval "$@")
+common=(--model "$model" "${data[@]}" --synthetic-size 960 --batch "$batch" --steps 20 --lr-schedule constant
+        --progress none --no-eval "${train_flags[@]}")
 
 "$train" "${common[@]}" --metrics "$work/single.jsonl" --checkpoint "$work/single" >/dev/null
 failed=0
@@ -35,7 +40,7 @@ for n in $nps; do
         --checkpoint "$work/p" >"$work/log" 2>&1; then
       echo "FAIL $tag: tessera-train failed:"; tail -5 "$work/log"; failed=1; continue
     fi
-    "$plan" --model "$model" --batch 24 --devices "$n" --strategy "$s" --executable "${plan_flags[@]}" --format json \
+    "$plan" --model "$model" --batch "$batch" --devices "$n" --strategy "$s" --executable "${plan_flags[@]}" --format json \
       -o "$work/plan.json" >/dev/null
     single_cut=()
     if [ "$n" = 2 ] || [ "$n" = 3 ]; then single_cut=(--single-cut); fi

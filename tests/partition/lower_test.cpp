@@ -35,7 +35,8 @@ const char *kModels[] = {"mlp:hidden=64", "cnn:channels=4,hidden=16", "lstm:hidd
 TEST(Lower, OneCutSendsExactlyWhatTheSearchCounted) {
     for (const char *spec : kModels) {
         Graph g = training_graph(spec, 24);
-        for (int n : {2, 3})
+        // 5 and 7 split the batch of 24 and most other dimensions unevenly.
+        for (int n : {2, 3, 5, 7})
             for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Owt}) {
                 Plan p = executable_plan(g, n, s);
                 ASSERT_EQ(p.rank_comm_bytes.size(), static_cast<size_t>(n));
@@ -49,7 +50,7 @@ TEST(Lower, OneCutSendsExactlyWhatTheSearchCounted) {
 TEST(Lower, EachRanksGraphRecordsItsBytesAndTheCollectivesMatchUp) {
     for (const char *spec : kModels) {
         Graph g = training_graph(spec, 24);
-        for (int n : {2, 4, 6}) {
+        for (int n : {2, 4, 6, 7}) {
             Plan p = executable_plan(g, n, PartitionStrategy::Tofu);
             std::vector<std::vector<std::string>> kinds(n);
             for (int r = 0; r < n; r++) {
@@ -80,23 +81,70 @@ TEST(Lower, EachRanksGraphRecordsItsBytesAndTheCollectivesMatchUp) {
 
 TEST(Lower, BlocksTileEveryTensorForEveryLayout) {
     // Brute force: the blocks of all ranks cover each element as many times as
-    // the layout replicates it.
+    // the layout replicates it. No extent divides evenly at every level.
     const std::vector<int> cuts = {2, 3, 2};
-    const Shape s = {12, 12, 12};
+    const Shape s = {13, 17, 14};
     for (int a = -1; a < 3; a++)
         for (int b = -1; b < 3; b++)
             for (int c = -1; c < 3; c++) {
                 std::vector<Layout> lay = {Layout{a}, Layout{b}, Layout{c}};
                 int copies = (a < 0 ? 2 : 1) * (b < 0 ? 3 : 1) * (c < 0 ? 2 : 1);
-                std::vector<int> count(12 * 12 * 12, 0);
+                std::vector<int> count(13 * 17 * 14, 0);
                 for (int r = 0; r < 12; r++) {
                     Box box = held_box(s, lay, cuts, r);
                     for (int64_t i = box.lo[0]; i < box.hi[0]; i++)
                         for (int64_t j = box.lo[1]; j < box.hi[1]; j++)
-                            for (int64_t k = box.lo[2]; k < box.hi[2]; k++) count[(i * 12 + j) * 12 + k]++;
+                            for (int64_t k = box.lo[2]; k < box.hi[2]; k++) count[(i * 17 + j) * 14 + k]++;
                 }
                 for (int v : count) ASSERT_EQ(v, copies) << a << " " << b << " " << c;
             }
+}
+
+// The issue's example: a batch of 32 on 7 devices is split 5,5,5,5,4,4,4, and
+// every rank's graph holds its own block of the data and of the loss's input.
+TEST(Lower, UnevenBatchSplitIsCeilThenFloorBlocks) {
+    Graph g = training_graph("mlp:hidden=64", 32);
+    Plan p = executable_plan(g, 7, PartitionStrategy::DataParallel);
+    const TensorId input = *g.find_tensor("input");
+    std::vector<int64_t> rows, starts;
+    for (int r = 0; r < 7; r++) {
+        Box b = held_box(g.tensor(input).type.shape, p.tensors[input].layout, {7}, r);
+        rows.push_back(b.hi[0] - b.lo[0]);
+        starts.push_back(b.lo[0]);
+        DeviceGraph dg = lower(g, p, r);
+        EXPECT_EQ(dg.graph.tensor(dg.local[input]).type.shape[0], rows.back()) << "rank " << r;
+    }
+    EXPECT_EQ(rows, (std::vector<int64_t>{5, 5, 5, 5, 4, 4, 4}));
+    EXPECT_EQ(starts, (std::vector<int64_t>{0, 5, 10, 15, 20, 24, 28}));
+}
+
+// The images' reshape forced whole reads the whole batch while the rest of
+// data parallelism reads batch blocks: the images are fed, so each rank
+// gets the whole batch as a second input of its own and nothing is gathered,
+// in the search's count and in the lowered graphs.
+TEST(Lower, FedDataIsReadInAnyLayoutWithoutCommunication) {
+    Graph g = training_graph("cnn:channels=4,hidden=16", 24);
+    PartitionOptions o;
+    o.strategy = PartitionStrategy::DataParallel;
+    o.executable = true;
+    o.force = {{"reshape", "replicate"}};
+    Plan p = partition(g, flat_machine(3), o);
+    for (const CommStep &s : p.comm) EXPECT_NE(s.tensor, "input") << s.node << " " << s.what;
+    int64_t sum = 0;
+    for (int64_t b : p.rank_comm_bytes) sum += b;
+    EXPECT_EQ(sum, p.comm_bytes);
+    const TensorId input = *g.find_tensor("input");
+    const std::string whole = "input@" + Box::whole(g.tensor(input).type.shape).str();
+    for (int r = 0; r < 3; r++) {
+        DeviceGraph dg = lower(g, p, r);
+        auto extra = dg.graph.find_tensor(whole);
+        ASSERT_TRUE(extra.has_value()) << "rank " << r << " has no tensor '" << whole << "'";
+        EXPECT_EQ(dg.graph.tensor(*extra).role, TensorRole::Data);
+        EXPECT_EQ(dg.source[*extra], input);
+        EXPECT_EQ(dg.graph.tensor(dg.local[input]).type.shape[0], 8) << "rank " << r;  // its own batch block
+        for (const Node &node : dg.graph.nodes())
+            if (node.comm) EXPECT_EQ(node.call.name.find(":input>"), std::string::npos) << node.call.name;
+    }
 }
 
 TEST(Lower, RefusesPlansItCannotRun) {

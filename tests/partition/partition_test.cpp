@@ -354,7 +354,11 @@ TEST(PartitionPlan, LocalShapesFollowLayoutsAndMemoryShrinks) {
         Shape s = t.shape;
         ASSERT_EQ(t.layout.size(), 3u);
         for (size_t l = 0; l < t.layout.size(); l++)
-            if (t.layout[l].is_split()) s[t.layout[l].dim] /= p.cuts[l].k;
+            if (t.layout[l].is_split()) {
+                // The longest block of an uneven split (fc.b: 10 -> 5 -> 3 -> 2).
+                int64_t &e = s[t.layout[l].dim];
+                e = (e + p.cuts[l].k - 1) / p.cuts[l].k;
+            }
         EXPECT_EQ(s, t.local_shape) << t.tensor;
     }
     EXPECT_LT(p.per_device_peak_bytes, p.single_device_peak_bytes);
@@ -390,13 +394,21 @@ TEST(PartitionPlan, HierarchicalMachineCutsTheSlowLinksFirst) {
     EXPECT_NEAR(p.predicted_comm_time_s, expect, 1e-12 + 1e-9 * expect);
 }
 
-TEST(PartitionErrors, IndivisibleDimensionsAreReplicatedWithAReason) {
-    Model m = build_model("mlp:layers=2,hidden=5,input=7,classes=3", 5);
+// Dimensions that 3 does not divide are split unevenly; only a tensor whose
+// every dimension is shorter than 3 is replicated, and the plan says why.
+TEST(PartitionErrors, UnevenDimensionsSplitAndShortOnesAreReplicatedWithAReason) {
+    Model m = build_model("mlp:layers=2,hidden=5,input=7,classes=2", 5);
     make_training_graph(m.graph, m.loss, OptimizerConfig{});
-    Plan p = partition(m.graph, flat_machine(2));
+    Plan p = partition(m.graph, flat_machine(3), {.replicate_weights = false});
     bool said = false;
-    for (const auto &n : p.notes) said = said || n.find("no dimension divisible by 2") != std::string::npos;
+    for (const auto &n : p.notes) said = said || n.find("with no dimension of at least 3 elements") != std::string::npos;
     EXPECT_TRUE(said);
+    for (const TensorPlan &t : p.tensors) {
+        bool longer = false;
+        for (int64_t e : t.shape) longer = longer || e >= 3;
+        if (longer) EXPECT_TRUE(t.layout[0].is_split()) << t.tensor << " " << shape_str(t.shape);
+        else EXPECT_FALSE(t.layout[0].is_split()) << t.tensor;
+    }
 }
 
 TEST(PartitionErrors, BadStrategyAndCuts) {

@@ -92,7 +92,7 @@ public:
     // Bytes counted by member m of k (c_j: chunk j of count cut into k, the
     // first count % k chunks one element longer):
     //   all_reduce      4 * (2*count - c_m - c_(m+1)%k)    ~ 2(k-1)/k of the buffer
-    //   reduce_scatter  4 * (k-1) * count_each
+    //   reduce_scatter  4 * (sum of counts - counts[m])  = 4 (k-1) count_each when equal
     //   all_gather, all_to_all   (k-1) * bytes_each
     // and nothing when k == 1.
 
@@ -108,7 +108,11 @@ public:
     // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
     virtual void all_gather(const void *in, void *out, size_t bytes_each, const Group &g);
     // `in` holds g.size() chunks of `count_each` floats; member j receives the sum of chunk j.
-    virtual void reduce_scatter(const float *in, float *out, size_t count_each, const Group &g);
+    void reduce_scatter(const float *in, float *out, size_t count_each, const Group &g);
+    // Chunks of unequal sizes: chunk j holds counts[j] floats, packed in group
+    // order in `in` (every member passes the same counts); member j's `out`
+    // receives counts[j] floats. A ring: each step passes one chunk's partial sum on.
+    virtual void reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g);
     // `in` holds g.size() blocks of `bytes_each`; block j goes to member j, and
     // `out`'s block i comes from member i.
     virtual void all_to_all(const void *in, void *out, size_t bytes_each, const Group &g);
@@ -146,6 +150,8 @@ protected:
     // A backend that overrides a collective counts these, so the counters do not
     // depend on the backend.
     static int64_t algorithm_bytes(CommOp op, size_t n, int k, int me, int root_index = 0);
+    // The ring reduce-scatter's bytes for chunks of unequal sizes: every chunk but member me's.
+    static int64_t reduce_scatter_bytes(const std::vector<size_t> &counts, int me);
 
     // An operation that failed part way (a timeout, a size mismatch) leaves
     // messages in flight, so the members' message streams are out of step and a

@@ -22,9 +22,18 @@ struct Box {
     bool contains(const Box &b) const;
     Box intersect(const Box &b) const;  // may be empty
     Box shifted(const Box &origin) const;  // relative to origin.lo
+    // Part `part` of `k` along `dim` (see block_lo): blocks of ceil and floor
+    // size, the longer ones first. Throws tessera::Error when `k` exceeds the extent.
+    Box part(int dim, int k, int part) const;
     std::string str() const;               // "[0:4, 0:10]"
     bool operator==(const Box &) const = default;
 };
+
+// How an extent is split k ways: block p starts at block_lo(extent, k, p)
+// and holds block_size(extent, k, p) elements; the first extent % k blocks
+// hold one more than the rest (32 split 7 ways: 5,5,5,5,4,4,4).
+int64_t block_lo(int64_t extent, int k, int p);
+int64_t block_size(int64_t extent, int k, int p);
 
 // Copies `region` (inside both boxes) from a dense row-major buffer holding
 // box `from` into one holding box `to`; elements of `elem` bytes.

@@ -86,6 +86,11 @@ struct TensorInfo {
     bool operator==(const TensorInfo &) const = default;
 };
 
+// Whether the trainer feeds this tensor from the host every step (a Data
+// input: images, labels, token ids). Every rank can read any block of it, so
+// under a partition no layout of it costs communication.
+inline bool is_fed(const TensorInfo &t) { return t.role == TensorRole::Data && t.producer == kNoNode; }
+
 struct Node {
     OpCall call;  // call.name is the node's unique name
     std::vector<TensorId> inputs;

@@ -47,7 +47,8 @@ struct CommStep {
     bool operator==(const CommStep &) const = default;
 };
 
-// Bytes on one device. Every device holds the same amounts: splits are even.
+// Bytes on one device: the device holding the longest block of every uneven
+// split (rank 0), the most any device holds.
 struct MemoryFootprint {
     int64_t weights = 0;          // parameters and constants
     int64_t gradients = 0;        // gradients of parameters
