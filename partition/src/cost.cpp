@@ -100,6 +100,27 @@ int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, 
     return 0;
 }
 
+int halo_input(const OpCall &call) {
+    switch (call.kind) {
+    case OpKind::Conv2d:
+    case OpKind::AvgPool2d:
+    case OpKind::MaxPool2d: return 0;      // x
+    case OpKind::Conv2dGradWeight: return 1;  // (dy, x)
+    default: return -1;
+    }
+}
+
+bool halo_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
+    bool any = false;
+    for (size_t i = 0; i < needs.size(); i++) {
+        const InputNeed &n = needs[i];
+        if (!n.split || (n.lo_off == 0 && n.hi_off == n.scale - 1)) continue;
+        if (static_cast<int>(i) != halo_input(call) || (n.dim != 2 && n.dim != 3)) return false;
+        any = true;
+    }
+    return any;
+}
+
 OpCall local_call(const OpCall &call, const Shape &out0) {
     OpCall c = call;
     if (c.kind == OpKind::Reshape) c.attrs.set("shape", out0);
@@ -142,8 +163,11 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             for (size_t j = 0; j < o.outputs.size(); j++)
                 if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] < k) ok = false;
             if (!ok) continue;
-            if (executable && ((!staged && !s.reductions.empty()) || !aligned(o) || !runs_on_blocks(call, o) ||
-                               !block_shapes_agree(call, o, in, out, k)))
+            // A window read with a halo runs on block plus halo, padded at the
+            // tensor's true borders only (lower.cpp); its shapes agree by construction.
+            const bool halo = halo_lowerable(call, o.inputs);
+            if (executable && ((!staged && !s.reductions.empty()) || !(aligned(o) || halo) ||
+                               !runs_on_blocks(call, o) || !(halo || block_shapes_agree(call, o, in, out, k))))
                 continue;
             for (const StageReduction &r : s.reductions) {
                 int64_t elements = r.elements.eval(env);

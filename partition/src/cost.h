@@ -51,6 +51,14 @@ InputNeed evaluate(const tessera::InputNeed &n, const SymEnv &env);
 int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, const std::vector<TensorType> &in,
                         const std::vector<TensorType> &out);
 
+// Spatial windows read with a halo that lowering runs (lower.cpp: the block
+// plus its halo, padded at the tensor's true borders, the window's own
+// padding off): conv2d, conv2d_grad_weight, avg_pool2d and max_pool2d. `needs`: the option's evaluated input needs. False when no
+// input reads a halo or an offset, or when one that cannot run does.
+bool halo_lowerable(const OpCall &call, const std::vector<InputNeed> &needs);
+// The input of such an operator that reads the halo (x), or -1.
+int halo_input(const OpCall &call);
+
 // The options of a node whose local (op-side) input shapes are `in` and output
 // shapes `out`, for a k-way cut: the strategies whose variable has at least k
 // elements (split into blocks of ceil and floor size, graph/box.h's

@@ -1,6 +1,7 @@
 #include "tessera/partition/lower.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "cost.h"
@@ -96,7 +97,17 @@ private:
     }
 
     std::vector<const Strategy *> choices(NodeId n) const;
-    std::vector<std::vector<Box>> input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
+    // Per input, per rank: the block its strategies read (`block`), and the
+    // same before clamping to the tensor (`want`: rows a window's padding
+    // covers lie outside it).
+    struct InputBlocks {
+        std::vector<std::vector<Box>> block, want;
+    };
+    InputBlocks input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
+    TensorId add_lowest_rows(TensorId in, const Box &block, int d, int64_t before, int64_t after, const Node &node,
+                             const std::string &name);
+    std::vector<TensorId> add_block_op(const Node &node, std::vector<TensorId> local_in, const InputBlocks &blocks,
+                                       const std::vector<Box> &out_box);
     std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
                                     size_t elem) const;
     TensorId add_fed_block(TensorId whole, const Box &box);
@@ -151,12 +162,15 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
             for (const Strategy &s : table->strategies)
                 if (s.var == var) found = &s;
         TESSERA_CHECK(found, "lowering: ", node.call.who(), " has no strategy '", label, "'");
-        for (size_t i = 0; i < found->inputs.size(); i++) {
-            const tessera::InputNeed &need = found->inputs[i];
-            if (need.kind != NeedKind::Split) continue;
-            TESSERA_CHECK(need.lo_offset.eval(env) == 0 && need.halo.eval(env) == 0, "lowering: ", node.call.who(),
-                          " at level ", l + 1, " uses '", label, "', whose input ", i,
-                          " needs a halo or an offset; lowering runs only plans made with "
+        std::vector<part::InputNeed> needs;
+        for (const tessera::InputNeed &need : found->inputs) needs.push_back(part::evaluate(need, env));
+        for (size_t i = 0; i < needs.size(); i++) {
+            const part::InputNeed &need = needs[i];
+            if (!need.split || (need.lo_off == 0 && need.hi_off == need.scale - 1)) continue;
+            TESSERA_CHECK(part::halo_lowerable(node.call, needs), "lowering: ", node.call.who(), " at level ", l + 1,
+                          " uses '", label, "', whose input ", i,
+                          " needs a halo or an offset that lowering cannot run (only convolutions, their weight "
+                          "gradient and the poolings can); plan with "
                           "PartitionOptions::executable (tessera-plan --executable)");
         }
         for (const OutputResult &r : found->outputs)
@@ -174,7 +188,7 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
 // the variable is an input's own dimension one-to-one this is the input's own
 // block; where it is scaled (a strided window) on an uneven split it is not,
 // and step 1 of lower_node moves the difference.
-std::vector<std::vector<Box>> Lowerer::input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const {
+Lowerer::InputBlocks Lowerer::input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const {
     const Node &node = g_.node(n);
     std::vector<TensorType> in, out;
     for (TensorId t : node.inputs) in.push_back(g_.tensor(t).type);
@@ -187,10 +201,11 @@ std::vector<std::vector<Box>> Lowerer::input_blocks(NodeId n, const std::vector<
         for (const tessera::InputNeed &need : choice[l]->inputs) needs[l].push_back(part::evaluate(need, env));
         extent[l] = part::variable_extent(*choice[l], needs[l], in, out);
     }
-    std::vector<std::vector<Box>> blocks(in.size(), std::vector<Box>(n_));
+    InputBlocks blocks{std::vector<std::vector<Box>>(in.size(), std::vector<Box>(n_)), {}};
+    blocks.want = blocks.block;
     for (int r = 0; r < n_; r++) {
         std::map<std::string, std::pair<int64_t, int64_t>> range;  // per variable: [lo, hi)
-        for (size_t i = 0; i < in.size(); i++) blocks[i][r] = Box::whole(in[i].shape);
+        for (size_t i = 0; i < in.size(); i++) blocks.block[i][r] = blocks.want[i][r] = Box::whole(in[i].shape);
         for (size_t l = 0; l < cuts_.size(); l++) {
             if (!choice[l]) continue;
             auto &var = range.try_emplace(choice[l]->var, 0, extent[l]).first->second;
@@ -203,10 +218,16 @@ std::vector<std::vector<Box>> Lowerer::input_blocks(NodeId n, const std::vector<
             for (size_t i = 0; i < in.size(); i++) {
                 const part::InputNeed &need = needs[l][i];
                 if (!need.split) continue;
-                auto [lo, hi] = part::rows_read(need, var.first, var.second, in[i].shape[need.dim]);
-                Box &b = blocks[i][r];
-                b.lo[need.dim] = std::max(b.lo[need.dim], lo);
-                b.hi[need.dim] = std::max(b.lo[need.dim], std::min(b.hi[need.dim], hi + 1));
+                const int d = need.dim;
+                // The rows before clamping (a later level's variable block
+                // lies inside an earlier one's, so its rows replace them).
+                const int64_t lo = need.scale * var.first + need.lo_off;
+                const int64_t hi = need.scale * (var.second - 1) + need.hi_off + 1;
+                blocks.want[i][r].lo[d] = lo;
+                blocks.want[i][r].hi[d] = hi;
+                Box &b = blocks.block[i][r];
+                b.lo[d] = std::max({b.lo[d], lo, int64_t{0}});
+                b.hi[d] = std::max(b.lo[d], std::min(b.hi[d], hi));
             }
         }
     }
@@ -414,6 +435,58 @@ std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<Tens
     return outs;
 }
 
+// Step 2 of lower_node for an operator without stages: its kernel on this
+// rank's blocks. A window that reads a halo (part::halo_lowerable) runs with
+// its own padding off along each split dimension: the halo holds the
+// neighbours' rows, and where the rows it wants run past the tensor's true
+// border they are padding added here (zeros: slice_grad places the block
+// inside a zero tensor; for max pooling, the lowest float), so the padding
+// is applied at the true borders only.
+std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<TensorId> local_in,
+                                            const InputBlocks &blocks, const std::vector<Box> &out_box) {
+    OpCall call = part::local_call(node.call, out_box[0].extents());
+    const int h = part::halo_input(node.call);
+    for (int d = 2; h >= 0 && d <= 3; d++) {
+        const Box &block = blocks.block[h][rank_], &want = blocks.want[h][rank_];
+        if (want.lo[d] == 0 && want.hi[d] == g_.tensor(node.inputs[h]).type.shape[d]) continue;  // not split on d
+        call.attrs.set(d == 2 ? "pad_h" : "pad_w", int64_t{0});
+        const int64_t before = block.lo[d] - want.lo[d], after = want.hi[d] - block.hi[d];
+        if (before == 0 && after == 0) continue;
+        const std::string name = node.call.name + "#pad_" + (d == 2 ? "h" : "w");
+        if (node.call.kind == OpKind::MaxPool2d) {
+            local_in[h] = add_lowest_rows(local_in[h], block, d, before, after, node, name);
+            continue;
+        }
+        OpCall pad{OpKind::SliceGrad, name, {}};
+        pad.attrs.set("axis", int64_t{d});
+        pad.attrs.set("start", before);
+        pad.attrs.set("extent", want.hi[d] - want.lo[d]);
+        local_in[h] = add_op(pad, {local_in[h]}, node, {})[0];
+    }
+    return add_op(call, local_in, node, out_box);
+}
+
+// Max pooling's padding never wins a window: rows of the lowest float before
+// and after `in` (this rank's block `block`) along `d`, concatenated.
+TensorId Lowerer::add_lowest_rows(TensorId in, const Box &block, int d, int64_t before, int64_t after,
+                                  const Node &node, const std::string &name) {
+    std::vector<TensorId> parts;
+    auto rows = [&](int64_t count, const char *side) {
+        Shape s = block.extents();
+        s[d] = count;
+        parts.push_back(dg_.graph.add_constant(name + side, TensorType{DType::F32, s},
+                                               Init::constant(std::numeric_limits<float>::lowest())));
+        dg_.source.push_back(kNoTensor);
+        dg_.box.push_back(Box::whole(s));
+    };
+    if (before > 0) rows(before, "_before");
+    parts.push_back(in);
+    if (after > 0) rows(after, "_after");
+    OpCall cat{OpKind::Concat, name, {}};
+    cat.attrs.set("axis", int64_t{d});
+    return add_op(cat, parts, node, {})[0];
+}
+
 // One stage of a staged operator, combined over the ranks that differ on
 // `levels` (those whose strategies split the stage's reduction): a ring
 // all-reduce, a sum or a max. `counts[r]`: the stage's elements on rank r.
@@ -503,15 +576,18 @@ void Lowerer::lower_node(NodeId n) {
     // 1. Inputs into the blocks the strategy reads.
     std::vector<TensorId> local_in;
     std::vector<Box> in_box;
-    std::vector<std::vector<Box>> in_boxes = input_blocks(n, choice);  // [input][rank]
+    const InputBlocks blocks = input_blocks(n, choice);
+    const std::vector<std::vector<Box>> &in_boxes = blocks.block;  // [input][rank]
     for (size_t i = 0; i < node.inputs.size(); i++) {
         TensorId t = node.inputs[i];
         const TensorInfo &info = g_.tensor(t);
         const std::vector<Box> &target = in_boxes[i];
         TensorId src = build_ ? dg_.local[t] : kNoTensor;
-        TensorId got = is_fed(info) ? add_fed_block(t, target[std::max(rank_, 0)]) : add_redistribute(src, state_of(plan_.tensors[t].layout), target, dtype_size(info.type.dtype),
-                                        t, info.role == TensorRole::Gradient ? TensorRole::Gradient : TensorRole::Activation,
-                                        info.name + ">" + node.call.name);
+        const TensorRole role = info.role == TensorRole::Gradient ? TensorRole::Gradient : TensorRole::Activation;
+        TensorId got = is_fed(info) ? add_fed_block(t, target[std::max(rank_, 0)])
+                                    : add_redistribute(src, state_of(plan_.tensors[t].layout), target,
+                                                       dtype_size(info.type.dtype), t, role,
+                                                       info.name + ">" + node.call.name);
         local_in.push_back(got);
         in_box.push_back(target[std::max(rank_, 0)]);
     }
@@ -526,7 +602,7 @@ void Lowerer::lower_node(NodeId n) {
     for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
     if (staged) raw = add_staged(node, choice, local_in, in_boxes, out_box);
     if (build_) {
-        if (!staged) raw = add_op(part::local_call(node.call, out_box[0].extents()), local_in, node, out_box);
+        if (!staged) raw = add_block_op(node, local_in, blocks, out_box);
         // A mean over the batch divides by the local batch; rescale to the whole.
         bool mean = node.call.kind == OpKind::SoftmaxXent || node.call.kind == OpKind::SoftmaxXentGrad;
         if (mean && in_box[0].extents()[0] != g_.tensor(node.inputs[0]).type.shape[0]) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
@@ -147,18 +148,56 @@ TEST(Lower, FedDataIsReadInAnyLayoutWithoutCommunication) {
     }
 }
 
-TEST(Lower, RefusesPlansItCannotRun) {
-    // A spatial split of a convolution reads a halo, which lowering cannot
-    // run yet; only executable plans lower.
+// Convolutions split along height read halos: the bytes lowered equal the
+// search's count, every rank's convolution runs with its height padding off,
+// and only the ranks at the tensor's true borders pad (rank 0 above, the last
+// rank below; a middle rank gets all its rows from its neighbours).
+TEST(Lower, SpatialSplitsReadHalosPaddedAtTheTrueBordersOnly) {
     Graph g = training_graph("cnn:channels=4,hidden=16", 24);
+    for (int n : {2, 3, 5}) {
+        PartitionOptions o;
+        o.executable = true;
+        o.force = {{"conv1.conv2d", "oh"}, {"conv1.conv2d.dw", "oh"}};
+        Plan p = partition(g, flat_machine(n), o);
+        int64_t sum = 0;
+        for (int64_t b : p.rank_comm_bytes) sum += b;
+        EXPECT_EQ(sum, p.comm_bytes) << "n=" << n;
+        for (int r = 0; r < n; r++) {
+            DeviceGraph dg = lower(g, p, r);
+            int pads = 0, convs = 0;
+            for (const Node &node : dg.graph.nodes()) {
+                if (node.call.kind == OpKind::SliceGrad && node.call.name.rfind("conv1.conv2d#pad_h", 0) == 0) pads++;
+                if (node.call.name == "conv1.conv2d") {
+                    convs++;
+                    EXPECT_EQ(node.call.attrs.get_int("", "pad_h"), 0) << "n=" << n << " rank " << r;
+                    EXPECT_EQ(node.call.attrs.get_int("", "pad_w"), 1) << "n=" << n << " rank " << r;
+                }
+            }
+            EXPECT_EQ(convs, 1);
+            // The forward convolution pads at a true border only.
+            EXPECT_EQ(pads, r == 0 || r == n - 1 ? 1 : 0) << "n=" << n << " rank " << r;
+        }
+    }
+}
+
+TEST(Lower, RefusesPlansItCannotRun) {
+    // A slice split along its own axis reads its block at an offset, which
+    // lowering cannot run yet; only executable plans lower.
+    Graph s;
+    {
+        Builder b(s);
+        Tensor x = b.data("x", {4, 16});
+        s.set_output("y", b.slice(x, 1, 4, 12).id);
+    }
     PartitionOptions o;
-    o.force = {{"conv1.conv2d", "oh"}};
-    Plan p = partition(g, flat_machine(2), o);
-    std::string e = error_of([&] { lower(g, p, 0); });
-    EXPECT_NE(e.find("needs a halo or an offset; lowering runs only plans made with "
-                     "PartitionOptions::executable (tessera-plan --executable)"),
+    o.force = {{"slice", "d1"}};
+    Plan sp = partition(s, flat_machine(2), o);
+    std::string e = error_of([&] { lower(s, sp, 0); });
+    EXPECT_NE(e.find("needs a halo or an offset that lowering cannot run (only convolutions, their weight "
+                     "gradient and the poolings can); plan with PartitionOptions::executable"),
               std::string::npos)
         << e;
+    Graph g = training_graph("cnn:channels=4,hidden=16", 24);
     Plan q = executable_plan(g, 2, PartitionStrategy::Tofu);
     EXPECT_EQ(error_of([&] { lower(g, q, 2); }), "lowering: rank 2 is outside the plan's 2 devices");
     Graph other = training_graph("cnn:channels=4,hidden=16", 12);
