@@ -121,6 +121,11 @@ bool halo_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
     return any;
 }
 
+bool offset_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
+    if (call.kind != OpKind::Slice && call.kind != OpKind::SliceGrad) return false;
+    return needs.size() == 1 && needs[0].split && needs[0].scale == 1 && needs[0].lo_off == needs[0].hi_off;
+}
+
 OpCall local_call(const OpCall &call, const Shape &out0) {
     OpCall c = call;
     if (c.kind == OpKind::Reshape) c.attrs.set("shape", out0);
@@ -165,7 +170,7 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             if (!ok) continue;
             // A window read with a halo runs on block plus halo, padded at the
             // tensor's true borders only (lower.cpp); its shapes agree by construction.
-            const bool halo = halo_lowerable(call, o.inputs);
+            const bool halo = halo_lowerable(call, o.inputs) || offset_lowerable(call, o.inputs);
             if (executable && ((!staged && !s.reductions.empty()) || !(aligned(o) || halo) ||
                                !runs_on_blocks(call, o) || !(halo || block_shapes_agree(call, o, in, out, k))))
                 continue;

@@ -56,6 +56,10 @@ int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, 
 // padding off): conv2d, conv2d_grad_weight, avg_pool2d and max_pool2d. `needs`: the option's evaluated input needs. False when no
 // input reads a halo or an offset, or when one that cannot run does.
 bool halo_lowerable(const OpCall &call, const std::vector<InputNeed> &needs);
+// A slice, or its gradient, split along any one dimension; along its own
+// axis the block reads the rows `start` away (lower.cpp runs it with its
+// start made local).
+bool offset_lowerable(const OpCall &call, const std::vector<InputNeed> &needs);
 // The input of such an operator that reads the halo (x), or -1.
 int halo_input(const OpCall &call);
 

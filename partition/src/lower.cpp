@@ -106,6 +106,8 @@ private:
     InputBlocks input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
     TensorId add_lowest_rows(TensorId in, const Box &block, int d, int64_t before, int64_t after, const Node &node,
                              const std::string &name);
+    std::vector<TensorId> add_local_slice(const Node &node, OpCall call, TensorId in, const Box &in_block,
+                                          const Box &out);
     std::vector<TensorId> add_block_op(const Node &node, std::vector<TensorId> local_in, const InputBlocks &blocks,
                                        const std::vector<Box> &out_box);
     std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
@@ -167,10 +169,10 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
         for (size_t i = 0; i < needs.size(); i++) {
             const part::InputNeed &need = needs[i];
             if (!need.split || (need.lo_off == 0 && need.hi_off == need.scale - 1)) continue;
-            TESSERA_CHECK(part::halo_lowerable(node.call, needs), "lowering: ", node.call.who(), " at level ", l + 1,
-                          " uses '", label, "', whose input ", i,
+            TESSERA_CHECK(part::halo_lowerable(node.call, needs) || part::offset_lowerable(node.call, needs),
+                          "lowering: ", node.call.who(), " at level ", l + 1, " uses '", label, "', whose input ", i,
                           " needs a halo or an offset that lowering cannot run (only convolutions, their weight "
-                          "gradient and the poolings can); plan with "
+                          "gradient, the poolings and slices can); plan with "
                           "PartitionOptions::executable (tessera-plan --executable)");
         }
         for (const OutputResult &r : found->outputs)
@@ -324,7 +326,11 @@ TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::v
     a.set("recvs", recvs);
     a.set("local", local);
     a.set("bytes", m.bytes);
-    return add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, out_box, whole, role);
+    const DType dtype = g_.tensor(whole).type.dtype;
+    // A rank that needs none of it (a slice gradient's block outside the
+    // slice) still sends its part; its output is one element nothing reads.
+    if (out_box.empty()) return add_comm(why, std::move(a), src, dtype, Box::whole(Shape(out_box.rank(), 1)), kNoTensor, role);
+    return add_comm(why, std::move(a), src, dtype, out_box, whole, role);
 }
 
 // The ranks that differ from r only on the levels in `levels`.
@@ -445,6 +451,8 @@ std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<Tens
 std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<TensorId> local_in,
                                             const InputBlocks &blocks, const std::vector<Box> &out_box) {
     OpCall call = part::local_call(node.call, out_box[0].extents());
+    if (node.call.kind == OpKind::Slice || node.call.kind == OpKind::SliceGrad)
+        return add_local_slice(node, call, local_in[0], blocks.block[0][rank_], out_box[0]);
     const int h = part::halo_input(node.call);
     for (int d = 2; h >= 0 && d <= 3; d++) {
         const Box &block = blocks.block[h][rank_], &want = blocks.want[h][rank_];
@@ -464,6 +472,35 @@ std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<Tensor
         local_in[h] = add_op(pad, {local_in[h]}, node, {})[0];
     }
     return add_op(call, local_in, node, out_box);
+}
+
+// A slice (or its gradient) on this rank's blocks, its offset made local: the
+// block `in_block` of the input holds the rows the output block `out` takes
+// (a slice) or the rows that land in it (a gradient; none when the block lies
+// outside the slice, and the output is then zeros).
+std::vector<TensorId> Lowerer::add_local_slice(const Node &node, OpCall call, TensorId in, const Box &in_block,
+                                               const Box &out) {
+    const int64_t rank = static_cast<int64_t>(out.rank());
+    int64_t axis = call.attrs.get_int(node.call.who(), "axis");
+    if (axis < 0) axis += rank;
+    const int a = static_cast<int>(axis);
+    const TensorType &whole_out = g_.tensor(node.outputs[0]).type;
+    if (out.lo[a] == 0 && out.hi[a] == whole_out.shape[a]) return add_op(call, {in}, node, {out});  // not split on a
+    if (node.call.kind == OpKind::Slice) {
+        call.attrs.set("start", int64_t{0});
+        call.attrs.set("end", in_block.hi[a] - in_block.lo[a]);
+    } else if (in_block.empty()) {
+        TensorId zeros = dg_.graph.add_constant(node.call.name + "#zeros", TensorType{whole_out.dtype, out.extents()},
+                                                Init::zeros());
+        dg_.source.push_back(node.outputs[0]);
+        dg_.box.push_back(out);
+        return {zeros};
+    } else {
+        const int64_t start = call.attrs.get_int(node.call.who(), "start");
+        call.attrs.set("start", in_block.lo[a] + start - out.lo[a]);
+        call.attrs.set("extent", out.hi[a] - out.lo[a]);
+    }
+    return add_op(call, {in}, node, {out});
 }
 
 // Max pooling's padding never wins a window: rows of the lowest float before
