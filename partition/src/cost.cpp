@@ -24,16 +24,14 @@ const char *reduce_word(const std::string &r) {
 }
 
 // Whether the operator's kernel, run on the blocks a strategy gives it,
-// computes that block of the result (up to the scaling lowering adds for a
-// batch mean). Kernels that index with a global coordinate do not: dropout's
-// mask is drawn per element index; embedding_grad scatters into rows by token
-// id; global average pooling's gradient takes the whole extents as attributes.
+// computes that block of the result (up to the scaling lowering adds for the
+// loss's batch mean: Lowerer::mean_rescale). Kernels that index with a
+// global coordinate do not: dropout's mask is drawn per element index; embedding_grad scatters
+// into rows by token id.
 bool runs_on_blocks(const OpCall &call, const NodeOption &o) {
     switch (call.kind) {
     case OpKind::Dropout: return false;
     case OpKind::EmbeddingGrad: return !(o.outputs[0].form == OutForm::Split && o.outputs[0].dim == 0);
-    case OpKind::GlobalAvgPool: return o.outputs[0].form != OutForm::Partial;
-    case OpKind::GlobalAvgPoolGrad: return !(o.outputs[0].form == OutForm::Split && o.outputs[0].dim >= 2);
     default: return true;
     }
 }
@@ -121,6 +119,17 @@ bool halo_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
     return any;
 }
 
+bool whole_then_block(const NodeOption &o) {
+    bool split_out = false;
+    for (const InputNeed &n : o.inputs)
+        if (n.split) return false;
+    for (const OutputForm &f : o.outputs) {
+        if (f.form == OutForm::Partial) return false;
+        split_out = split_out || f.form == OutForm::Split;
+    }
+    return split_out;
+}
+
 bool offset_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
     if (call.kind != OpKind::Slice && call.kind != OpKind::SliceGrad) return false;
     return needs.size() == 1 && needs[0].split && needs[0].scale == 1 && needs[0].lo_off == needs[0].hi_off;
@@ -129,6 +138,7 @@ bool offset_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
 OpCall local_call(const OpCall &call, const Shape &out0) {
     OpCall c = call;
     if (c.kind == OpKind::Reshape) c.attrs.set("shape", out0);
+
     if (c.kind == OpKind::Broadcast) {
         int64_t axis = c.attrs.get_int(c.who(), "axis");
         if (axis < 0) axis += static_cast<int64_t>(out0.size());
@@ -170,7 +180,8 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             if (!ok) continue;
             // A window read with a halo runs on block plus halo, padded at the
             // tensor's true borders only (lower.cpp); its shapes agree by construction.
-            const bool halo = halo_lowerable(call, o.inputs) || offset_lowerable(call, o.inputs);
+            const bool halo = halo_lowerable(call, o.inputs) || offset_lowerable(call, o.inputs) ||
+                              whole_then_block(o);
             if (executable && ((!staged && !s.reductions.empty()) || !(aligned(o) || halo) ||
                                !runs_on_blocks(call, o) || !(halo || block_shapes_agree(call, o, in, out, k))))
                 continue;

@@ -60,6 +60,10 @@ bool halo_lowerable(const OpCall &call, const std::vector<InputNeed> &needs);
 // axis the block reads the rows `start` away (lower.cpp runs it with its
 // start made local).
 bool offset_lowerable(const OpCall &call, const std::vector<InputNeed> &needs);
+// An option that reads every input whole and splits an output (an input
+// gradient along the input's height, whose strided rows bounds inference
+// cannot express): lowering runs the operator whole and keeps its block.
+bool whole_then_block(const NodeOption &o);
 // The input of such an operator that reads the halo (x), or -1.
 int halo_input(const OpCall &call);
 

@@ -106,6 +106,8 @@ private:
     InputBlocks input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
     TensorId add_lowest_rows(TensorId in, const Box &block, int d, int64_t before, int64_t after, const Node &node,
                              const std::string &name);
+    std::vector<TensorId> add_whole_then_blocks(const Node &node, const std::vector<TensorId> &local_in,
+                                                const std::vector<Box> &out_box);
     std::vector<TensorId> add_local_slice(const Node &node, OpCall call, TensorId in, const Box &in_block,
                                           const Box &out);
     std::vector<TensorId> add_block_op(const Node &node, std::vector<TensorId> local_in, const InputBlocks &blocks,
@@ -119,6 +121,7 @@ private:
                            size_t elem, TensorId whole, TensorRole role, const std::string &why);
     TensorId add_comm(const std::string &why, Attrs attrs, TensorId in, DType dtype, const Box &out_box,
                       TensorId source, TensorRole role);
+    double mean_rescale(const Node &node, const Box &in) const;
     std::vector<TensorId> add_op(const OpCall &call, const std::vector<TensorId> &in, const Node &node,
                                  const std::vector<Box> &boxes);
     std::vector<TensorId> add_staged(const Node &node, const std::vector<const Strategy *> &choice,
@@ -175,6 +178,10 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
                           "gradient, the poolings and slices can); plan with "
                           "PartitionOptions::executable (tessera-plan --executable)");
         }
+        TESSERA_CHECK(node.call.kind != OpKind::Dropout, "lowering: ", node.call.who(), " at level ", l + 1,
+                      " uses '", label, "', but dropout draws its mask per element index of the whole tensor, so a "
+                      "block would draw another mask; plan with PartitionOptions::executable "
+                      "(tessera-plan --executable)");
         for (const OutputResult &r : found->outputs)
             TESSERA_CHECK(r.kind != OutKind::Partial || r.reduce == "sum", "lowering: ", node.call.who(),
                           " makes partial ", r.reduce, " values, which lowering cannot combine");
@@ -417,6 +424,16 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
     return out;
 }
 
+// What turns the loss's mean over this rank's block of the batch into its
+// share of the mean over the whole batch (1 when the batch is not split):
+// softmax_xent and its gradient divide by the local batch. (Global average
+// pooling over split space is staged, and its kernels divide by the whole
+// extents themselves.) `in`: this rank's block of the first input.
+double Lowerer::mean_rescale(const Node &node, const Box &in) const {
+    if (node.call.kind != OpKind::SoftmaxXent && node.call.kind != OpKind::SoftmaxXentGrad) return 1.0;
+    return static_cast<double>(in.hi[0] - in.lo[0]) / static_cast<double>(g_.tensor(node.inputs[0]).type.shape[0]);
+}
+
 // Adds `call` to this rank's graph. Its outputs hold the blocks `boxes` of
 // `node`'s outputs; with no boxes they are stages of a staged operator, which
 // hold no training-graph tensor.
@@ -450,6 +467,12 @@ std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<Tens
 // is applied at the true borders only.
 std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<TensorId> local_in,
                                             const InputBlocks &blocks, const std::vector<Box> &out_box) {
+    bool whole_in = true, whole_out = true;
+    for (size_t i = 0; i < node.inputs.size(); i++)
+        whole_in = whole_in && blocks.block[i][rank_] == Box::whole(g_.tensor(node.inputs[i]).type.shape);
+    for (size_t j = 0; j < node.outputs.size(); j++)
+        whole_out = whole_out && out_box[j] == Box::whole(g_.tensor(node.outputs[j]).type.shape);
+    if (whole_in && !whole_out) return add_whole_then_blocks(node, local_in, out_box);
     OpCall call = part::local_call(node.call, out_box[0].extents());
     if (node.call.kind == OpKind::Slice || node.call.kind == OpKind::SliceGrad)
         return add_local_slice(node, call, local_in[0], blocks.block[0][rank_], out_box[0]);
@@ -472,6 +495,31 @@ std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<Tensor
         local_in[h] = add_op(pad, {local_in[h]}, node, {})[0];
     }
     return add_op(call, local_in, node, out_box);
+}
+
+// An operator whose strategy reads its inputs whole but splits an output
+// (part::whole_then_block): it runs whole, and each output keeps this rank's
+// block, sliced out one split dimension at a time.
+std::vector<TensorId> Lowerer::add_whole_then_blocks(const Node &node, const std::vector<TensorId> &local_in,
+                                                     const std::vector<Box> &out_box) {
+    std::vector<Box> whole;
+    for (TensorId t : node.outputs) whole.push_back(Box::whole(g_.tensor(t).type.shape));
+    std::vector<TensorId> outs = add_op(node.call, local_in, node, whole);
+    for (size_t j = 0; j < outs.size(); j++) {
+        Box have = whole[j];
+        for (int d = 0; d < have.rank(); d++) {
+            if (have.lo[d] == out_box[j].lo[d] && have.hi[d] == out_box[j].hi[d]) continue;
+            OpCall slice{OpKind::Slice, node.call.name + "#block" + std::to_string(j) + "_" + std::to_string(d), {}};
+            slice.attrs.set("axis", int64_t{d});
+            slice.attrs.set("start", out_box[j].lo[d] - have.lo[d]);
+            slice.attrs.set("end", out_box[j].hi[d] - have.lo[d]);
+            have.lo[d] = out_box[j].lo[d];
+            have.hi[d] = out_box[j].hi[d];
+            outs[j] = add_op(slice, {outs[j]}, node, {have})[0];
+            dg_.source.back() = node.outputs[j];  // add_op names output 0's tensor
+        }
+    }
+    return outs;
 }
 
 // A slice (or its gradient) on this rank's blocks, its offset made local: the
@@ -640,12 +688,10 @@ void Lowerer::lower_node(NodeId n) {
     if (staged) raw = add_staged(node, choice, local_in, in_boxes, out_box);
     if (build_) {
         if (!staged) raw = add_block_op(node, local_in, blocks, out_box);
-        // A mean over the batch divides by the local batch; rescale to the whole.
-        bool mean = node.call.kind == OpKind::SoftmaxXent || node.call.kind == OpKind::SoftmaxXentGrad;
-        if (mean && in_box[0].extents()[0] != g_.tensor(node.inputs[0]).type.shape[0]) {
+        const double alpha = mean_rescale(node, in_box[0]);
+        if (alpha != 1.0) {
             OpCall scale{OpKind::Scale, node.call.name + "#whole_batch", {}};
-            scale.attrs.set("alpha", static_cast<double>(in_box[0].extents()[0]) /
-                                         static_cast<double>(g_.tensor(node.inputs[0]).type.shape[0]));
+            scale.attrs.set("alpha", alpha);
             raw[0] = dg_.graph.add_node(scale, {raw[0]}, g_.tensor(node.outputs[0]).role)[0];
             dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
             dg_.source.push_back(node.outputs[0]);

@@ -161,8 +161,8 @@ private:
             if (mine == var) kept.push_back(std::move(o));
         }
         TESSERA_CHECK(!kept.empty(), "--force: ", g_.node(n).call.who(), " cannot split '", var, "' ", k,
-                      " ways at level ", level + 1, ": the extent does not divide, or lowering cannot run that "
-                      "strategy (it needs a halo or reads global indices)");
+                      " ways at level ", level + 1, ": its extent there is shorter than ", k,
+                      ", or lowering cannot run that strategy (dropout's mask, a partial maximum)");
         options = std::move(kept);
     }
 

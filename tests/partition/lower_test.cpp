@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
+#include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
@@ -142,8 +143,10 @@ TEST(Lower, FedDataIsReadInAnyLayoutWithoutCommunication) {
         EXPECT_EQ(dg.graph.tensor(*extra).role, TensorRole::Data);
         EXPECT_EQ(dg.source[*extra], input);
         EXPECT_EQ(dg.graph.tensor(dg.local[input]).type.shape[0], 8) << "rank " << r;  // its own batch block
-        for (const Node &node : dg.graph.nodes())
-            if (node.comm) EXPECT_EQ(node.call.name.find(":input>"), std::string::npos) << node.call.name;
+        for (const Node &node : dg.graph.nodes()) {
+            if (!node.comm) continue;
+            EXPECT_EQ(node.call.name.find(":input>"), std::string::npos) << node.call.name;
+        }
     }
 }
 
@@ -179,18 +182,46 @@ TEST(Lower, SpatialSplitsReadHalosPaddedAtTheTrueBordersOnly) {
     }
 }
 
-TEST(Lower, RefusesPlansItCannotRun) {
-    // The input gradient of a convolution split along the input's height
-    // reads its inputs whole (bounds inference cannot express a strided
-    // gradient's rows), so its kernel would make the whole gradient, not the
-    // block; only executable plans lower.
-    {
-        Graph g = training_graph("cnn:channels=4,hidden=16", 24);
+// The input gradient of a convolution split along the input's height reads
+// its inputs whole (bounds inference cannot express a strided gradient's
+// rows): it runs whole on every rank and keeps its block, moving exactly the
+// search's bytes.
+TEST(Lower, WholeInputsSplitOutputRunsWholeThenKeepsTheBlock) {
+    Graph g = training_graph("cnn:channels=4,hidden=16", 24);
+    for (int n : {2, 3}) {
         PartitionOptions o;
+        o.executable = true;
         o.force = {{"conv2.conv2d.dx", "ih"}};
-        Plan p = partition(g, flat_machine(2), o);
-        std::string e = error_of([&] { lower(g, p, 0); });
-        EXPECT_NE(e.find("from its blocks, but the plan's block of output 0 is"), std::string::npos) << e;
+        Plan p = partition(g, flat_machine(n), o);
+        int64_t sum = 0;
+        for (int64_t b : p.rank_comm_bytes) sum += b;
+        EXPECT_EQ(sum, p.comm_bytes) << "n=" << n;
+        for (int r = 0; r < n; r++) {
+            DeviceGraph dg = lower(g, p, r);
+            int slices = 0;
+            for (const Node &node : dg.graph.nodes()) {
+                if (node.call.name != "conv2.conv2d.dx#block0_2") continue;
+                slices++;
+                // This rank's rows of the 14-row gradient.
+                EXPECT_EQ(dg.graph.tensor(node.outputs[0]).type.shape[2], block_size(14, n, r)) << "rank " << r;
+            }
+            EXPECT_EQ(slices, 1) << "n=" << n << " rank " << r;
+        }
+    }
+}
+
+TEST(Lower, RefusesPlansItCannotRun) {
+    // Dropout split into blocks would draw each block's mask from the block's
+    // own element indices; only executable plans lower.
+    {
+        Graph d;
+        Builder b(d);
+        d.set_output("y", b.dropout(b.data("x", {8, 16}), 0.5, 7).id);
+        PartitionOptions o;
+        o.force = {{"dropout", "d0"}};
+        Plan p = partition(d, flat_machine(2), o);
+        std::string e = error_of([&] { lower(d, p, 0); });
+        EXPECT_NE(e.find("but dropout draws its mask per element index of the whole tensor"), std::string::npos) << e;
     }
     Graph g = training_graph("cnn:channels=4,hidden=16", 24);
     Plan q = executable_plan(g, 2, PartitionStrategy::Tofu);
