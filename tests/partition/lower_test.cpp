@@ -23,11 +23,20 @@ Graph training_graph(const std::string &spec, int64_t batch) {
     return m.graph;
 }
 
-Plan executable_plan(const Graph &g, int devices, PartitionStrategy s) {
+Plan executable_plan(const Graph &g, int devices, PartitionStrategy s,
+                     std::vector<std::pair<std::string, std::string>> force = {}) {
     PartitionOptions o;
     o.strategy = s;
     o.executable = true;
+    o.force = std::move(force);
     return partition(g, flat_machine(devices), o);
+}
+
+// What all ranks send together, as lowered.
+int64_t lowered_total(const Plan &p) {
+    int64_t sum = 0;
+    for (int64_t b : p.rank_comm_bytes) sum += b;
+    return sum;
 }
 
 const char *kModels[] = {"mlp:hidden=64", "cnn:channels=4,hidden=16", "lstm:hidden=32,seq=4,vocab=50",
@@ -41,9 +50,7 @@ TEST(Lower, OneCutSendsExactlyWhatTheSearchCounted) {
             for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Owt}) {
                 Plan p = executable_plan(g, n, s);
                 ASSERT_EQ(p.rank_comm_bytes.size(), static_cast<size_t>(n));
-                int64_t sum = 0;
-                for (int64_t b : p.rank_comm_bytes) sum += b;
-                EXPECT_EQ(sum, p.comm_bytes) << spec << " n=" << n << " " << p.strategy;
+                EXPECT_EQ(lowered_total(p), p.comm_bytes) << spec << " n=" << n << " " << p.strategy;
             }
     }
 }
@@ -125,15 +132,9 @@ TEST(Lower, UnevenBatchSplitIsCeilThenFloorBlocks) {
 // in the search's count and in the lowered graphs.
 TEST(Lower, FedDataIsReadInAnyLayoutWithoutCommunication) {
     Graph g = training_graph("cnn:channels=4,hidden=16", 24);
-    PartitionOptions o;
-    o.strategy = PartitionStrategy::DataParallel;
-    o.executable = true;
-    o.force = {{"reshape", "replicate"}};
-    Plan p = partition(g, flat_machine(3), o);
+    Plan p = executable_plan(g, 3, PartitionStrategy::DataParallel, {{"reshape", "replicate"}});
     for (const CommStep &s : p.comm) EXPECT_NE(s.tensor, "input") << s.node << " " << s.what;
-    int64_t sum = 0;
-    for (int64_t b : p.rank_comm_bytes) sum += b;
-    EXPECT_EQ(sum, p.comm_bytes);
+    EXPECT_EQ(lowered_total(p), p.comm_bytes);
     const TensorId input = *g.find_tensor("input");
     const std::string whole = "input@" + Box::whole(g.tensor(input).type.shape).str();
     for (int r = 0; r < 3; r++) {
@@ -157,13 +158,8 @@ TEST(Lower, FedDataIsReadInAnyLayoutWithoutCommunication) {
 TEST(Lower, SpatialSplitsReadHalosPaddedAtTheTrueBordersOnly) {
     Graph g = training_graph("cnn:channels=4,hidden=16", 24);
     for (int n : {2, 3, 5}) {
-        PartitionOptions o;
-        o.executable = true;
-        o.force = {{"conv1.conv2d", "oh"}, {"conv1.conv2d.dw", "oh"}};
-        Plan p = partition(g, flat_machine(n), o);
-        int64_t sum = 0;
-        for (int64_t b : p.rank_comm_bytes) sum += b;
-        EXPECT_EQ(sum, p.comm_bytes) << "n=" << n;
+        Plan p = executable_plan(g, n, PartitionStrategy::Tofu, {{"conv1.conv2d", "oh"}, {"conv1.conv2d.dw", "oh"}});
+        EXPECT_EQ(lowered_total(p), p.comm_bytes) << "n=" << n;
         for (int r = 0; r < n; r++) {
             DeviceGraph dg = lower(g, p, r);
             int pads = 0, convs = 0;
@@ -189,13 +185,8 @@ TEST(Lower, SpatialSplitsReadHalosPaddedAtTheTrueBordersOnly) {
 TEST(Lower, WholeInputsSplitOutputRunsWholeThenKeepsTheBlock) {
     Graph g = training_graph("cnn:channels=4,hidden=16", 24);
     for (int n : {2, 3}) {
-        PartitionOptions o;
-        o.executable = true;
-        o.force = {{"conv2.conv2d.dx", "ih"}};
-        Plan p = partition(g, flat_machine(n), o);
-        int64_t sum = 0;
-        for (int64_t b : p.rank_comm_bytes) sum += b;
-        EXPECT_EQ(sum, p.comm_bytes) << "n=" << n;
+        Plan p = executable_plan(g, n, PartitionStrategy::Tofu, {{"conv2.conv2d.dx", "ih"}});
+        EXPECT_EQ(lowered_total(p), p.comm_bytes) << "n=" << n;
         for (int r = 0; r < n; r++) {
             DeviceGraph dg = lower(g, p, r);
             int slices = 0;
