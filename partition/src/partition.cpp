@@ -31,6 +31,7 @@ public:
     Search(const Graph &g, const PartitionOptions &opts)
         : g_(g), opts_(opts), co_(coarsen(g, opts.coarsen)) {
         for (const TensorInfo &t : g.tensors()) tshape_.push_back(t.type);
+        tmin_ = tshape_;
         for (const Node &n : g.nodes()) {
             std::vector<TensorType> in, out;
             for (TensorId t : n.inputs) in.push_back(g.tensor(t).type);
@@ -39,6 +40,8 @@ public:
             in_.push_back(in);
             out_.push_back(out);
         }
+        in_min_ = in_;
+        out_min_ = out_;
         members_.resize(co_.num_tensor_groups);
         for (TensorId t = 0; t < g.num_tensors(); t++) members_[co_.tensor_group[t]].push_back(t);
         persistent_.assign(co_.num_tensor_groups, false);
@@ -68,6 +71,7 @@ public:
                 const bool staged = opts_.staged_reductions || !forced_[n].empty();
                 options[n] = part::node_options(g_.node(n).call, strategies_[n], in_[n], out_[n], k, opts_.executable,
                                                 staged);
+                drop_too_short(n, options[n], k);
                 if (!forced_[n].empty()) keep_forced(n, options[n], k, static_cast<int>(l));
                 else if (opts_.strategy == PartitionStrategy::DataParallel) keep_in_place(n, options[n], data_layouts, k);
             }
@@ -94,10 +98,14 @@ public:
                 if (opt.strategy < 0 && options[n].size() == 1 && !all_replicated(n, chosen))
                     note_replicated_op(n, k, static_cast<int>(l), plan.notes);
                 record_steps(n, opt, chosen, k, static_cast<int>(l), groups, devices, link, plan);
-                for (size_t i = 0; i < node.inputs.size(); i++)
+                for (size_t i = 0; i < node.inputs.size(); i++) {
                     in_[n][i] = part::input_after(in_[n][i], opt.inputs[i], opt.var_extent, k);
-                for (size_t j = 0; j < node.outputs.size(); j++)
+                    if (opt.inputs[i].split) shorten(in_min_[n][i], opt.inputs[i].dim, k);
+                }
+                for (size_t j = 0; j < node.outputs.size(); j++) {
                     out_[n][j] = part::output_after(out_[n][j], opt.outputs[j], k);
+                    if (opt.outputs[j].form == part::OutForm::Split) shorten(out_min_[n][j], opt.outputs[j].dim, k);
+                }
             }
             TESSERA_INTERNAL_ASSERT(level_cost == sol.cost, "cut ", l, ": the chosen strategies cost ", level_cost,
                                     " bytes but the search found ", sol.cost);
@@ -107,6 +115,7 @@ public:
                 for (TensorId t : members_[gid]) {
                     int64_t &extent = tshape_[t].shape[chosen[gid].dim];
                     extent = block_size(extent, k, 0);  // the longest block: memory is estimated for it
+                    shorten(tmin_[t], chosen[gid].dim, k);
                 }
             }
             plan.level_bytes.push_back(groups * sol.cost);
@@ -190,15 +199,33 @@ private:
         return solve_dp(p);
     }
 
+    // The shortest block of an uneven split is the last: after nested
+    // balanced splits the blocks differ by at most one element.
+    static void shorten(TensorType &t, int dim, int k) { t.shape[dim] = block_size(t.shape[dim], k, k - 1); }
+
+    // Options that would split an uneven split's shortest blocks into parts
+    // of no element (10 over 2, 2, 2, 2: the blocks of 1 cannot split again).
+    void drop_too_short(NodeId n, std::vector<NodeOption> &options, int k) const {
+        std::erase_if(options, [&](const NodeOption &o) {
+            if (o.strategy < 0) return false;
+            const Strategy &s = strategies_[n]->strategies[o.strategy];
+            if (part::variable_extent(s, o.inputs, in_min_[n], out_min_[n]) < k) return true;
+            for (size_t j = 0; j < o.outputs.size(); j++)
+                if (o.outputs[j].form == part::OutForm::Split && out_min_[n][j].shape[o.outputs[j].dim] < k) return true;
+            return false;
+        });
+    }
+
     // The layouts each tensor group may take at this cut.
     std::vector<std::vector<Layout>> build_domains(int k, int level, std::vector<std::string> &notes) {
         std::vector<std::vector<Layout>> domains(co_.num_tensor_groups);
         int replicated_small = 0;
         for (int gid = 0; gid < co_.num_tensor_groups; gid++) {
             const TensorType &t = tshape_[members_[gid][0]];
+            const TensorType &shortest = tmin_[members_[gid][0]];
             std::vector<Layout> all;
             for (int d = 0; d < t.rank(); d++)
-                if (t.shape[d] >= k) all.push_back(Layout::split(d));  // uneven: blocks of ceil and floor size
+                if (shortest.shape[d] >= k) all.push_back(Layout::split(d));  // uneven: blocks of ceil and floor size
             if (all.empty()) {
                 domains[gid] = {Layout::replicated()};
                 if (t.elements() <= 1) replicated_small++;
@@ -374,6 +401,9 @@ private:
         if (++noted_tensors_ > kMaxNotes) return;
         notes.push_back("level " + std::to_string(level + 1) + " (" + std::to_string(k) + "-way): tensor '" + t.name +
                         "' " + type_str(t.type) + " has local shape " + shape_str(tshape_[members_[gid][0]].shape) +
+                        (tmin_[members_[gid][0]] == tshape_[members_[gid][0]]
+                             ? std::string()
+                             : " (shortest block " + shape_str(tmin_[members_[gid][0]].shape) + ")") +
                         " with no dimension of at least " + std::to_string(k) + " elements; it is replicated");
     }
 
@@ -391,6 +421,9 @@ private:
     std::vector<TensorType> tshape_;                    // tensor-side local types
     std::vector<const OpStrategies *> strategies_;
     std::vector<std::vector<TensorType>> in_, out_;     // op-side local types
+    // The same for the shortest blocks of uneven splits (the longest are above).
+    std::vector<TensorType> tmin_;
+    std::vector<std::vector<TensorType>> in_min_, out_min_;
     std::vector<std::vector<TensorId>> members_;
     std::vector<bool> persistent_, owt_matmul_weight_, owt_fc_activation_, owt_fc_param_;
     std::vector<std::vector<Layout>> group_layouts_;

@@ -108,6 +108,21 @@ TEST(Lower, BlocksTileEveryTensorForEveryLayout) {
             }
 }
 
+// Many levels of uneven splits: a dimension of 10 split 2 ways four times
+// leaves blocks of 2 and 1, and the search must not split the 1s again (it
+// tracks the shortest block as well as the longest). Every zoo model plans
+// and lowers, on every rank, at 16 and 64 devices.
+TEST(Lower, DeepHierarchiesOfUnevenSplitsLower) {
+    for (const char *spec : kModels) {
+        Graph g = training_graph(spec, 24);
+        for (int n : {16, 64}) {
+            Plan p;
+            EXPECT_NO_THROW(p = executable_plan(g, n, PartitionStrategy::Tofu)) << spec << " n=" << n;
+            EXPECT_EQ(p.rank_comm_bytes.size(), static_cast<size_t>(n)) << spec << " n=" << n;
+        }
+    }
+}
+
 // The example: a batch of 32 on 7 devices is split 5,5,5,5,4,4,4, and
 // every rank's graph holds its own block of the data and of the loss's input.
 TEST(Lower, UnevenBatchSplitIsCeilThenFloorBlocks) {
