@@ -6,18 +6,25 @@
 // Rank r's coordinates: with cuts k_1, k_2, ..., rank = ((i_1 k_2) + i_2) k_3 + ...
 // (outermost level most significant). A tensor laid out as L_1, L_2, ... is
 // held by r as the box you get by starting from the whole tensor and, for each
-// level l, cutting the box into k_l equal parts along L_l's dimension (when L_l
-// splits) and keeping part i_l.
+// level l, cutting the box into k_l parts along L_l's dimension (when L_l
+// splits; parts of ceil and floor size, the longer first: graph/box.h's
+// block_lo and block_size) and keeping part i_l.
 //
 // Each node of the training graph becomes, on every rank and in graph order:
-//   1. for each input held in a layout other than the one its strategy reads,
-//      a redistribute node: every rank receives the part of its needed box it
+//   1. for each input held in a layout other than the one its strategy reads
+//      (the rows its split variable's block maps to, with any halo), a
+//      redistribute node: every rank receives the part of its needed box it
 //      does not hold, each element from exactly one holder (the one whose
 //      coordinates equal the receiver's on every level the tensor is replicated
-//      at), by pairwise exchange;
+//      at), by pairwise exchange; a fed tensor (images, labels) instead gets
+//      another input of its own, filled by the trainer, and moves nothing;
 //   2. the operator on its local blocks (same operator and attributes, with
 //      shape attributes made local, and a batch mean rescaled to the whole
-//      batch where the loss is split by batch);
+//      batch where the loss is split by batch); a window read with a halo runs
+//      with its padding off and is padded at the tensor's true borders only; a
+//      slice split along its axis runs with its start made local; a strategy
+//      that reads its inputs whole and splits an output runs whole and keeps
+//      the block;
 //   3. for an output of partial sums, one reduction over the ranks that differ
 //      only on the partial levels: a reduce-scatter when those ranks' target
 //      boxes tile the box, else an all-reduce; then, if the layout still differs
@@ -70,7 +77,8 @@ struct DeviceGraph {
 };
 
 // Throws tessera::Error when the plan does not fit the graph or uses a strategy
-// lowering cannot run (plan with PartitionOptions::executable).
+// lowering cannot run (a dropout block, a partial maximum; plan with
+// PartitionOptions::executable).
 DeviceGraph lower(const Graph &g, const Plan &plan, int rank);
 
 // The bytes each rank sends per step, for every rank (index = rank).
