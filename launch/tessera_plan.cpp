@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "partition_flags.h"
 #include "tessera/error.h"
 #include "tessera/exec/memory_plan.h"
 #include "tessera/exec/size.h"
@@ -131,9 +132,8 @@ struct PlanRequest {
     tessera::Machine machine;
     int64_t batch = 32;
     std::string optimizer = "sgd";
-    bool coarsen = true, replicate_weights = true, executable = false;
-    std::string force;  // --force
-    bool staged_reductions = false;
+    bool coarsen = true, executable = false;
+    tessera::PartitionFlags partition;  // --force, --staged-reductions, --no-replicate-weights
 };
 
 struct TrainingGraph {
@@ -169,10 +169,8 @@ std::vector<tessera::Plan> make_plans(const PlanRequest &r, const TrainingGraph 
         o.strategy = s;
         o.model = tg.spec;
         o.coarsen = r.coarsen;
-        o.replicate_weights = r.replicate_weights;
         o.executable = r.executable;
-        if (!r.force.empty()) o.force = parse_force(r.force);
-        o.staged_reductions = r.staged_reductions;
+        r.partition.apply(o);
         plans.push_back(partition(tg.graph, r.machine, o));
         if (log_enabled("partition")) std::cerr << "---- partition ----\n" << plan_table(plans.back());
     }
@@ -402,7 +400,7 @@ int main(int argc, char **argv) {
     std::optional<int> devices;
     PlanRequest req;
     SwapRequest swap;
-    bool no_coarsen = false, no_replicate_weights = false, executable = false;
+    bool no_coarsen = false, executable = false;
     app.add_flag("--ops", ops, "List the operators and the partition strategies of each");
     app.add_flag("--all-variants", all_variants, "With --ops: every analysed variant (ranks, axes, transposes)");
     app.add_option("--model", req.model, "Model spec to plan, e.g. mlp or wresnet:depth=50,width=2");
@@ -422,18 +420,10 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("-o,--output", out_path, "Write to this file instead of standard output");
     app.add_flag("--executable", executable,
-                 "Only strategies tessera-train can run (no halos; reductions inside an operator only with "
-                 "--staged-reductions or --force), and "
-                 "each rank's exact bytes once lowered: the plan mpirun ... tessera-train --partition runs");
-    app.add_option("--force", req.force,
-                   "Fix operators' strategies at every cut: OPERATOR=VARIABLE[,...], e.g. 'bn1=n' (a '*' at the "
-                   "end of a name matches every operator it prefixes; VARIABLE may be 'replicate')");
-    app.add_flag("--staged-reductions", req.staged_reductions,
-                 "With --executable: let every operator reduce inside itself across devices (synchronised batch "
-                 "norm, softmax over split classes), not only forced ones");
+                 "The plan mpirun ... tessera-train --partition runs: reductions inside an operator only with "
+                 "--staged-reductions or --force, no dropout blocks, and each rank's exact bytes once lowered");
+    tessera::add_partition_flags(app, req.partition, "");
     app.add_flag("--no-coarsen", no_coarsen, "Search every tensor and operator on its own (slower)");
-    app.add_flag("--no-replicate-weights", no_replicate_weights,
-                 "Do not let the search replicate weights (excludes data parallelism from Tofu's space)");
     // Swapping.
     auto *mem_opt = app.add_option("--device-mem", swap.device_mem,
                                    "Device memory budget (e.g. 512MiB, 1.5GB): plan swaps to fit one device in it");
@@ -498,7 +488,6 @@ int main(int argc, char **argv) {
                                          "omit --devices or make them agree",
                                          *devices, machine_path, req.machine.devices()));
             req.coarsen = !no_coarsen;
-            req.replicate_weights = !no_replicate_weights;
             // Swapping plans one rank's lowered graph, and only executable plans lower.
             req.executable = executable || (swapping && req.machine.devices() > 1);
             std::vector<tessera::PartitionStrategy> strategies;

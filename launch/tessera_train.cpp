@@ -12,6 +12,7 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
+#include "partition_flags.h"
 #include "train_loop.h"
 
 namespace {
@@ -87,16 +88,7 @@ int main(int argc, char **argv) {
                    "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
         ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
         ->capture_default_str();
-    app.add_option("--force", o.force,
-                   "Under mpirun: fix operators' partition strategies, OPERATOR=VARIABLE[,...] "
-                   "(tessera-plan --force; e.g. 'bn1=n')");
-    app.add_flag("--staged-reductions", o.staged_reductions,
-                 "Under mpirun: let the partition reduce inside operators across devices everywhere "
-                 "(synchronised batch norm, softmax over split classes)");
-    bool no_replicate_weights = false;
-    app.add_flag("--no-replicate-weights", no_replicate_weights,
-                 "Under mpirun: do not let the search replicate weights, so that each rank holds 1/N of the "
-                 "model (tessera-plan --no-replicate-weights)");
+    tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
     app.add_option("--comm", o.comm_backend,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")
@@ -123,7 +115,6 @@ int main(int argc, char **argv) {
             who += ": rank " + std::to_string(comm->rank());
         }
         o.eval = !no_eval;
-        o.replicate_weights = !no_replicate_weights;
         o.optimizer.kind = tessera::optimizer_from_name(optimizer);
         o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
         tessera::run_training(o);

@@ -392,9 +392,7 @@ TrainResult run_training(const TrainOptions &o) {
                       "small graphs; train with tofu, data, owt or equalchop");
         po.model = o.model;
         po.executable = true;
-        if (!o.force.empty()) po.force = parse_force(o.force);
-        po.staged_reductions = o.staged_reductions;
-        po.replicate_weights = o.replicate_weights;
+        o.partition_flags.apply(po);
         partition_plan = partition(g, flat_machine(o.comm->size()), po);
         if (root) log_stage("partition", plan_table(*partition_plan));
         lowered = lower(g, *partition_plan, o.comm->rank());

@@ -5,6 +5,8 @@
 // tessera::Error; only the launcher decides how the process ends.
 #pragma once
 
+#include "partition_flags.h"
+
 #include <cstdint>
 #include <string>
 
@@ -47,9 +49,7 @@ struct TrainOptions {
     // every rank plans the same partition (tofu, data, owt or equalchop) and
     // runs its lowered graph. Rank 0 reports and writes files.
     std::string partition = "tofu";
-    std::string force;  // PartitionOptions::force, as parse_force() reads it
-    bool staged_reductions = false;  // PartitionOptions::staged_reductions
-    bool replicate_weights = true;   // PartitionOptions::replicate_weights
+    PartitionFlags partition_flags;  // --force, --staged-reductions, --no-replicate-weights
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all
     // staged over MPI: the way when ranks share a GPU), or auto (nccl when every

@@ -1,0 +1,32 @@
+#include "partition_flags.h"
+
+#include <cctype>
+
+namespace tessera {
+
+void PartitionFlags::apply(PartitionOptions &o) const {
+    if (!force.empty()) o.force = parse_force(force);
+    o.staged_reductions = staged_reductions;
+    o.replicate_weights = !no_replicate_weights;
+}
+
+void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string &when) {
+    // "Under mpirun: fix ..." or "Fix ...".
+    auto help = [&](const std::string &text) {
+        std::string s = when + text;
+        if (when.empty() && !s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+        return s;
+    };
+    app.add_option("--force", flags.force,
+                   help("fix operators' strategies at every cut: OPERATOR=VARIABLE[,...], e.g. 'bn1=n' (a '*' at "
+                        "the end of a name matches every operator it prefixes; VARIABLE may be 'replicate')"));
+    app.add_flag("--staged-reductions", flags.staged_reductions,
+                 help("in the plan tessera-train runs (tessera-plan --executable), let every operator reduce "
+                      "inside itself across devices (synchronised batch norm, softmax over split classes), not "
+                      "only forced ones; off by default (README: staged operators)"));
+    app.add_flag("--no-replicate-weights", flags.no_replicate_weights,
+                 help("do not let the search replicate weights, so that each device holds 1/N of the model "
+                      "(this excludes data parallelism from Tofu's space)"));
+}
+
+}  // namespace tessera
