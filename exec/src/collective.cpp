@@ -41,65 +41,10 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     elem_ = dtype_size(in.type.dtype);
     in_box_ = Box::whole(in.type.shape);
     out_box_ = Box::whole(out.type.shape);
-    const int r = in_box_.rank();
     const std::string kind = kind_of(c);
     bytes_ = c.attrs.get_int(c.who(), "bytes");
-    auto check_box = [&](const Box &b, const Box &frame, const char *what) {
-        TESSERA_CHECK(frame.contains(b), "communication node '", c.name, "': ", what, " box ", b.str(),
-                      " lies outside its buffer ", frame.str());
-    };
     if (kind == "redistribute") {
-        kind_ = Kind::Redistribute;
-        TESSERA_CHECK(c.attrs.get_int(c.who(), "world") == world, "communication node '", c.name,
-                      "' was lowered for ", c.attrs.get_int(c.who(), "world"), " ranks, but the job has ", world);
-        send_to_.assign(world, -1);
-        recv_from_.assign(world, -1);
-        auto pieces = [&](const char *attr, const Box &frame, std::vector<Piece> &list, std::vector<int> &index,
-                          std::vector<std::byte> &buf) {
-            std::vector<int64_t> v = ints(c, attr);
-            TESSERA_CHECK(v.size() % (1 + 2 * r) == 0, "communication node '", c.name, "': '", attr,
-                          "' has ", v.size(), " integers, not a multiple of ", 1 + 2 * r);
-            size_t most = 0;
-            for (size_t at = 0; at < v.size(); at += 1 + 2 * r) {
-                Piece p{static_cast<int>(v[at]), box_from_ints(v, at + 1, r)};
-                TESSERA_CHECK(p.peer >= 0 && p.peer < world && p.peer != rank && index[p.peer] < 0,
-                              "communication node '", c.name, "': '", attr, "' names peer ", p.peer,
-                              " badly (this rank is ", rank, " of ", world, ")");
-                check_box(p.box, frame, attr);
-                index[p.peer] = static_cast<int>(list.size());
-                most = std::max(most, static_cast<size_t>(p.box.elements()) * elem_);
-                list.push_back(std::move(p));
-            }
-            buf.resize(most);
-        };
-        pieces("sends", in_box_, sends_, send_to_, send_buf_);
-        pieces("recvs", out_box_, recvs_, recv_from_, recv_buf_);
-        std::vector<int64_t> v = ints(c, "local");
-        TESSERA_CHECK(v.size() % (3 * r) == 0 || r == 0, "communication node '", c.name, "': 'local' has ",
-                      v.size(), " integers, not a multiple of ", 3 * r);
-        if (r == 0) {
-            // A scalar: either this rank holds it already or it is received.
-            if (recvs_.empty()) local_.emplace_back(in_box_, out_box_);
-        } else {
-            for (size_t at = 0; at < v.size(); at += 3 * r) {
-                Box region = box_from_ints(v, at, r);
-                check_box(region, in_box_, "local");
-                // The output buffer placed in the input's frame: the region's
-                // origin in the output is v[at + 2r ...].
-                Box frame = out_box_;
-                for (int d = 0; d < r; d++) {
-                    int64_t shift = v[at + 2 * r + d] - region.lo[d];
-                    frame.lo[d] -= shift;
-                    frame.hi[d] -= shift;
-                }
-                check_box(region, frame, "local");
-                local_.emplace_back(region, frame);
-            }
-        }
-        int64_t sent = 0;
-        for (const Piece &p : sends_) sent += p.box.elements() * static_cast<int64_t>(elem_);
-        TESSERA_CHECK(sent == bytes_, "communication node '", c.name, "': its sends add up to ", sent,
-                      " bytes, but it records ", bytes_);
+        read_redistribute(c);
         return;
     }
     for (int64_t q : ints(c, "ranks")) group_.ranks.push_back(static_cast<int>(q));
@@ -114,7 +59,83 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     }
     TESSERA_CHECK(kind == "reduce_scatter", "communication node '", c.name, "' has unknown kind '", kind,
                   "' (expected redistribute, all_reduce or reduce_scatter)");
+    read_reduce_scatter(c);
+}
+
+void Collective::check_box(const Box &b, const Box &frame, const char *what) const {
+    TESSERA_CHECK(frame.contains(b), "communication node '", name_, "': ", what, " box ", b.str(),
+                  " lies outside its buffer ", frame.str());
+}
+
+// The pieces of attribute `attr` ("sends" or "recvs"): [peer, box...] each,
+// boxes inside `frame`; `buf` grows to hold the largest.
+void Collective::read_pieces(const OpCall &c, const char *attr, const Box &frame, std::vector<Piece> &list,
+                             std::vector<int> &index, std::vector<std::byte> &buf) {
+    const int r = in_box_.rank();
+    std::vector<int64_t> v = ints(c, attr);
+    TESSERA_CHECK(v.size() % (1 + 2 * r) == 0, "communication node '", c.name, "': '", attr, "' has ", v.size(),
+                  " integers, not a multiple of ", 1 + 2 * r);
+    size_t most = 0;
+    for (size_t at = 0; at < v.size(); at += 1 + 2 * r) {
+        Piece p{static_cast<int>(v[at]), box_from_ints(v, at + 1, r)};
+        TESSERA_CHECK(p.peer >= 0 && p.peer < world_ && p.peer != rank_ && index[p.peer] < 0, "communication node '",
+                      c.name, "': '", attr, "' names peer ", p.peer, " badly (this rank is ", rank_, " of ", world_,
+                      ")");
+        check_box(p.box, frame, attr);
+        index[p.peer] = static_cast<int>(list.size());
+        most = std::max(most, static_cast<size_t>(p.box.elements()) * elem_);
+        list.push_back(std::move(p));
+    }
+    buf.resize(most);
+}
+
+// The regions this rank copies from its input to its output itself.
+void Collective::read_local(const OpCall &c) {
+    const int r = in_box_.rank();
+    std::vector<int64_t> v = ints(c, "local");
+    TESSERA_CHECK(v.size() % (3 * r) == 0 || r == 0, "communication node '", c.name, "': 'local' has ", v.size(),
+                  " integers, not a multiple of ", 3 * r);
+    if (r == 0) {
+        // A scalar: either this rank holds it already or it is received.
+        if (recvs_.empty()) local_.emplace_back(in_box_, out_box_);
+        return;
+    }
+    for (size_t at = 0; at < v.size(); at += 3 * r) {
+        Box region = box_from_ints(v, at, r);
+        check_box(region, in_box_, "local");
+        // The output buffer placed in the input's frame: the region's
+        // origin in the output is v[at + 2r ...].
+        Box frame = out_box_;
+        for (int d = 0; d < r; d++) {
+            int64_t shift = v[at + 2 * r + d] - region.lo[d];
+            frame.lo[d] -= shift;
+            frame.hi[d] -= shift;
+        }
+        check_box(region, frame, "local");
+        local_.emplace_back(region, frame);
+    }
+}
+
+void Collective::read_redistribute(const OpCall &c) {
+    kind_ = Kind::Redistribute;
+    TESSERA_CHECK(c.attrs.get_int(c.who(), "world") == world_, "communication node '", c.name, "' was lowered for ",
+                  c.attrs.get_int(c.who(), "world"), " ranks, but the job has ", world_);
+    send_to_.assign(world_, -1);
+    recv_from_.assign(world_, -1);
+    read_pieces(c, "sends", in_box_, sends_, send_to_, send_buf_);
+    read_pieces(c, "recvs", out_box_, recvs_, recv_from_, recv_buf_);
+    read_local(c);
+    int64_t sent = 0;
+    for (const Piece &p : sends_) sent += p.box.elements() * static_cast<int64_t>(elem_);
+    TESSERA_CHECK(sent == bytes_, "communication node '", c.name, "': its sends add up to ", sent,
+                  " bytes, but it records ", bytes_);
+}
+
+// The group's chunks of the input, in group order (unequal where the split is
+// uneven); this rank's has the output's shape.
+void Collective::read_reduce_scatter(const OpCall &c) {
     kind_ = Kind::ReduceScatter;
+    const int r = in_box_.rank();
     std::vector<int64_t> v = ints(c, "chunks");
     TESSERA_CHECK(v.size() == static_cast<size_t>(group_.size()) * 2 * r, "communication node '", c.name,
                   "': 'chunks' needs ", group_.size() * 2 * r, " integers, has ", v.size());
@@ -125,9 +146,9 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
         chunk_counts_.push_back(static_cast<size_t>(chunks_.back().elements()));
         packed += chunk_counts_.back();
     }
-    const int me = group_.index_of(rank);
-    TESSERA_CHECK(chunks_[me].extents() == out_box_.extents(), "communication node '", c.name, "': this rank's chunk ",
-                  chunks_[me].str(), " does not have the output's shape ", out_box_.str());
+    const int me = group_.index_of(rank_);
+    TESSERA_CHECK(chunks_[me].extents() == out_box_.extents(), "communication node '", c.name,
+                  "': this rank's chunk ", chunks_[me].str(), " does not have the output's shape ", out_box_.str());
     send_buf_.resize(packed * elem_);
 }
 

@@ -37,6 +37,13 @@ private:
         Box box;  // sends: in the input's frame; receives: in the output's frame
     };
     void redistribute(Communicator &comm, const std::byte *in, std::byte *out);
+    // The constructor's steps: each kind's attributes, checked against the buffers.
+    void check_box(const Box &b, const Box &frame, const char *what) const;
+    void read_pieces(const OpCall &c, const char *attr, const Box &frame, std::vector<Piece> &list,
+                     std::vector<int> &index, std::vector<std::byte> &buf);
+    void read_local(const OpCall &c);
+    void read_redistribute(const OpCall &c);
+    void read_reduce_scatter(const OpCall &c);
 
     Kind kind_ = Kind::Redistribute;
     std::string name_;

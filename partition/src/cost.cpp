@@ -138,7 +138,6 @@ bool offset_lowerable(const OpCall &call, const std::vector<InputNeed> &needs) {
 OpCall local_call(const OpCall &call, const Shape &out0) {
     OpCall c = call;
     if (c.kind == OpKind::Reshape) c.attrs.set("shape", out0);
-
     if (c.kind == OpKind::Broadcast) {
         int64_t axis = c.attrs.get_int(c.who(), "axis");
         if (axis < 0) axis += static_cast<int64_t>(out0.size());
@@ -178,12 +177,12 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
             for (size_t j = 0; j < o.outputs.size(); j++)
                 if (o.outputs[j].form == OutForm::Split && out[j].shape[o.outputs[j].dim] < k) ok = false;
             if (!ok) continue;
-            // A window read with a halo runs on block plus halo, padded at the
-            // tensor's true borders only (lower.cpp); its shapes agree by construction.
-            const bool halo = halo_lowerable(call, o.inputs) || offset_lowerable(call, o.inputs) ||
-                              whole_then_block(o);
-            if (executable && ((!staged && !s.reductions.empty()) || !(aligned(o) || halo) ||
-                               !runs_on_blocks(call, o) || !(halo || block_shapes_agree(call, o, in, out, k))))
+            // Halos, offsets and whole-then-block have lowerings of their own
+            // (lower.cpp), whose blocks agree by construction.
+            const bool own_lowering = halo_lowerable(call, o.inputs) || offset_lowerable(call, o.inputs) ||
+                                      whole_then_block(o);
+            if (executable && ((!staged && !s.reductions.empty()) || !(aligned(o) || own_lowering) ||
+                               !runs_on_blocks(call, o) || !(own_lowering || block_shapes_agree(call, o, in, out, k))))
                 continue;
             for (const StageReduction &r : s.reductions) {
                 int64_t elements = r.elements.eval(env);

@@ -106,11 +106,14 @@ private:
     InputBlocks input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
     TensorId add_lowest_rows(TensorId in, const Box &block, int d, int64_t before, int64_t after, const Node &node,
                              const std::string &name);
-    std::vector<TensorId> add_whole_then_blocks(const Node &node, const std::vector<TensorId> &local_in,
-                                                const std::vector<Box> &out_box);
+    std::vector<Box> made_blocks(const Node &node, const std::vector<const Strategy *> &choice,
+                                 const std::vector<Box> &out_box) const;
+    std::vector<TensorId> keep_blocks(const Node &node, std::vector<TensorId> outs, const std::vector<Box> &made,
+                                      const std::vector<Box> &out_box);
     std::vector<TensorId> add_local_slice(const Node &node, OpCall call, TensorId in, const Box &in_block,
                                           const Box &out);
-    std::vector<TensorId> add_block_op(const Node &node, std::vector<TensorId> local_in, const InputBlocks &blocks,
+    std::vector<TensorId> add_block_op(const Node &node, const std::vector<const Strategy *> &choice,
+                                       std::vector<TensorId> local_in, const InputBlocks &blocks,
                                        const std::vector<Box> &out_box);
     std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
                                     size_t elem) const;
@@ -336,7 +339,8 @@ TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::v
     const DType dtype = g_.tensor(whole).type.dtype;
     // A rank that needs none of it (a slice gradient's block outside the
     // slice) still sends its part; its output is one element nothing reads.
-    if (out_box.empty()) return add_comm(why, std::move(a), src, dtype, Box::whole(Shape(out_box.rank(), 1)), kNoTensor, role);
+    if (out_box.empty())
+        return add_comm(why, std::move(a), src, dtype, Box::whole(Shape(out_box.rank(), 1)), kNoTensor, role);
     return add_comm(why, std::move(a), src, dtype, out_box, whole, role);
 }
 
@@ -465,15 +469,11 @@ std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<Tens
 // border they are padding added here (zeros: slice_grad places the block
 // inside a zero tensor; for max pooling, the lowest float), so the padding
 // is applied at the true borders only.
-std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<TensorId> local_in,
-                                            const InputBlocks &blocks, const std::vector<Box> &out_box) {
-    bool whole_in = true, whole_out = true;
-    for (size_t i = 0; i < node.inputs.size(); i++)
-        whole_in = whole_in && blocks.block[i][rank_] == Box::whole(g_.tensor(node.inputs[i]).type.shape);
-    for (size_t j = 0; j < node.outputs.size(); j++)
-        whole_out = whole_out && out_box[j] == Box::whole(g_.tensor(node.outputs[j]).type.shape);
-    if (whole_in && !whole_out) return add_whole_then_blocks(node, local_in, out_box);
-    OpCall call = part::local_call(node.call, out_box[0].extents());
+std::vector<TensorId> Lowerer::add_block_op(const Node &node, const std::vector<const Strategy *> &choice,
+                                            std::vector<TensorId> local_in, const InputBlocks &blocks,
+                                            const std::vector<Box> &out_box) {
+    const std::vector<Box> made = made_blocks(node, choice, out_box);
+    OpCall call = part::local_call(node.call, made[0].extents());
     if (node.call.kind == OpKind::Slice || node.call.kind == OpKind::SliceGrad)
         return add_local_slice(node, call, local_in[0], blocks.block[0][rank_], out_box[0]);
     const int h = part::halo_input(node.call);
@@ -494,19 +494,36 @@ std::vector<TensorId> Lowerer::add_block_op(const Node &node, std::vector<Tensor
         pad.attrs.set("extent", want.hi[d] - want.lo[d]);
         local_in[h] = add_op(pad, {local_in[h]}, node, {})[0];
     }
-    return add_op(call, local_in, node, out_box);
+    return keep_blocks(node, add_op(call, local_in, node, made), made, out_box);
 }
 
-// An operator whose strategy reads its inputs whole but splits an output
-// (part::whole_then_block): it runs whole, and each output keeps this rank's
-// block, sliced out one split dimension at a time.
-std::vector<TensorId> Lowerer::add_whole_then_blocks(const Node &node, const std::vector<TensorId> &local_in,
-                                                     const std::vector<Box> &out_box) {
-    std::vector<Box> whole;
-    for (TensorId t : node.outputs) whole.push_back(Box::whole(g_.tensor(t).type.shape));
-    std::vector<TensorId> outs = add_op(node.call, local_in, node, whole);
+// The blocks the operator makes on this rank: the planned ones, except along
+// a dimension that a level splits while reading every input whole
+// (part::whole_then_block: an input gradient along the input's height), where
+// the kernel makes the whole extent and keep_blocks slices the block out.
+std::vector<Box> Lowerer::made_blocks(const Node &node, const std::vector<const Strategy *> &choice,
+                                      const std::vector<Box> &out_box) const {
+    std::vector<Box> made = out_box;
+    for (const Strategy *s : choice) {
+        if (!s || std::any_of(s->inputs.begin(), s->inputs.end(),
+                              [](const tessera::InputNeed &n) { return n.kind == NeedKind::Split; }))
+            continue;
+        for (size_t j = 0; j < s->outputs.size(); j++) {
+            if (s->outputs[j].kind != OutKind::Split) continue;
+            const int d = s->outputs[j].dim;
+            made[j].lo[d] = 0;
+            made[j].hi[d] = g_.tensor(node.outputs[j]).type.shape[d];
+        }
+    }
+    return made;
+}
+
+// Each output `outs[j]`, which holds the block made[j], cut down to this
+// rank's planned block out_box[j], one dimension at a time.
+std::vector<TensorId> Lowerer::keep_blocks(const Node &node, std::vector<TensorId> outs, const std::vector<Box> &made,
+                                           const std::vector<Box> &out_box) {
     for (size_t j = 0; j < outs.size(); j++) {
-        Box have = whole[j];
+        Box have = made[j];
         for (int d = 0; d < have.rank(); d++) {
             if (have.lo[d] == out_box[j].lo[d] && have.hi[d] == out_box[j].hi[d]) continue;
             OpCall slice{OpKind::Slice, node.call.name + "#block" + std::to_string(j) + "_" + std::to_string(d), {}};
@@ -687,7 +704,7 @@ void Lowerer::lower_node(NodeId n) {
     for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
     if (staged) raw = add_staged(node, choice, local_in, in_boxes, out_box);
     if (build_) {
-        if (!staged) raw = add_block_op(node, local_in, blocks, out_box);
+        if (!staged) raw = add_block_op(node, choice, local_in, blocks, out_box);
         const double alpha = mean_rescale(node, in_box[0]);
         if (alpha != 1.0) {
             OpCall scale{OpKind::Scale, node.call.name + "#whole_batch", {}};
