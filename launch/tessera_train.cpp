@@ -27,6 +27,39 @@ int finish(int code, int world) {
     return code;
 }
 
+// --device-mem and the swap planner's flags.
+void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
+    app.add_option("--device-mem", o.device_mem,
+                   "Device arena size, e.g. 512MiB or 2GiB (default: what the memory plan needs); below that, "
+                   "--swap plans what moves to host memory");
+    app.add_option("--swap", o.swap,
+                   "Under a --device-mem the run does not fit: advisor (plan swaps with SwapAdvisor's search), lru "
+                   "or vdnn (baselines), none (fail), or auto (advisor when needed)")
+        ->check(CLI::IsMember({"auto", "advisor", "lru", "vdnn", "none"}))
+        ->capture_default_str();
+    app.add_option("--swap-time-limit", o.swap_time_limit_s, "Seconds the swap planner may search")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--swap-generations", o.swap_generations, "Generations of the swap planner's search")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--swap-population", o.swap_population, "Population of the swap planner's search")
+        ->check(CLI::Range(2, 100000))
+        ->capture_default_str();
+}
+
+// What the run writes: metrics, checkpoints, progress.
+void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
+    app.add_option("--metrics", o.metrics_path, "Write JSON lines: one per step and one per evaluation");
+    app.add_option("--checkpoint", o.checkpoint_dir, "Directory for checkpoints (safetensors)");
+    app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (default: every epoch)");
+    app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint DIR, if there is one");
+    app.add_option("--progress", o.progress, "auto (a bar on a terminal), bar, lines, or none")
+        ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
+        ->capture_default_str();
+    app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -57,31 +90,8 @@ int main(int argc, char **argv) {
                    "auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N; the first line of output "
                    "says which")
         ->capture_default_str();
-    app.add_option("--device-mem", o.device_mem,
-                   "Device arena size, e.g. 512MiB or 2GiB (default: what the memory plan needs); below that, "
-                   "--swap plans what moves to host memory");
-    app.add_option("--swap", o.swap,
-                   "Under a --device-mem the run does not fit: advisor (plan swaps with SwapAdvisor's search), lru "
-                   "or vdnn (baselines), none (fail), or auto (advisor when needed)")
-        ->check(CLI::IsMember({"auto", "advisor", "lru", "vdnn", "none"}))
-        ->capture_default_str();
-    app.add_option("--swap-time-limit", o.swap_time_limit_s, "Seconds the swap planner may search")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--swap-generations", o.swap_generations, "Generations of the swap planner's search")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--swap-population", o.swap_population, "Population of the swap planner's search")
-        ->check(CLI::Range(2, 100000))
-        ->capture_default_str();
-    app.add_option("--metrics", o.metrics_path, "Write JSON lines: one per step and one per evaluation");
-    app.add_option("--checkpoint", o.checkpoint_dir, "Directory for checkpoints (safetensors)");
-    app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (default: every epoch)");
-    app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint DIR, if there is one");
-    app.add_option("--progress", o.progress, "auto (a bar on a terminal), bar, lines, or none")
-        ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
-        ->capture_default_str();
-    app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
+    add_memory_flags(app, o);
+    add_output_flags(app, o);
     bool no_eval = false;
     app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
     app.add_option("--partition", o.partition,
