@@ -6,7 +6,7 @@ namespace tessera {
 
 void PartitionFlags::apply(PartitionOptions &o) const {
     if (!force.empty()) o.force = parse_force(force);
-    o.staged_reductions = staged_reductions;
+    o.staged_reductions = !no_staged_reductions;
     o.replicate_weights = !no_replicate_weights;
 }
 
@@ -20,10 +20,11 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
     app.add_option("--force", flags.force,
                    help("fix operators' strategies at every cut: OPERATOR=VARIABLE[,...], e.g. 'bn1=n' (a '*' at "
                         "the end of a name matches every operator it prefixes; VARIABLE may be 'replicate')"));
-    app.add_flag("--staged-reductions", flags.staged_reductions,
-                 help("in the plan tessera-train runs (tessera-plan --executable), let every operator reduce "
-                      "inside itself across devices (synchronised batch norm, softmax over split classes), not "
-                      "only forced ones; off by default (README: staged operators)"));
+    app.add_flag("--no-staged-reductions", flags.no_staged_reductions,
+                 help("keep every operator that reduces inside itself (batch norm, softmax, layer norm) whole "
+                      "along its reduction in the plan tessera-train runs, unless --force splits it; by default "
+                      "such operators may split and combine their statistics across devices (synchronised batch "
+                      "norm)"));
     app.add_flag("--no-replicate-weights", flags.no_replicate_weights,
                  help("do not let the search replicate weights, so that each device holds 1/N of the model "
                       "(this excludes data parallelism from Tofu's space)"));

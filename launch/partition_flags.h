@@ -1,4 +1,4 @@
-// The partition flags both programs take (--force, --staged-reductions,
+// The partition flags both programs take (--force, --no-staged-reductions,
 // --no-replicate-weights), registered in one place so that their names and
 // meanings cannot drift apart between tessera-plan and tessera-train.
 #pragma once
@@ -13,7 +13,7 @@ namespace tessera {
 
 struct PartitionFlags {
     std::string force;               // PartitionOptions::force, as parse_force() reads it
-    bool staged_reductions = false;  // PartitionOptions::staged_reductions
+    bool no_staged_reductions = false;  // !PartitionOptions::staged_reductions
     bool no_replicate_weights = false;
     // Sets force (parsed: throws tessera::Error naming a malformed entry),
     // staged_reductions and replicate_weights.

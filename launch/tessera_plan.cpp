@@ -133,7 +133,7 @@ struct PlanRequest {
     int64_t batch = 32;
     std::string optimizer = "sgd";
     bool coarsen = true, executable = false;
-    tessera::PartitionFlags partition;  // --force, --staged-reductions, --no-replicate-weights
+    tessera::PartitionFlags partition;  // --force, --no-staged-reductions, --no-replicate-weights
 };
 
 struct TrainingGraph {
@@ -420,8 +420,8 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     app.add_option("-o,--output", out_path, "Write to this file instead of standard output");
     app.add_flag("--executable", executable,
-                 "The plan mpirun ... tessera-train --partition runs: reductions inside an operator only with "
-                 "--staged-reductions or --force, no dropout blocks, and each rank's exact bytes once lowered");
+                 "The plan mpirun ... tessera-train --partition runs (no dropout blocks, no partial maxima), "
+                 "with each rank's exact bytes once lowered");
     tessera::add_partition_flags(app, req.partition, "");
     app.add_flag("--no-coarsen", no_coarsen, "Search every tensor and operator on its own (slower)");
     // Swapping.

@@ -49,7 +49,7 @@ struct TrainOptions {
     // every rank plans the same partition (tofu, data, owt or equalchop) and
     // runs its lowered graph. Rank 0 reports and writes files.
     std::string partition = "tofu";
-    PartitionFlags partition_flags;  // --force, --staged-reductions, --no-replicate-weights
+    PartitionFlags partition_flags;  // --force, --no-staged-reductions, --no-replicate-weights
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all
     // staged over MPI: the way when ranks share a GPU), or auto (nccl when every

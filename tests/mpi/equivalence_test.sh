@@ -24,7 +24,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[i]}" in
     --batch) batch=${args[i + 1]} ;;
     --force) plan_flags+=(--force "${args[i + 1]}") ;;
-    --staged-reductions) plan_flags+=(--staged-reductions) ;;
+    --no-staged-reductions) plan_flags+=(--no-staged-reductions) ;;
     --data) data=() ;;
   esac
 done

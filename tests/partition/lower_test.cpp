@@ -108,11 +108,9 @@ TEST(Lower, BlocksTileEveryTensorForEveryLayout) {
             }
 }
 
-// Issue 15's "no executable subset": whatever the unrestricted search picks
-// for a zoo model, lowering runs (halos, offsets, uneven blocks, staged
-// reductions, whole-then-block), and for one cut it sends exactly what the
-// search counted. (tessera-train still plans with PartitionOptions::executable
-// so that staged reductions stay opt-in: README, staged operators.)
+// No executable subset: whatever the unrestricted search picks for a zoo
+// model, lowering runs (halos, offsets, uneven blocks, staged reductions,
+// whole-then-block), and for one cut it sends exactly what the search counted.
 TEST(Lower, TheUnrestrictedSearchsPlansLower) {
     for (const char *spec : kModels) {
         Graph g = training_graph(spec, 24);

@@ -261,7 +261,6 @@ TEST(PartitionClosedForm, DataParallelWResNetIsDdpWithSyncBatchNorm) {
     PartitionOptions o;
     o.strategy = PartitionStrategy::DataParallel;
     o.executable = true;
-    o.staged_reductions = true;
     Plan p = partition(m.graph, flat_machine(n), o);
     const int64_t total = 2 * (n - 1) * (G + S + F);
     EXPECT_EQ(p.comm_bytes, total);

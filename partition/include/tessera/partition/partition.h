@@ -46,16 +46,17 @@ struct PartitionOptions {
     bool replicate_weights = true;  // whether the search may replicate weights
     std::vector<int> cuts;          // overrides machine_cuts (each k over the outermost link)
     int64_t brute_force_limit = int64_t{1} << 22;
-    // Only strategies lowering can run (cost.h: aligned blocks, no reductions
-    // inside an operator); tessera-train plans this way. The plan then also
-    // records each rank's exact bytes per step (Plan::rank_comm_bytes).
+    // Only strategies lowering can run (cost.h: no dropout blocks, no partial
+    // maxima); tessera-train plans this way. The plan then also records each
+    // rank's exact bytes per step (Plan::rank_comm_bytes).
     bool executable = false;
-    // Whether executable plans may reduce inside an operator everywhere (run
-    // as staged operators, tessera/lang/staged.h). Off by default for now: with
-    // synchronised batch norm, training drifts from the single process more
-    // than the 1e-5 equivalence bar on some models (README, findings). Forced
-    // operators (below) may always.
-    bool staged_reductions = false;
+    // Whether executable plans may reduce inside an operator (run as staged
+    // operators, tessera/lang/staged.h: synchronised batch norm, softmax over
+    // split classes). On by default, so that what runs is what the search
+    // finds; off keeps every such operator whole along its reduction, unless
+    // forced (below). Summing a statistic in another order can flip a ReLU
+    // whose input sits within rounding of zero (docs/lowering.md).
+    bool staged_reductions = true;
     // Operators whose strategy is fixed at every cut: (name, index variable or
     // "replicate"). A name ending in '*' matches every operator it prefixes. So
     // that tests and users can run a path the search would not choose.
