@@ -38,6 +38,8 @@
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
+#include "tessera/pipeline/run_plan.h"
+#include "tessera/pipeline/stage_log.h"
 #include "tessera/swap/render.h"
 #include "tessera/swap/roofline.h"
 #include "tessera/swap/swap_plan.h"
@@ -84,14 +86,6 @@ std::string ops_text(bool all_variants, const std::string &format) {
     nlohmann::json j = nlohmann::json::parse(tessera::strategies_json(entries, -1));
     for (auto &e : j) e["name"] = e["variant"].get<std::string>().substr(0, e["variant"].get<std::string>().find('['));
     return j.dump(2) + "\n";
-}
-
-// TESSERA_LOG=partition (or all) also prints the plan table to stderr.
-bool log_enabled(const char *stage) {
-    const char *v = std::getenv("TESSERA_LOG");
-    if (!v) return false;
-    std::string s = std::string(",") + v + ",";
-    return s.find(",all,") != std::string::npos || s.find(std::string(",") + stage + ",") != std::string::npos;
 }
 
 std::vector<std::string> split_list(const std::string &text) {
@@ -141,17 +135,17 @@ struct TrainingGraph {
     tessera::Graph graph;
 };
 
-// The model's training graph: what every plan below is made for.
+// The model's training graph (the pipeline's first stages): what every plan
+// below is made for.
 TrainingGraph training_graph(const PlanRequest &r) {
     using namespace tessera;
-    TESSERA_CHECK(r.batch >= 1, "--batch must be at least 1, got ", r.batch);
+    RunSpec spec;
+    spec.model = r.model;
+    spec.batch = r.batch;
+    spec.optimizer.kind = optimizer_from_name(r.optimizer);
     TrainingGraph tg;
     tg.spec = model_spec_str(parse_model_spec(r.model));
-    OptimizerConfig opt;
-    opt.kind = optimizer_from_name(r.optimizer);
-    Model m = build_model(tg.spec, r.batch);
-    make_training_graph(m.graph, m.loss, opt);
-    tg.graph = std::move(m.graph);
+    tg.graph = std::move(build_training_model(spec).graph);
     return tg;
 }
 
@@ -172,7 +166,7 @@ std::vector<tessera::Plan> make_plans(const PlanRequest &r, const TrainingGraph 
         o.executable = r.executable;
         r.partition.apply(o);
         plans.push_back(partition(tg.graph, r.machine, o));
-        if (log_enabled("partition")) std::cerr << "---- partition ----\n" << plan_table(plans.back());
+        log_stage("partition", plan_table(plans.back()));
     }
     return plans;
 }
@@ -294,8 +288,7 @@ SwapResult plan_swapping(const SwapRequest &s, const TrainingGraph &tg, const te
         ProgressPrinter printer(swap_policy_name(p));
         o.progress = [&printer](const SwapProgress &pr) { printer(pr); };
         r.plans.push_back(plan_swaps(problem, o));
-        if (log_enabled("swap")) std::cerr << "---- swap (" << swap_policy_name(p) << ") ----\n"
-                                           << swap_plan_table(r.graph, r.plans.back());
+        log_stage("swap", std::string("(") + swap_policy_name(p) + ")\n" + swap_plan_table(r.graph, r.plans.back()));
     }
     return r;
 }

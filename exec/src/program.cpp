@@ -146,7 +146,12 @@ Program build_program(const Graph &g, const std::vector<NodeId> &order) {
     return emit_program(g, order, std::vector<bool>(order.size(), true));
 }
 
-Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets) {
+namespace {
+
+// Which entries of `order` the targets need: walking the order backwards, a
+// node is needed when it produces a needed tensor, and then its inputs are.
+std::vector<bool> needed_entries(const Graph &g, const std::vector<NodeId> &order,
+                                 const std::vector<TensorId> &targets) {
     std::vector<bool> in_order(g.num_nodes(), false), needed_tensor(g.num_tensors(), false);
     for (NodeId n : order) {
         TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "build_program_for: node ", n,
@@ -161,8 +166,6 @@ Program build_program_for(const Graph &g, const std::vector<NodeId> &order, cons
                       "' is computed by node '", g.node(p).call.name, "', which is not in the node order");
         needed_tensor[t] = true;
     }
-    // Walk the order backwards: a node is needed when it produces a needed
-    // tensor, and then its inputs are needed.
     std::vector<bool> keep(order.size(), false);
     for (size_t i = order.size(); i-- > 0;) {
         const Node &node = g.node(order[i]);
@@ -170,7 +173,21 @@ Program build_program_for(const Graph &g, const std::vector<NodeId> &order, cons
         if (keep[i])
             for (TensorId t : node.inputs) needed_tensor[t] = true;
     }
-    return emit_program(g, order, keep);
+    return keep;
+}
+
+}  // namespace
+
+Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets) {
+    return emit_program(g, order, needed_entries(g, order, targets));
+}
+
+std::vector<NodeId> order_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets) {
+    const std::vector<bool> keep = needed_entries(g, order, targets);
+    std::vector<NodeId> out;
+    for (size_t i = 0; i < order.size(); i++)
+        if (keep[i]) out.push_back(order[i]);
+    return out;
 }
 
 void check_program(const Graph &g, const Program &p) {

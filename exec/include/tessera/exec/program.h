@@ -122,6 +122,10 @@ Program build_program(const Graph &g, const std::vector<NodeId> &order);
 // node of `order`.
 Program build_program_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets);
 
+// The nodes build_program_for would run, as an order (what the swap planner
+// plans the evaluation pass over).
+std::vector<NodeId> order_for(const Graph &g, const std::vector<NodeId> &order, const std::vector<TensorId> &targets);
+
 // Checks what the executor relies on: valid node, stream, event and tensor
 // ids; each node computed at most once, after its inputs' producers; every
 // wait after a record of its event; swaps with non-negative sizes and offsets.

@@ -1,0 +1,105 @@
+// The pipeline from a model to what one device runs, as one straight list of
+// stages. Both programs call it: tessera-plan with the roofline model's
+// operator times, tessera-train with times profiled on its device.
+//
+//   RunSpec spec = ...;                       // model, batch, optimizer, machine, rank, budget
+//   RunPlan run = plan_run(spec, op_timer);   // every stage logged with TESSERA_LOG
+//   Executor ex(run.graph(), device, run.memory);
+//   ex.run(run.train);
+//
+// The stages, in order (each one's result is logged under its name):
+//   model      build_model(spec.model, spec.batch)
+//   graph      make_training_graph: backward pass and optimizer updates
+//   partition  Tofu's search over spec.machine (more than one device only)
+//   lowered    this rank's graph: local shapes and communication nodes
+//   memory     operator order and the static memory plan
+//   swap       SwapAdvisor's plans for the training step and the evaluation
+//              pass, when the budget is below what the memory plan needs
+//   program    the programs the executor runs
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/exec/memory_plan.h"
+#include "tessera/exec/program.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/models/zoo.h"
+#include "tessera/partition/lower.h"
+#include "tessera/partition/machine.h"
+#include "tessera/partition/partition.h"
+#include "tessera/swap/swap_plan.h"
+
+namespace tessera {
+
+struct SwapSpec {
+    // advisor (SwapAdvisor's planner), lru or vdnn (the baselines), none (a
+    // budget below the footprint is an error), or auto (advisor when the
+    // budget is too small, nothing otherwise).
+    std::string policy = "auto";
+    uint64_t seed = 1;
+    double time_limit_s = 30;  // the planner's search limit
+    int generations = 100;
+    int population = 24;
+    std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
+};
+
+struct RunSpec {
+    std::string model = "mlp";  // a zoo spec, "NAME[:key=value,...]"
+    int64_t batch = 128;
+    OptimizerConfig optimizer;
+    Machine machine = flat_machine(1);
+    int rank = 0;                    // which device of `machine` this run is for
+    PartitionOptions partition;      // strategy and flags; plan_run makes it executable
+    std::optional<int64_t> budget;   // device bytes; none: what the memory plan needs
+    SwapSpec swap;
+    bool log_stages = true;          // TESSERA_LOG's sections (rank 0 of a job only)
+};
+
+// What the swap planner needs to know of the device: each operator's time and
+// the host link's bandwidths.
+struct OpTimes {
+    std::vector<double> node_time_s;  // per NodeId of the graph timed
+    double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
+};
+
+// Called only when the run swaps: times the operators of `g` (in `order`) on
+// a device whose arena is `budget` bytes.
+using OpTimer = std::function<OpTimes(const Graph &g, const std::vector<NodeId> &order, int64_t budget)>;
+
+struct SwapPlans {
+    SwapPlan train, forward;  // the forward plan keeps the training plan's homes
+    OpTimes times;            // what they were planned with
+};
+
+struct RunPlan {
+    Model model;                       // its graph is the training graph
+    std::optional<Plan> partition;     // more than one device only
+    std::optional<DeviceGraph> lowered;
+    std::vector<NodeId> order;         // of graph()
+    MemoryPlan memory;                 // with swapping, the swap run's
+    int64_t footprint = 0;             // arena bytes the default order needs without swapping
+    int64_t arena = 0;                 // the device's arena: the budget, or the footprint
+    std::optional<SwapPlans> swaps;
+    Program train, forward;            // forward: logits and loss, for evaluation
+
+    bool sharded() const { return lowered.has_value(); }
+    // What this device runs: the lowered graph, or the training graph.
+    const Graph &graph() const { return lowered ? lowered->graph : model.graph; }
+    // The tensor of graph() that holds training-graph tensor `t`.
+    TensorId local(TensorId t) const { return lowered ? lowered->local[t] : t; }
+};
+
+// Every stage above, in order. Throws tessera::Error for a bad spec (unknown
+// model or policy, a budget that cannot work).
+RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer);
+
+// The stages one at a time, for callers that stop part way (tessera-plan
+// shows a partition without lowering it).
+Model build_training_model(const RunSpec &spec);
+Plan plan_partition(const RunSpec &spec, const Graph &training_graph);
+
+}  // namespace tessera

@@ -1,0 +1,133 @@
+#include "tessera/pipeline/run_plan.h"
+
+#include <fmt/format.h>
+
+#include "tessera/error.h"
+#include "tessera/exec/size.h"
+#include "tessera/exec/swap_program.h"
+#include "tessera/partition/render.h"
+#include "tessera/pipeline/stage_log.h"
+
+namespace tessera {
+
+namespace {
+
+void check_spec(const RunSpec &spec) {
+    TESSERA_CHECK(spec.batch >= 1, "--batch must be at least 1, got ", spec.batch);
+    const int devices = spec.machine.devices();
+    TESSERA_CHECK(spec.rank >= 0 && spec.rank < devices, "rank ", spec.rank, " is not a rank of ", devices,
+                  devices == 1 ? " device" : " devices", "; give 0 to ", devices - 1);
+    const std::string &p = spec.swap.policy;
+    TESSERA_CHECK(p == "auto" || p == "none" || p == "advisor" || p == "lru" || p == "vdnn", "--swap: unknown policy '",
+                  p, "'; valid: advisor, lru, vdnn, none, auto");
+    TESSERA_CHECK(!spec.budget || *spec.budget > 0, "--device-mem must be positive");
+}
+
+// Whether the run swaps: a policy was asked for, or auto and the budget is
+// below what the memory plan needs. With none, such a budget is an error.
+bool needs_swapping(const RunSpec &spec, int64_t footprint) {
+    const std::string &p = spec.swap.policy;
+    const bool tight = spec.budget && *spec.budget < footprint;
+    if (p == "none" && tight)
+        fail("--device-mem is ", format_bytes(*spec.budget), " but this run needs ", footprint, " bytes (",
+             format_bytes(footprint), ") without swapping; use --device-mem ", size_flag_at_least(footprint),
+             " or more, or --swap advisor to train within the budget");
+    if (p == "none") return false;
+    return p != "auto" || tight;
+}
+
+SwapOptions swap_options(const SwapSpec &s) {
+    SwapOptions o;
+    o.policy = swap_policy_from_name(s.policy == "auto" ? "advisor" : s.policy);
+    o.seed = s.seed;
+    o.time_limit_s = s.time_limit_s;
+    o.generations = s.generations;
+    o.population = s.population;
+    return o;
+}
+
+// The training step's plan, then the evaluation pass's over the same homes
+// (so that both run against the same weights) with a shorter search.
+SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget, const OpTimer &op_timer) {
+    const Graph &g = run.graph();
+    SwapProblem problem;
+    problem.graph = &g;
+    problem.order = run.order;
+    problem.budget = budget;
+    problem.node_time_s.assign(static_cast<size_t>(g.num_nodes()), 0.0);
+    problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = 1;
+    // A budget that cannot work fails now, naming the operator, before the
+    // operators are timed (profiling needs each one's working set in the arena).
+    if (min_swap_budget(problem) > budget) plan_swaps(problem);
+    SwapPlans s;
+    s.times = op_timer(g, run.order, budget);
+    problem.node_time_s = s.times.node_time_s;
+    problem.h2d_bytes_per_s = s.times.h2d_bytes_per_s;
+    problem.d2h_bytes_per_s = s.times.d2h_bytes_per_s;
+    SwapOptions o = swap_options(spec.swap);
+    o.progress = spec.swap.progress;
+    s.train = plan_swaps(problem, o);
+
+    SwapProblem fp = problem;
+    fp.order = order_for(g, run.order, {run.local(run.model.logits), run.local(run.model.loss)});
+    fp.homes_from = &s.train;
+    o.progress = nullptr;
+    o.generations = std::max(1, o.generations / 4);
+    s.forward = plan_swaps(fp, o);
+    return s;
+}
+
+}  // namespace
+
+Model build_training_model(const RunSpec &spec) {
+    check_spec(spec);
+    log_enabled("model");  // every process reads TESSERA_LOG, so that a typo fails on every rank
+    Model m = build_model(spec.model, spec.batch);
+    if (spec.log_stages) log_stage("model", m.description);
+    make_training_graph(m.graph, m.loss, spec.optimizer);
+    if (spec.log_stages) log_stage("graph", graph_summary(m.graph));
+    return m;
+}
+
+Plan plan_partition(const RunSpec &spec, const Graph &training_graph) {
+    PartitionOptions po = spec.partition;
+    po.model = model_spec_str(parse_model_spec(spec.model));
+    Plan p = partition(training_graph, spec.machine, po);
+    if (spec.log_stages) log_stage("partition", plan_table(p));
+    return p;
+}
+
+RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
+    auto log = [&](const char *stage, const std::string &text) {
+        if (spec.log_stages) log_stage(stage, text);
+    };
+    RunPlan run;
+    run.model = build_training_model(spec);
+    if (spec.machine.devices() > 1) {
+        RunSpec executable = spec;
+        executable.partition.executable = true;
+        run.partition = plan_partition(executable, run.model.graph);
+        run.lowered = lower(run.model.graph, *run.partition, spec.rank);
+        log("lowered", graph_summary(run.lowered->graph));
+    }
+    run.order = default_order(run.graph());
+    run.memory = plan_memory(run.graph(), run.order);
+    run.footprint = run.arena = run.memory.arena_bytes;
+    if (spec.budget) run.arena = *spec.budget;
+    log("memory", run.memory.summary());
+    if (needs_swapping(spec, run.footprint)) {
+        run.swaps = plan_swapping(spec, run, run.arena, op_timer);
+        log("swap", swap_plan_table(run.graph(), run.swaps->train));
+        SwapRun swapped = build_swap_run(run.graph(), run.swaps->train, &run.swaps->forward);
+        run.memory = std::move(swapped.memory);
+        run.train = std::move(swapped.train);
+        run.forward = std::move(swapped.forward);
+    } else {
+        run.train = build_program(run.graph(), run.order);
+        run.forward = build_program_for(run.graph(), run.order, {run.local(run.model.logits), run.local(run.model.loss)});
+    }
+    log("program", run.train.to_string(run.graph()));
+    return run;
+}
+
+}  // namespace tessera
