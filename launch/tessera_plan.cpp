@@ -38,6 +38,7 @@
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
+#include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/pipeline/stage_log.h"
 #include "tessera/swap/render.h"
@@ -180,6 +181,7 @@ struct SwapRequest {
     std::string device = "cpu";
     std::string host_bandwidth;  // empty: the roofline device's
     int rank = 0;
+    bool all_ranks = false;      // --rank all: the plan file holds every rank's swap plans
     tessera::SwapOptions options;
 };
 
@@ -370,6 +372,76 @@ std::string add_swap_html(const std::string &page, const SwapResult &r) {
     return page.substr(0, at) + s + page.substr(at);
 }
 
+int parse_rank(const std::string &text) {
+    size_t used = 0;
+    int r = -1;
+    try {
+        r = std::stoi(text, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    TESSERA_CHECK(used == text.size() && r >= 0, "--rank: '", text, "' is not a rank (0, 1, ...) or 'all'");
+    return r;
+}
+
+// The pipeline's spec for the plans below, as tessera-train would make it.
+tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::PartitionStrategy strategy) {
+    tessera::RunSpec spec;
+    spec.model = r.model;
+    spec.batch = r.batch;
+    spec.optimizer.kind = tessera::optimizer_from_name(r.optimizer);
+    spec.machine = r.machine;
+    spec.partition.strategy = strategy;
+    spec.partition.coarsen = r.coarsen;
+    r.partition.apply(spec.partition);
+    if (!s.device_mem.empty()) spec.budget = tessera::parse_size(s.device_mem, "--device-mem");
+    spec.swap.policy = s.policy;
+    spec.swap.seed = s.options.seed;
+    spec.swap.time_limit_s = s.options.time_limit_s;
+    spec.swap.generations = s.options.generations;
+    spec.swap.population = s.options.population;
+    spec.log_stages = false;
+    return spec;
+}
+
+// Each rank's swap plans for the training step and the evaluation pass (the
+// pipeline's, with roofline times), for tessera-train --plan.
+std::map<int, tessera::SwapPlans> rank_swap_plans(const tessera::RunSpec &base, const SwapResult &swapped,
+                                                  const tessera::Plan &partition_plan, bool all_ranks) {
+    using namespace tessera;
+    std::map<int, SwapPlans> out;
+    OpTimer roofline = [&swapped](const Graph &g, const std::vector<NodeId> &, int64_t) {
+        OpTimes t;
+        t.node_time_s = roofline_node_times(g, swapped.device);
+        t.h2d_bytes_per_s = t.d2h_bytes_per_s = swapped.host_bytes_per_s;
+        return t;
+    };
+    for (int rank = 0; rank < swapped.devices; rank++) {
+        if (!all_ranks && rank != swapped.rank) continue;
+        RunSpec spec = base;
+        spec.rank = rank;
+        if (swapped.devices > 1) spec.given_partition = partition_plan;
+        RunPlan run = plan_run(spec, roofline);
+        if (run.swaps) out[rank] = *run.swaps;
+    }
+    return out;
+}
+
+// The JSON tessera-train --plan reads: the plan, what it was made for, and
+// (under a budget, for a policy that runs) the ranks' swap plans.
+std::string plan_file_json(const PlanRequest &req, const SwapRequest &swap, const tessera::Plan &plan,
+                           const std::optional<SwapResult> &swapped) {
+    nlohmann::json j = nlohmann::json::parse(tessera::plan_to_json(plan));
+    const tessera::RunSpec spec = run_spec(req, swap, tessera::partition_strategy_from_name(plan.strategy));
+    j["run"] = tessera::run_identity(spec);
+    if (swapped) {
+        add_swap_json(j, *swapped);
+        const bool runnable = !swap.compare && swap.policy != "none" && swap.policy != "ideal";
+        if (runnable) j["swap_ranks"] = tessera::swap_ranks_json(rank_swap_plans(spec, *swapped, plan, swap.all_ranks));
+    }
+    return j.dump(2) + "\n";
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -429,7 +501,10 @@ int main(int argc, char **argv) {
         app.add_option("--device", swap.device, "Roofline device for operator times: cpu or h100")->capture_default_str();
     auto *bw_opt = app.add_option("--host-bandwidth", swap.host_bandwidth,
                                   "Host-device copy bandwidth (e.g. 25GB/s), instead of the device's");
-    auto *rank_opt = app.add_option("--rank", swap.rank, "With several devices: the rank whose graph to swap")
+    std::string rank_text = "0";
+    auto *rank_opt = app.add_option("--rank", rank_text,
+                                    "With several devices: the rank whose graph to swap, or 'all' (the JSON then "
+                                    "holds every rank's swap plans, for tessera-train --plan under mpirun)")
                          ->capture_default_str();
     auto *pop_opt = app.add_option("--population", swap.options.population, "Swap search: population size")
                         ->capture_default_str();
@@ -503,6 +578,8 @@ int main(int argc, char **argv) {
                     }
                 }
                 tessera::parse_size(swap.device_mem, "--device-mem");
+                swap.all_ranks = rank_text == "all";
+                if (!swap.all_ranks) swap.rank = parse_rank(rank_text);
                 if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
                 TESSERA_CHECK(swap.options.population >= 2, "--population must be at least 2, got ",
                               swap.options.population);
@@ -517,13 +594,7 @@ int main(int argc, char **argv) {
             if (!compare.empty()) {
                 text = format == "json" ? tessera::compare_json(plans) + "\n" : tessera::compare_table(plans);
             } else if (format == "json") {
-                text = tessera::plan_to_json(plans[0]);
-                if (swapped) {
-                    nlohmann::json j = nlohmann::json::parse(text);
-                    add_swap_json(j, *swapped);
-                    text = j.dump(2);
-                }
-                text += "\n";
+                text = plan_file_json(req, swap, plans[0], swapped);
             } else if (format == "dot") {
                 text = tessera::plan_dot(plans[0]);
             } else if (format == "html") {

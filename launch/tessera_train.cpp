@@ -99,6 +99,9 @@ int main(int argc, char **argv) {
         ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
         ->capture_default_str();
     tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
+    app.add_option("--plan", o.plan_path,
+                   "Run the partition and swap plans in this file (tessera-plan ... --format json -o FILE) instead "
+                   "of searching; a plan for another model, batch, optimizer, device count or budget is refused");
     app.add_option("--comm", o.comm_backend,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")

@@ -19,6 +19,7 @@
 #include "tessera/exec/profile.h"
 #include "tessera/exec/size.h"
 #include "tessera/partition/partition.h"
+#include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/swap/swap_plan.h"
 
@@ -72,6 +73,7 @@ RunSpec run_spec(const TrainOptions &o, int ranks, int rank, bool root) {
     spec.swap.generations = o.swap_generations;
     spec.swap.population = o.swap_population;
     if (root) spec.swap.progress = swap_progress(isatty(STDERR_FILENO) != 0);
+    if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;
 }
 
@@ -127,16 +129,20 @@ bool choose_nccl(const std::string &flag, const DeviceChoice &choice, bool shard
     return sharded;
 }
 
-std::string swap_summary(const RunPlan &run, double profile_s) {
+std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profile_s) {
     const SwapPlan &t = run.swaps->train;
     const OpTimes &times = run.swaps->times;
-    return fmt::format(
-        "swap {}: profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s | "
-        "per step {} out, {} in | predicted {:.1f} ms/step, {:.0f}% of ideal {:.1f} ms | {} pinned, {} pools",
-        swap_policy_name(t.policy), profile_s, times.h2d_bytes_per_s / 1e9, times.d2h_bytes_per_s / 1e9,
-        t.search_s + run.swaps->forward.search_s, format_bytes(t.swap_out_bytes), format_bytes(t.swap_in_bytes),
-        t.time_s * 1e3, t.time_s > 0 ? 100 * t.ideal_time_s / t.time_s : 100.0, t.ideal_time_s * 1e3,
-        format_bytes(t.pinned_bytes), t.pools.size());
+    const std::string how =
+        times.node_time_s.empty()
+            ? fmt::format("from --plan {}", o.plan_path)
+            : fmt::format("profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s",
+                          profile_s, times.h2d_bytes_per_s / 1e9, times.d2h_bytes_per_s / 1e9,
+                          t.search_s + run.swaps->forward.search_s);
+    return fmt::format("swap {}: {} | per step {} out, {} in | predicted {:.1f} ms/step, {:.0f}% of ideal {:.1f} ms | "
+                       "{} pinned, {} pools",
+                       swap_policy_name(t.policy), how, format_bytes(t.swap_out_bytes), format_bytes(t.swap_in_bytes),
+                       t.time_s * 1e3, t.time_s > 0 ? 100 * t.ideal_time_s / t.time_s : 100.0, t.ideal_time_s * 1e3,
+                       format_bytes(t.pinned_bytes), t.pools.size());
 }
 
 std::string partition_banner(const TrainOptions &o, const RunPlan &run, const DeviceChoice &choice, bool nccl) {
@@ -144,7 +150,7 @@ std::string partition_banner(const TrainOptions &o, const RunPlan &run, const De
     for (int k : run.lowered->cuts) cuts += (cuts.empty() ? "" : "x") + std::to_string(k);
     std::string s = fmt::format("partition {} over {} ranks (cuts {}) | {} communication nodes | rank 0 sends {} "
                                 "per step, all ranks {}\n",
-                                o.partition, run.partition->devices, cuts, run.lowered->comm_nodes,
+                                run.partition->strategy, run.partition->devices, cuts, run.lowered->comm_nodes,
                                 format_bytes(run.lowered->comm_bytes), format_bytes(run.partition->lowered_comm_bytes()));
     if (choice.cuda)
         s += nccl ? "collectives: all-reduces on the GPU through NCCL, the rest staged through pinned host memory "
@@ -161,7 +167,7 @@ void print_banner(const TrainOptions &o, const RunPlan &run, const DataSplit &da
                                  format_bytes(run.footprint),
                                  static_cast<double>(run.footprint) / static_cast<double>(run.arena),
                                  run.model.description)
-                  << swap_summary(run, profile_s) << "\n";
+                  << swap_summary(o, run, profile_s) << "\n";
     else
         std::cout << fmt::format("arena {} (plan {}, lower bound {}) | {}\n", format_bytes(run.arena),
                                  format_bytes(run.memory.arena_bytes), format_bytes(run.memory.lower_bound),

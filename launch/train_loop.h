@@ -50,6 +50,7 @@ struct TrainOptions {
     // runs its lowered graph. Rank 0 reports and writes files.
     std::string partition = "tofu";
     PartitionFlags partition_flags;  // --force, --no-staged-reductions, --no-replicate-weights
+    std::string plan_path;           // --plan: plans made by tessera-plan, run instead of searching
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all
     // staged over MPI: the way when ranks share a GPU), or auto (nccl when every

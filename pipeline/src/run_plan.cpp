@@ -77,6 +77,15 @@ SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget,
     return s;
 }
 
+// A partition plan given to the run must be for this training graph.
+void check_plan_fits(const Plan &p, const Graph &g) {
+    TESSERA_CHECK(static_cast<int64_t>(p.ops.size()) == g.num_nodes(), "the given partition plan has ", p.ops.size(),
+                  " operators but the training graph has ", g.num_nodes());
+    for (NodeId n = 0; n < g.num_nodes(); n++)
+        TESSERA_CHECK(p.ops[n].node == g.node(n).call.name, "the given partition plan's operator ", n, " is '",
+                      p.ops[n].node, "' but the training graph's is '", g.node(n).call.name, "'");
+}
+
 }  // namespace
 
 Model build_training_model(const RunSpec &spec) {
@@ -106,7 +115,8 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     if (spec.machine.devices() > 1) {
         RunSpec executable = spec;
         executable.partition.executable = true;
-        run.partition = plan_partition(executable, run.model.graph);
+        if (spec.given_partition) check_plan_fits(*spec.given_partition, run.model.graph);
+        run.partition = spec.given_partition ? *spec.given_partition : plan_partition(executable, run.model.graph);
         run.lowered = lower(run.model.graph, *run.partition, spec.rank);
         log("lowered", graph_summary(run.lowered->graph));
     }
@@ -116,7 +126,7 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     if (spec.budget) run.arena = *spec.budget;
     log("memory", run.memory.summary());
     if (needs_swapping(spec, run.footprint)) {
-        run.swaps = plan_swapping(spec, run, run.arena, op_timer);
+        run.swaps = spec.given_swaps ? *spec.given_swaps : plan_swapping(spec, run, run.arena, op_timer);
         log("swap", swap_plan_table(run.graph(), run.swaps->train));
         SwapRun swapped = build_swap_run(run.graph(), run.swaps->train, &run.swaps->forward);
         run.memory = std::move(swapped.memory);

@@ -47,6 +47,18 @@ struct SwapSpec {
     std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
 };
 
+// What the swap planner needs to know of the device: each operator's time and
+// the host link's bandwidths.
+struct OpTimes {
+    std::vector<double> node_time_s;  // per NodeId of the graph timed
+    double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
+};
+
+struct SwapPlans {
+    SwapPlan train, forward;  // the forward plan keeps the training plan's homes
+    OpTimes times;            // what they were planned with
+};
+
 struct RunSpec {
     std::string model = "mlp";  // a zoo spec, "NAME[:key=value,...]"
     int64_t batch = 128;
@@ -57,23 +69,14 @@ struct RunSpec {
     std::optional<int64_t> budget;   // device bytes; none: what the memory plan needs
     SwapSpec swap;
     bool log_stages = true;          // TESSERA_LOG's sections (rank 0 of a job only)
+    // Plans made earlier (plan_file.h): run these instead of searching.
+    std::optional<Plan> given_partition;
+    std::optional<SwapPlans> given_swaps;    // for `rank`
 };
 
-// What the swap planner needs to know of the device: each operator's time and
-// the host link's bandwidths.
-struct OpTimes {
-    std::vector<double> node_time_s;  // per NodeId of the graph timed
-    double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
-};
-
-// Called only when the run swaps: times the operators of `g` (in `order`) on
-// a device whose arena is `budget` bytes.
+// Called only when the run swaps and no swap plans were given: times the
+// operators of `g` (in `order`) on a device whose arena is `budget` bytes.
 using OpTimer = std::function<OpTimes(const Graph &g, const std::vector<NodeId> &order, int64_t budget)>;
-
-struct SwapPlans {
-    SwapPlan train, forward;  // the forward plan keeps the training plan's homes
-    OpTimes times;            // what they were planned with
-};
 
 struct RunPlan {
     Model model;                       // its graph is the training graph

@@ -1,0 +1,93 @@
+#include "tessera/pipeline/plan_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "tessera/error.h"
+#include "tessera/exec/size.h"
+
+namespace tessera {
+
+namespace {
+
+std::string budget_text(const nlohmann::json &budget) {
+    return budget.is_null() ? std::string("no --device-mem") : "--device-mem " + format_bytes(budget.get<int64_t>());
+}
+
+// "batch 32", "model mlp:hidden=64", ...: one field of an identity, as the error says it.
+std::string field_text(const std::string &key, const nlohmann::json &v) {
+    if (key == "budget") return budget_text(v);
+    return key + " " + (v.is_string() ? v.get<std::string>() : v.dump());
+}
+
+SwapPlans swap_plans_from_json(const nlohmann::json &e, const std::string &source) {
+    SwapPlans s;
+    TESSERA_CHECK(e.contains("train") && e.contains("forward"), source, ": a \"swap_ranks\" entry needs "
+                  "\"train\" and \"forward\"");
+    s.train = swap_plan_from_json(e.at("train"), source + " (swap_ranks, train)");
+    s.forward = swap_plan_from_json(e.at("forward"), source + " (swap_ranks, forward)");
+    return s;
+}
+
+}  // namespace
+
+nlohmann::json run_identity(const RunSpec &spec) {
+    return {{"model", model_spec_str(parse_model_spec(spec.model))},
+            {"batch", spec.batch},
+            {"optimizer", optimizer_name(spec.optimizer.kind)},
+            {"devices", spec.machine.devices()},
+            {"budget", spec.budget ? nlohmann::json(*spec.budget) : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json swap_ranks_json(const std::map<int, SwapPlans> &swaps) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto &[rank, s] : swaps)
+        a.push_back({{"rank", rank}, {"train", swap_plan_to_json(s.train)}, {"forward", swap_plan_to_json(s.forward)}});
+    return a;
+}
+
+PlanFile read_plan_file(const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    TESSERA_CHECK(in.good(), "--plan: cannot read '", path, "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    PlanFile f;
+    f.path = path;
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception &e) {
+        fail("--plan: '", path, "' is not JSON: ", e.what());
+    }
+    TESSERA_CHECK(j.is_object() && j.contains("run"), "--plan: '", path, "' has no \"run\" object; write the plan "
+                  "with tessera-plan ... --format json -o FILE");
+    f.run = j.at("run");
+    f.partition = plan_from_json(text.str(), path);
+    if (j.contains("swap_ranks"))
+        for (const auto &e : j.at("swap_ranks")) {
+            TESSERA_CHECK(e.contains("rank") && e.at("rank").is_number_integer(), "--plan: '", path,
+                          "': a \"swap_ranks\" entry has no integer \"rank\"");
+            f.swaps[e.at("rank").get<int>()] = swap_plans_from_json(e, path);
+        }
+    return f;
+}
+
+void use_plan_file(const PlanFile &file, RunSpec &spec) {
+    const nlohmann::json want = run_identity(spec);
+    for (const char *key : {"model", "batch", "optimizer", "devices", "budget"}) {
+        TESSERA_CHECK(file.run.contains(key), "--plan: '", file.path, "' does not say its ", key);
+        const nlohmann::json &made = file.run.at(key), &here = want.at(key);
+        TESSERA_CHECK(made == here, "--plan ", file.path, " was made for ", field_text(key, made), "; this run has ",
+                      field_text(key, here));
+    }
+    TESSERA_CHECK(spec.machine.devices() == 1 || file.partition.executable, "--plan: '", file.path,
+                  "' is not a plan tessera-train can run; make it with tessera-plan --executable");
+    spec.given_partition = file.partition;
+    if (file.swaps.empty()) return;
+    auto it = file.swaps.find(spec.rank);
+    TESSERA_CHECK(it != file.swaps.end(), "--plan: '", file.path, "' has no swap plan for rank ", spec.rank,
+                  "; make it with tessera-plan ... --device-mem ", format_bytes(*spec.budget), " --rank all");
+    spec.given_swaps = it->second;
+}
+
+}  // namespace tessera
