@@ -125,7 +125,7 @@ void write_atomically(const std::string &path, const std::string &text) {
 struct PlanRequest {
     std::string model;
     tessera::Machine machine;
-    int64_t batch = 32;
+    int64_t batch = tessera::RunSpec{}.batch;  // tessera-train's default too
     std::string optimizer = "sgd";
     bool coarsen = true, executable = false;
     tessera::PartitionFlags partition;  // --force, --no-staged-reductions, --no-replicate-weights
@@ -498,7 +498,9 @@ int main(int argc, char **argv) {
         app.add_flag("--swap-compare", swap.compare, "Plan ideal, lru, vdnn and advisor and compare them")
             ->excludes(swap_opt);
     auto *device_opt =
-        app.add_option("--device", swap.device, "Roofline device for operator times: cpu or h100")->capture_default_str();
+        app.add_option("--roofline,--device", swap.device,
+                       "Roofline preset for operator times: cpu or h100 (--device is the older name; in "
+                       "tessera-train --device is the hardware)")->capture_default_str();
     auto *bw_opt = app.add_option("--host-bandwidth", swap.host_bandwidth,
                                   "Host-device copy bandwidth (e.g. 25GB/s), instead of the device's");
     std::string rank_text = "0";
@@ -506,11 +508,19 @@ int main(int argc, char **argv) {
                                     "With several devices: the rank whose graph to swap, or 'all' (the JSON then "
                                     "holds every rank's swap plans, for tessera-train --plan under mpirun)")
                          ->capture_default_str();
-    auto *pop_opt = app.add_option("--population", swap.options.population, "Swap search: population size")
+    // The swap search's flags and defaults are tessera-train's (pipeline's SwapSpec).
+    const tessera::SwapSpec swap_defaults;
+    swap.options.population = swap_defaults.population;
+    swap.options.generations = swap_defaults.generations;
+    swap.options.time_limit_s = swap_defaults.time_limit_s;
+    auto *pop_opt = app.add_option("--swap-population,--population", swap.options.population,
+                                   "Swap search: population size")
                         ->capture_default_str();
-    auto *gen_opt = app.add_option("--generations", swap.options.generations, "Swap search: generations at most")
+    auto *gen_opt = app.add_option("--swap-generations,--generations", swap.options.generations,
+                                   "Swap search: generations at most")
                         ->capture_default_str();
-    auto *limit_opt = app.add_option("--time-limit", swap.options.time_limit_s, "Swap search: seconds at most")
+    auto *limit_opt = app.add_option("--swap-time-limit,--time-limit", swap.options.time_limit_s,
+                                     "Swap search: seconds at most")
                           ->capture_default_str();
     auto *seed_opt = app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str();
     try {
@@ -581,11 +591,11 @@ int main(int argc, char **argv) {
                 swap.all_ranks = rank_text == "all";
                 if (!swap.all_ranks) swap.rank = parse_rank(rank_text);
                 if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
-                TESSERA_CHECK(swap.options.population >= 2, "--population must be at least 2, got ",
+                TESSERA_CHECK(swap.options.population >= 2, "--swap-population must be at least 2, got ",
                               swap.options.population);
-                TESSERA_CHECK(swap.options.generations >= 1, "--generations must be at least 1, got ",
+                TESSERA_CHECK(swap.options.generations >= 1, "--swap-generations must be at least 1, got ",
                               swap.options.generations);
-                TESSERA_CHECK(swap.options.time_limit_s > 0, "--time-limit must be positive seconds, got ",
+                TESSERA_CHECK(swap.options.time_limit_s > 0, "--swap-time-limit must be positive seconds, got ",
                               swap.options.time_limit_s);
             }
             TrainingGraph tg = training_graph(req);

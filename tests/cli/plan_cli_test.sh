@@ -52,9 +52,9 @@ expect plan-no-coarsen 0 "26 ops -> 26 groups" -- "$PLAN" --model mlp --devices 
 # A batch of 32 split 7 ways is uneven: blocks of 5,5,5,5,4,4,4 (the local
 # shape is the longest), and the estimate (2,045,808 bytes) is exact, as lowered.
 expect plan-odd-devices 0 "input            data        [32, 784]     split(0)    [5, 784]" -- \
-    "$PLAN" --model mlp --devices 7 --strategy data
+    "$PLAN" --model mlp --batch 32 --devices 7 --strategy data
 expect plan-odd-lowered 0 "lowered      1.95 MiB per iteration sent by all ranks (2,045,808 bytes;" -- \
-    "$PLAN" --model mlp --devices 7 --executable
+    "$PLAN" --model mlp --batch 32 --devices 7 --executable
 
 # A machine file: two nodes of four GPUs; --devices may repeat its count.
 cat >"$TMP/machine.json" <<'EOF'
@@ -191,7 +191,7 @@ expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'partiton'; valid: model,
 # ---- swapping: --device-mem and its flags ----
 # mlp at batch 32 needs 21.55 MiB unswapped; its largest operator (fc2's
 # update: weight, gradient, momentum) needs 12 MiB.
-SW=(--model mlp --devices 1 --generations 10)
+SW=(--model mlp --batch 32 --devices 1 --swap-generations 10)
 expect swap-table 0 "21.55 MiB without swapping (plan_memory, default order); budget 16.00 MiB: 1.35x the budget" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB
 expect swap-after 0 "after         arena 16.00 MiB = the budget" -- "$PLAN" "${SW[@]}" --device-mem 16MiB
@@ -216,11 +216,11 @@ expect swap-bad-bandwidth 1 "--host-bandwidth: cannot read 'fast' as bytes per s
     "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth fast
 expect swap-bad-device 1 "--device: unknown roofline device 'tpu'; valid: cpu, h100" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --device tpu
-expect swap-population 1 "--population must be at least 2, got 1" -- \
+expect swap-population 1 "--swap-population must be at least 2, got 1" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --population 1
-expect swap-generations 1 "--generations must be at least 1, got 0" -- "$PLAN" --model mlp --devices 1 \
+expect swap-generations 1 "--swap-generations must be at least 1, got 0" -- "$PLAN" --model mlp --devices 1 \
     --device-mem 16MiB --generations 0
-expect swap-time-limit 1 "--time-limit must be positive seconds, got 0" -- \
+expect swap-time-limit 1 "--swap-time-limit must be positive seconds, got 0" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --time-limit 0
 expect swap-seed 2 "--seed" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --seed many
 expect swap-bad-rank 1 "--rank 4 is not a rank of 4 devices; give 0 to 3" -- \
@@ -232,7 +232,7 @@ expect swap-none-too-small 1 "mlp needs 21.55 MiB without swapping but --device-
 expect swap-needs-mem 2 "--swap plans swaps; give --device-mem BYTES too" -- "$PLAN" "${SW[@]}" --swap lru
 expect swap-compare-needs-mem 2 "--swap-compare plans swaps; give --device-mem BYTES too" -- \
     "$PLAN" "${SW[@]}" --swap-compare
-expect swap-device-needs-mem 2 "--device plans swaps; give --device-mem BYTES too" -- "$PLAN" "${SW[@]}" --device h100
+expect swap-device-needs-mem 2 "--roofline plans swaps; give --device-mem BYTES too" -- "$PLAN" "${SW[@]}" --device h100
 expect swap-and-compare 2 "excludes" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --swap lru --swap-compare
 expect swap-partition-compare 2 "--device-mem plans swaps for one partition plan; give --strategy, not --compare" -- \
     "$PLAN" --model mlp --devices 2 --device-mem 16MiB --compare tofu,data
@@ -308,8 +308,8 @@ print("ok   swap-html")
 PY
 
 # Progress of a search that runs over a second; TESSERA_LOG=swap prints the plan.
-expect swap-progress 0 "swap search (advisor): generation" -- "$PLAN" --model transformer --devices 1 \
-    --device-mem 16MiB --generations 100000 --time-limit 1.5
+expect swap-progress 0 "swap search (advisor): generation" -- "$PLAN" --model transformer --batch 32 --devices 1 \
+    --device-mem 16MiB --swap-generations 100000 --swap-time-limit 1.5
 expect force-unknown-op 1 "--force 'nope=m': the training graph has no operator named 'nope'" -- "$PLAN" --model mlp --devices 2 --force nope=m
 expect force-unknown-var 1 "--force 'loss=zz': softmax_xent 'loss' has no strategy 'zz'; valid: n, c, replicate" -- "$PLAN" --model mlp --devices 2 --force loss=zz
 expect force-bad-entry 1 "--force: bad entry 'loss'; expected OPERATOR=VARIABLE" -- "$PLAN" --model mlp --devices 2 --force loss
