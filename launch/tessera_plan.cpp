@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -442,184 +443,196 @@ std::string plan_file_json(const PlanRequest &req, const SwapRequest &swap, cons
     return j.dump(2) + "\n";
 }
 
-}  // namespace
-
-int main(int argc, char **argv) {
-    CLI::App app{"tessera-plan: inspect partition and swap plans without running them"};
-    app.footer(tessera::models_help() +
-               "\nExamples:\n"
-               "  tessera-plan --model mlp --devices 4\n"
-               "  tessera-plan --model wresnet:depth=50 --machine cluster.json --format html -o plan.html\n"
-               "  tessera-plan --model mlp --devices 8 --compare tofu,data,owt\n"
-               "  tessera-plan --model transformer --devices 1 --device-mem 64MiB --swap-compare\n"
-               "  tessera-plan --model mlp --devices 4 --device-mem 16MiB --device h100 --format html -o swap.html\n"
-               "\nA machine file lists its levels of links, outermost (slowest) first:\n"
-               "  {\"name\": \"cluster\", \"levels\": [\n"
-               "    {\"name\": \"node\", \"count\": 2, \"bandwidth_gbps\": 12.5, \"latency_us\": 10},\n"
-               "    {\"name\": \"gpu\", \"count\": 8, \"bandwidth_gbps\": 300, \"latency_us\": 2}]}\n"
-               "\nWith --device-mem and more than one device, the partition plan is made --executable and "
-               "lowered,\nand the swap plan is for one rank's lowered graph (--rank, default 0).\n"
-               "\nSet TESSERA_LOG=partition,swap (or all) to print each plan's table to stderr too.");
-    bool ops = false, all_variants = false;
-    std::string format = "table", out_path, strategy = "tofu", compare, machine_path;
+// Every flag's value, and the options whose use needs --device-mem.
+struct PlanArgs {
+    bool ops = false, all_variants = false, no_coarsen = false, executable = false;
+    std::string format = "table", out_path, strategy = "tofu", compare, machine_path, rank_text = "0";
     std::optional<int> devices;
     PlanRequest req;
     SwapRequest swap;
-    bool no_coarsen = false, executable = false;
-    app.add_flag("--ops", ops, "List the operators and the partition strategies of each");
-    app.add_flag("--all-variants", all_variants, "With --ops: every analysed variant (ranks, axes, transposes)");
-    app.add_option("--model", req.model, "Model spec to plan, e.g. mlp or wresnet:depth=50,width=2");
-    auto *devices_opt = app.add_option("--devices", devices, "Number of devices (a flat machine of N devices)");
-    auto *machine_opt =
-        app.add_option("--machine", machine_path, "Machine description (JSON: levels of links, outermost first)");
-    app.add_option("--batch", req.batch, "Global batch size")->capture_default_str();
-    app.add_option("--optimizer", req.optimizer, "sgd or adam: the optimizer whose state the plan holds")
+    CLI::Option *devices_opt = nullptr, *machine_opt = nullptr, *mem_opt = nullptr;
+    std::vector<CLI::Option *> swap_only;
+    bool planning() const { return !req.model.empty(); }
+    bool swapping() const { return mem_opt->count() > 0; }
+};
+
+// A combination of flags that does not go together: exit code 2.
+struct UsageError {
+    std::string message;
+};
+
+const char *kFooter =
+    "\nExamples:\n"
+    "  tessera-plan --model mlp --devices 4\n"
+    "  tessera-plan --model wresnet:depth=50 --machine cluster.json --format html -o plan.html\n"
+    "  tessera-plan --model mlp --devices 8 --compare tofu,data,owt\n"
+    "  tessera-plan --model transformer --devices 1 --device-mem 64MiB --swap-compare\n"
+    "  tessera-plan --model mlp --devices 4 --device-mem 16MiB --roofline h100 --format html -o swap.html\n"
+    "  tessera-plan --model cnn --devices 4 --device-mem 1MiB --rank all --format json -o plan.json\n"
+    "      (then: mpirun -np 4 tessera-train --model cnn --device-mem 1MiB --plan plan.json)\n"
+    "\nA machine file lists its levels of links, outermost (slowest) first:\n"
+    "  {\"name\": \"cluster\", \"levels\": [\n"
+    "    {\"name\": \"node\", \"count\": 2, \"bandwidth_gbps\": 12.5, \"latency_us\": 10},\n"
+    "    {\"name\": \"gpu\", \"count\": 8, \"bandwidth_gbps\": 300, \"latency_us\": 2}]}\n"
+    "\nWith --device-mem and more than one device, the partition plan is made --executable and "
+    "lowered,\nand the swap plan is for one rank's lowered graph (--rank, default 0).\n"
+    "\nSet TESSERA_LOG=partition,swap (or all) to print each plan's table to stderr too.";
+
+void add_plan_flags(CLI::App &app, PlanArgs &a) {
+    app.add_flag("--ops", a.ops, "List the operators and the partition strategies of each");
+    app.add_flag("--all-variants", a.all_variants, "With --ops: every analysed variant (ranks, axes, transposes)");
+    app.add_option("--model", a.req.model, "Model spec to plan, e.g. mlp or wresnet:depth=50,width=2");
+    a.devices_opt = app.add_option("--devices", a.devices, "Number of devices (a flat machine of N devices)");
+    a.machine_opt =
+        app.add_option("--machine", a.machine_path, "Machine description (JSON: levels of links, outermost first)");
+    app.add_option("--batch", a.req.batch, "Global batch size")->capture_default_str();
+    app.add_option("--optimizer", a.req.optimizer, "sgd or adam: the optimizer whose state the plan holds")
         ->capture_default_str();
-    auto *strategy_opt = app.add_option("--strategy", strategy,
+    auto *strategy_opt = app.add_option("--strategy", a.strategy,
                                         "tofu (the search), data, owt (one weird trick), equalchop, or brute")
                              ->capture_default_str();
-    app.add_option("--compare", compare, "Plan with each of these strategies (comma separated) and compare them")
+    app.add_option("--compare", a.compare, "Plan with each of these strategies (comma separated) and compare them")
         ->excludes(strategy_opt);
-    app.add_option("--format", format, "Output format: table, json, dot or html")
+    app.add_option("--format", a.format, "Output format: table, json, dot or html")
         ->check(CLI::IsMember({"table", "json", "dot", "html"}))
         ->capture_default_str();
-    app.add_option("-o,--output", out_path, "Write to this file instead of standard output");
-    app.add_flag("--executable", executable,
+    app.add_option("-o,--output", a.out_path, "Write to this file instead of standard output");
+    app.add_flag("--executable", a.executable,
                  "The plan mpirun ... tessera-train --partition runs (no dropout blocks, no partial maxima), "
                  "with each rank's exact bytes once lowered");
-    tessera::add_partition_flags(app, req.partition, "");
-    app.add_flag("--no-coarsen", no_coarsen, "Search every tensor and operator on its own (slower)");
-    // Swapping.
-    auto *mem_opt = app.add_option("--device-mem", swap.device_mem,
-                                   "Device memory budget (e.g. 512MiB, 1.5GB): plan swaps to fit one device in it");
+    tessera::add_partition_flags(app, a.req.partition, "");
+    app.add_flag("--no-coarsen", a.no_coarsen, "Search every tensor and operator on its own (slower)");
+}
+
+void add_swap_flags(CLI::App &app, PlanArgs &a) {
+    SwapRequest &swap = a.swap;
+    a.mem_opt = app.add_option("--device-mem", swap.device_mem,
+                               "Device memory budget (e.g. 512MiB, 1.5GB): plan swaps to fit one device in it");
     auto *swap_opt =
         app.add_option("--swap", swap.policy, "Swap policy: advisor (default), lru, vdnn, ideal, or none (no swapping)");
-    auto *swap_compare_opt =
+    a.swap_only = {swap_opt};
+    a.swap_only.push_back(
         app.add_flag("--swap-compare", swap.compare, "Plan ideal, lru, vdnn and advisor and compare them")
-            ->excludes(swap_opt);
-    auto *device_opt =
-        app.add_option("--roofline,--device", swap.device,
-                       "Roofline preset for operator times: cpu or h100 (--device is the older name; in "
-                       "tessera-train --device is the hardware)")->capture_default_str();
-    auto *bw_opt = app.add_option("--host-bandwidth", swap.host_bandwidth,
-                                  "Host-device copy bandwidth (e.g. 25GB/s), instead of the device's");
-    std::string rank_text = "0";
-    auto *rank_opt = app.add_option("--rank", rank_text,
-                                    "With several devices: the rank whose graph to swap, or 'all' (the JSON then "
-                                    "holds every rank's swap plans, for tessera-train --plan under mpirun)")
-                         ->capture_default_str();
+            ->excludes(swap_opt));
+    a.swap_only.push_back(app.add_option("--roofline,--device", swap.device,
+                                         "Roofline preset for operator times: cpu or h100 (--device is the older "
+                                         "name; in tessera-train --device is the hardware)")
+                              ->capture_default_str());
+    a.swap_only.push_back(app.add_option("--host-bandwidth", swap.host_bandwidth,
+                                         "Host-device copy bandwidth (e.g. 25GB/s), instead of the device's"));
+    a.swap_only.push_back(app.add_option("--rank", a.rank_text,
+                                         "With several devices: the rank whose graph to swap, or 'all' (the JSON then "
+                                         "holds every rank's swap plans, for tessera-train --plan under mpirun)")
+                              ->capture_default_str());
     // The swap search's flags and defaults are tessera-train's (pipeline's SwapSpec).
-    const tessera::SwapSpec swap_defaults;
-    swap.options.population = swap_defaults.population;
-    swap.options.generations = swap_defaults.generations;
-    swap.options.time_limit_s = swap_defaults.time_limit_s;
-    auto *pop_opt = app.add_option("--swap-population,--population", swap.options.population,
-                                   "Swap search: population size")
-                        ->capture_default_str();
-    auto *gen_opt = app.add_option("--swap-generations,--generations", swap.options.generations,
-                                   "Swap search: generations at most")
-                        ->capture_default_str();
-    auto *limit_opt = app.add_option("--swap-time-limit,--time-limit", swap.options.time_limit_s,
-                                     "Swap search: seconds at most")
-                          ->capture_default_str();
-    auto *seed_opt = app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str();
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError &e) {
-        return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
-    }
+    const tessera::SwapSpec defaults;
+    swap.options.population = defaults.population;
+    swap.options.generations = defaults.generations;
+    swap.options.time_limit_s = defaults.time_limit_s;
+    a.swap_only.push_back(app.add_option("--swap-population,--population", swap.options.population,
+                                         "Swap search: population size")->capture_default_str());
+    a.swap_only.push_back(app.add_option("--swap-generations,--generations", swap.options.generations,
+                                         "Swap search: generations at most")->capture_default_str());
+    a.swap_only.push_back(app.add_option("--swap-time-limit,--time-limit", swap.options.time_limit_s,
+                                         "Swap search: seconds at most")->capture_default_str());
+    a.swap_only.push_back(
+        app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str());
+}
 
-    // Combinations CLI11 cannot express: usage errors.
-    auto usage = [](const std::string &msg) {
-        std::cerr << "tessera-plan: " << msg << "\nRun with --help for more information.\n";
-        return 2;
-    };
-    bool planning = !req.model.empty();
-    bool swapping = mem_opt->count() > 0;
-    if (ops && planning) return usage("--ops and --model show different things; give one of them");
-    if (!ops && !planning)
-        return usage("nothing to show; use --ops, or --model SPEC with --devices N or --machine FILE");
-    if (ops && (format == "dot" || format == "html"))
-        return usage("--format " + format + " applies to model plans; --ops prints table or json");
-    if (planning && devices_opt->count() == 0 && machine_opt->count() == 0)
-        return usage("--model needs --devices N or --machine FILE");
-    if (!compare.empty() && (format == "dot" || format == "html"))
-        return usage("--compare prints a table or json, not --format " + format);
-    for (CLI::Option *o : {swap_opt, swap_compare_opt, device_opt, bw_opt, rank_opt, pop_opt, gen_opt, limit_opt,
-                           seed_opt})
-        if (o->count() > 0 && !swapping) return usage(o->get_name() + " plans swaps; give --device-mem BYTES too");
-    if (swapping && ops) return usage("--device-mem plans swaps for a model; give --model, not --ops");
-    if (swapping && !compare.empty())
-        return usage("--device-mem plans swaps for one partition plan; give --strategy, not --compare");
+// Combinations CLI11 cannot express.
+void check_usage(const PlanArgs &a) {
+    auto usage = [](const std::string &msg) { throw UsageError{msg}; };
+    const bool planning = a.planning(), swapping = a.swapping();
+    const std::string &format = a.format;
+    if (a.ops && planning) usage("--ops and --model show different things; give one of them");
+    if (!a.ops && !planning) usage("nothing to show; use --ops, or --model SPEC with --devices N or --machine FILE");
+    if (a.ops && (format == "dot" || format == "html"))
+        usage("--format " + format + " applies to model plans; --ops prints table or json");
+    if (planning && a.devices_opt->count() == 0 && a.machine_opt->count() == 0)
+        usage("--model needs --devices N or --machine FILE");
+    if (!a.compare.empty() && (format == "dot" || format == "html"))
+        usage("--compare prints a table or json, not --format " + format);
+    for (CLI::Option *o : a.swap_only)
+        if (o->count() > 0 && !swapping) usage(o->get_name() + " plans swaps; give --device-mem BYTES too");
+    if (swapping && a.ops) usage("--device-mem plans swaps for a model; give --model, not --ops");
+    if (swapping && !a.compare.empty())
+        usage("--device-mem plans swaps for one partition plan; give --strategy, not --compare");
     if (swapping && format == "dot")
-        return usage("--format dot shows the partition only; swap plans print as table, json or html");
+        usage("--format dot shows the partition only; swap plans print as table, json or html");
+}
 
-    try {
-        std::string text;
-        if (ops) {
-            text = ops_text(all_variants, format);
-        } else {
-            if (devices) TESSERA_CHECK(*devices >= 1, "--devices must be at least 1, got ", *devices);
-            req.machine = machine_path.empty() ? tessera::flat_machine(*devices) : tessera::load_machine(machine_path);
-            if (devices && req.machine.devices() != *devices)
-                return usage(fmt::format("--devices {} disagrees with --machine {}, which has {} devices; "
-                                         "omit --devices or make them agree",
-                                         *devices, machine_path, req.machine.devices()));
-            req.coarsen = !no_coarsen;
-            // Swapping plans one rank's lowered graph, and only executable plans lower.
-            req.executable = executable || (swapping && req.machine.devices() > 1);
-            std::vector<tessera::PartitionStrategy> strategies;
-            for (const std::string &name : compare.empty() ? std::vector<std::string>{strategy} : split_list(compare)) {
-                try {
-                    strategies.push_back(tessera::partition_strategy_from_name(name));
-                } catch (const tessera::Error &e) {
-                    tessera::fail(compare.empty() ? "--strategy: " : "--compare: ", e.what());
-                }
-            }
-            std::optional<SwapResult> swapped;
-            if (swapping) {
-                // Flag values fail before any planning starts.
-                if (swap.policy.empty()) swap.policy = "advisor";
-                if (swap.policy != "none") {
-                    try {
-                        tessera::swap_policy_from_name(swap.policy);
-                    } catch (const tessera::Error &e) {
-                        tessera::fail("--swap: ", e.what(), " or none");
-                    }
-                }
-                tessera::parse_size(swap.device_mem, "--device-mem");
-                swap.all_ranks = rank_text == "all";
-                if (!swap.all_ranks) swap.rank = parse_rank(rank_text);
-                if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
-                TESSERA_CHECK(swap.options.population >= 2, "--swap-population must be at least 2, got ",
-                              swap.options.population);
-                TESSERA_CHECK(swap.options.generations >= 1, "--swap-generations must be at least 1, got ",
-                              swap.options.generations);
-                TESSERA_CHECK(swap.options.time_limit_s > 0, "--swap-time-limit must be positive seconds, got ",
-                              swap.options.time_limit_s);
-            }
-            TrainingGraph tg = training_graph(req);
-            std::vector<tessera::Plan> plans = make_plans(req, tg, strategies);
-            if (swapping) swapped = plan_swapping(swap, tg, plans[0]);
-            if (!compare.empty()) {
-                text = format == "json" ? tessera::compare_json(plans) + "\n" : tessera::compare_table(plans);
-            } else if (format == "json") {
-                text = plan_file_json(req, swap, plans[0], swapped);
-            } else if (format == "dot") {
-                text = tessera::plan_dot(plans[0]);
-            } else if (format == "html") {
-                text = tessera::plan_html(plans[0]);
-                if (swapped) text = add_swap_html(text, *swapped);
-            } else {
-                text = tessera::plan_table(plans[0]);
-                if (swapped) text += swap_text(*swapped);
-            }
+// The swap flags' values fail before any planning starts.
+void check_swap_values(PlanArgs &a) {
+    SwapRequest &swap = a.swap;
+    if (swap.policy.empty()) swap.policy = "advisor";
+    if (swap.policy != "none") {
+        try {
+            tessera::swap_policy_from_name(swap.policy);
+        } catch (const tessera::Error &e) {
+            tessera::fail("--swap: ", e.what(), " or none");
         }
-        if (out_path.empty())
-            std::cout << text << std::flush;
-        else
-            write_atomically(out_path, text);
+    }
+    tessera::parse_size(swap.device_mem, "--device-mem");
+    swap.all_ranks = a.rank_text == "all";
+    if (!swap.all_ranks) swap.rank = parse_rank(a.rank_text);
+    if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
+    TESSERA_CHECK(swap.options.population >= 2, "--swap-population must be at least 2, got ", swap.options.population);
+    TESSERA_CHECK(swap.options.generations >= 1, "--swap-generations must be at least 1, got ",
+                  swap.options.generations);
+    TESSERA_CHECK(swap.options.time_limit_s > 0, "--swap-time-limit must be positive seconds, got ",
+                  swap.options.time_limit_s);
+}
+
+// The machine of --devices or --machine, and the strategies to plan with.
+std::vector<tessera::PartitionStrategy> read_machine_and_strategies(PlanArgs &a) {
+    if (a.devices) TESSERA_CHECK(*a.devices >= 1, "--devices must be at least 1, got ", *a.devices);
+    PlanRequest &req = a.req;
+    req.machine = a.machine_path.empty() ? tessera::flat_machine(*a.devices) : tessera::load_machine(a.machine_path);
+    if (a.devices && req.machine.devices() != *a.devices)
+        throw UsageError{fmt::format("--devices {} disagrees with --machine {}, which has {} devices; "
+                                     "omit --devices or make them agree",
+                                     *a.devices, a.machine_path, req.machine.devices())};
+    req.coarsen = !a.no_coarsen;
+    // Swapping plans one rank's lowered graph, and only executable plans lower.
+    req.executable = a.executable || (a.swapping() && req.machine.devices() > 1);
+    std::vector<tessera::PartitionStrategy> strategies;
+    for (const std::string &name : a.compare.empty() ? std::vector<std::string>{a.strategy} : split_list(a.compare)) {
+        try {
+            strategies.push_back(tessera::partition_strategy_from_name(name));
+        } catch (const tessera::Error &e) {
+            tessera::fail(a.compare.empty() ? "--strategy: " : "--compare: ", e.what());
+        }
+    }
+    return strategies;
+}
+
+// The model's plans in the asked format.
+std::string model_plan_text(PlanArgs &a) {
+    const std::vector<tessera::PartitionStrategy> strategies = read_machine_and_strategies(a);
+    if (a.swapping()) check_swap_values(a);
+    TrainingGraph tg = training_graph(a.req);
+    std::vector<tessera::Plan> plans = make_plans(a.req, tg, strategies);
+    std::optional<SwapResult> swapped;
+    if (a.swapping()) swapped = plan_swapping(a.swap, tg, plans[0]);
+    if (!a.compare.empty())
+        return a.format == "json" ? tessera::compare_json(plans) + "\n" : tessera::compare_table(plans);
+    if (a.format == "json") return plan_file_json(a.req, a.swap, plans[0], swapped);
+    if (a.format == "dot") return tessera::plan_dot(plans[0]);
+    if (a.format == "html") {
+        std::string text = tessera::plan_html(plans[0]);
+        return swapped ? add_swap_html(text, *swapped) : text;
+    }
+    return tessera::plan_table(plans[0]) + (swapped ? swap_text(*swapped) : std::string());
+}
+
+// Runs `body` and maps what it throws to an exit code and a message.
+int exit_code_of(const std::function<void()> &body) {
+    try {
+        body();
         return 0;
+    } catch (const UsageError &e) {
+        std::cerr << "tessera-plan: " << e.message << "\nRun with --help for more information.\n";
+        return 2;
     } catch (const tessera::Error &e) {
         std::cerr << "tessera-plan: error: " << e.what() << "\n";
         return 1;
@@ -633,4 +646,25 @@ int main(int argc, char **argv) {
         std::cerr << "tessera-plan: internal error: " << e.what() << "\n";
         return 3;
     }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"tessera-plan: inspect partition and swap plans without running them"};
+    app.footer(tessera::models_help() + kFooter);
+    PlanArgs a;
+    add_plan_flags(app, a);
+    add_swap_flags(app, a);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
+    }
+    return exit_code_of([&] {
+        check_usage(a);
+        const std::string text = a.ops ? ops_text(a.all_variants, a.format) : model_plan_text(a);
+        if (a.out_path.empty()) std::cout << text << std::flush;
+        else write_atomically(a.out_path, text);
+    });
 }
