@@ -1,5 +1,6 @@
-// tessera-train: trains a model from the zoo on one CPU device, or, under
-// `mpirun -np N`, partitioned over N processes (one device each).
+// tessera-train: trains a model from the zoo on one CPU device, or, under a
+// launcher (`mpirun -np N`, `srun --mpi=pmix`), partitioned over N processes
+// (one device each).
 //
 // Exit codes: 0 success, 1 a user error (bad flag value, missing data, a budget
 // too small, a corrupt checkpoint), 2 a usage error (unknown flag), 3 an
@@ -10,21 +11,63 @@
 #include <CLI/CLI.hpp>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/comm/launcher.h"
 #include "tessera/error.h"
+#include "tessera/exec/thread_budget.h"
 #include "tessera/models/zoo.h"
+#include "environment.h"
 #include "partition_flags.h"
 #include "train_loop.h"
 
 namespace {
 
-// Under mpirun one rank's failure must end the whole job: the message names
-// the rank, then MPI aborts every process.
-int finish(int code, int world) {
-    if (world > 1) {
-        if (code != 0) tessera::mpi_abort(code);
+// This process's place in a job (launcher.h), filled as it is learnt, so that
+// an error part way still ends the process the right way (finish).
+struct Job {
+    bool mpi = false;  // this process may have started MPI
+    int world = 1;     // processes in its MPI_COMM_WORLD
+    std::unique_ptr<tessera::Communicator> comm;
+    std::string who = "tessera-train";  // how its errors name it
+};
+
+// Joins the job a launcher started, if any: starts MPI, then checks that MPI
+// formed the job the launcher started.
+void join(Job &job, int *argc, char ***argv, double comm_timeout) {
+    const tessera::Launch launch = tessera::detect_launch();
+    job.mpi = launch.start_mpi() && tessera::mpi_available();
+    job.comm = tessera::join_job(launch, argc, argv);
+    if (!job.comm) return;
+    job.world = job.comm->size();
+    if (job.world > 1) job.who += ": rank " + std::to_string(job.comm->rank());
+    tessera::check_job_formed(launch, job.world);
+    job.comm->set_timeout(comm_timeout);
+}
+
+// In a job one rank's failure must end the whole job: the message names the
+// rank, then MPI aborts every process. When each process of a launch came up
+// alone (a world of one), each just ends.
+int finish(int code, const Job &job) {
+    if (job.mpi) {
+        std::cout << std::flush;  // mpi_abort ends the process without flushing
+        if (code != 0 && job.world > 1) tessera::mpi_abort(code);
         tessera::mpi_finalize();
     }
     return code;
+}
+
+// --comm-timeout, --threads, --version and --env: how this process runs in
+// its job, and what it is.
+void add_process_flags(CLI::App &app, double &comm_timeout, int &threads, bool &env) {
+    app.add_option("--comm-timeout", comm_timeout,
+                   "Seconds a rank waits for a peer in a collective before the job fails, naming both")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--threads", threads,
+                   "CPU threads per rank for OpenBLAS and Halide (default: this process's cores divided among the "
+                   "ranks that share them; OPENBLAS_NUM_THREADS, HL_NUM_THREADS or OMP_NUM_THREADS also set them)")
+        ->check(CLI::PositiveNumber);
+    app.set_version_flag("--version", tessera::version_line("tessera-train"));
+    app.add_flag("--env", env, "Print the versions of Tessera and its libraries, the GPUs and the launcher, and exit");
 }
 
 // --device-mem and the swap planner's flags.
@@ -60,11 +103,27 @@ void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
 }
 
+// How the run is split over the ranks of a launch.
+void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
+    app.add_option("--partition", o.partition,
+                   "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
+        ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
+        ->capture_default_str();
+    tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
+    app.add_option("--plan", o.plan_path,
+                   "Run the partition and swap plans in this file (tessera-plan ... --format json -o FILE) instead "
+                   "of searching; a plan for another model, batch, optimizer, device count or budget is refused");
+    app.add_option("--comm", o.comm_backend,
+                   "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
+                   "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")
+        ->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     tessera::TrainOptions o;
-    CLI::App app{"tessera-train: train a model on one device (the CPU backend), or under mpirun -np N on N "
+    CLI::App app{"tessera-train: train a model on one device (the CPU backend), or under mpirun -np N (or srun) on N "
                  "processes with the model partitioned over them"};
     app.footer(tessera::models_help() +
                "\nSet TESSERA_LOG=model,graph,memory,swap,program (or all) to dump each pipeline stage.");
@@ -94,56 +153,42 @@ int main(int argc, char **argv) {
     add_output_flags(app, o);
     bool no_eval = false;
     app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
-    app.add_option("--partition", o.partition,
-                   "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
-        ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
-        ->capture_default_str();
-    tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
-    app.add_option("--plan", o.plan_path,
-                   "Run the partition and swap plans in this file (tessera-plan ... --format json -o FILE) instead "
-                   "of searching; a plan for another model, batch, optimizer, device count or budget is refused");
-    app.add_option("--comm", o.comm_backend,
-                   "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
-                   "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")
-        ->capture_default_str();
+    add_parallel_flags(app, o);
     double comm_timeout = 60;
-    app.add_option("--comm-timeout", comm_timeout,
-                   "Seconds a rank waits for a peer in a collective before the job fails, naming both")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
+    int threads = 0;
+    bool env = false;
+    add_process_flags(app, comm_timeout, threads, env);
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
-    const int world = tessera::launcher_size();
-    std::string who = "tessera-train";
-    std::unique_ptr<tessera::Communicator> comm;
+    if (env) {
+        std::cout << tessera::environment_report(threads) << std::flush;
+        return 0;
+    }
+    Job job;
     try {
-        if (world > 1) {
-            tessera::mpi_init(&argc, &argv);
-            comm = tessera::make_mpi_communicator();
-            comm->set_timeout(comm_timeout);
-            o.comm = comm.get();
-            who += ": rank " + std::to_string(comm->rank());
-        }
+        join(job, &argc, &argv, comm_timeout);
+        o.comm = job.comm.get();
+        o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
         o.eval = !no_eval;
         o.optimizer.kind = tessera::optimizer_from_name(optimizer);
         o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
         tessera::run_training(o);
-        comm.reset();
-        return finish(0, world);
+        job.comm.reset();
+        return finish(0, job);
     } catch (const tessera::Error &e) {
-        std::cerr << who << ": error: " << e.what() << "\n" << std::flush;
-        return finish(1, world);
+        std::cerr << job.who << ": error: " << e.what() << "\n" << std::flush;
+        return finish(1, job);
     } catch (const tessera::InternalError &e) {
-        std::cerr << who << ": internal error: " << e.what() << "\n" << std::flush;
-        return finish(3, world);
+        std::cerr << job.who << ": internal error: " << e.what() << "\n" << std::flush;
+        return finish(3, job);
     } catch (const std::bad_alloc &) {
-        std::cerr << who << ": out of host memory\n" << std::flush;
-        return finish(1, world);
+        std::cerr << job.who << ": out of host memory\n" << std::flush;
+        return finish(1, job);
     } catch (const std::exception &e) {
-        std::cerr << who << ": internal error: " << e.what() << "\n" << std::flush;
-        return finish(3, world);
+        std::cerr << job.who << ": internal error: " << e.what() << "\n" << std::flush;
+        return finish(3, job);
     }
 }

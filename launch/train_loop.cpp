@@ -189,12 +189,15 @@ TrainResult run_training(const TrainOptions &o) {
     const bool sharded = o.comm && o.comm->size() > 1;
     const int ranks = sharded ? o.comm->size() : 1, rank = sharded ? o.comm->rank() : 0;
     const bool root = rank == 0;
-    const DeviceChoice choice = choose_device(o.device, local_rank_from_env(rank));
+    // A job's ranks know their host from MPI; a process alone from the environment, if at all.
+    const int local_rank = o.comm ? o.comm->local_rank() : local_rank_from_env(0);
+    const int local_ranks = o.comm ? o.comm->local_size() : local_size_from_env(1);
+    const DeviceChoice choice = choose_device(o.device, local_rank);
     if (root)
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", ranks) : "")
-                  << std::flush;
-    const bool use_nccl = choose_nccl(o.comm_backend, choice, sharded, local_size_from_env(ranks));
+                  << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n") << std::flush;
+    const bool use_nccl = choose_nccl(o.comm_backend, choice, sharded, local_ranks);
     DeviceSlot slot(choice);
     const RunPlan run = plan_run(run_spec(o, ranks, rank, root), slot.profiler(root));
     Device &device = slot.get(run.arena);

@@ -51,6 +51,7 @@ struct TrainOptions {
     std::string partition = "tofu";
     PartitionFlags partition_flags;  // --force, --no-staged-reductions, --no-replicate-weights
     std::string plan_path;           // --plan: plans made by tessera-plan, run instead of searching
+    std::string threads;             // the thread budget chosen at start-up, for the banner (exec/thread_budget.h)
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all
     // staged over MPI: the way when ranks share a GPU), or auto (nccl when every

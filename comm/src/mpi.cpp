@@ -1,4 +1,4 @@
-// The MPI backend (OpenMPI), and the launcher's environment.
+// The MPI backend (OpenMPI).
 //
 // exchange() posts a non-blocking receive and send and polls them with
 // MPI_Test until both finish or the watchdog's deadline passes. Polling (not
@@ -14,9 +14,7 @@
 // On a timeout the pending receive is cancelled and completed; a pending send
 // is released with MPI_Request_free and finishes, if ever, in the background.
 // The job is expected to end soon after (launch/ calls mpi_abort).
-#include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,28 +30,6 @@
 #endif
 
 namespace tessera {
-namespace {
-
-// The first of `names` that is set, parsed as an integer >= `min`; `fallback` when none is set.
-int env_int(std::initializer_list<const char *> names, int min, int fallback) {
-    for (const char *name : names) {
-        const char *value = std::getenv(name);
-        if (value == nullptr) continue;
-        errno = 0;
-        char *end = nullptr;
-        long v = std::strtol(value, &end, 10);
-        TESSERA_CHECK(errno == 0 && end != value && *end == '\0' && v >= min && v <= INT_MAX,
-                      "environment variable ", name, "='", value, "' is not an integer >= ", min,
-                      "; it is set by mpirun, so start the job with mpirun or unset it");
-        return static_cast<int>(v);
-    }
-    return fallback;
-}
-
-}  // namespace
-
-int launcher_rank() { return env_int({"OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0, 0); }
-int launcher_size() { return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1, 1); }
 
 #ifndef TESSERA_HAVE_MPI
 
@@ -64,6 +40,7 @@ namespace {
 }  // namespace
 
 bool mpi_available() { return false; }
+std::string mpi_library_version() { return ""; }
 void mpi_init(int *, char ***) { no_mpi("mpi_init"); }
 void mpi_finalize() { no_mpi("mpi_finalize"); }
 void mpi_abort(int) { no_mpi("mpi_abort"); }
@@ -125,9 +102,37 @@ const char *thread_level_name(int level) {
     return "an unknown thread level";
 }
 
+// A communicator handle freed on every path out of a scope.
+struct OwnedComm {
+    MPI_Comm comm = MPI_COMM_NULL;
+    ~OwnedComm() {
+        if (comm != MPI_COMM_NULL && mpi_running()) MPI_Comm_free(&comm);
+    }
+};
+
+// Which ranks of `comm` share this host: MPI_COMM_TYPE_SHARED groups the
+// ranks that can share memory, which is one node. Hosts are numbered in the
+// order of their lowest rank: each host's first rank counts the first ranks
+// below it (an exclusive scan) and tells the rest of its host.
+Communicator::Placement host_placement(MPI_Comm comm, int rank) {
+    OwnedComm host;
+    TESSERA_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &host.comm));
+    Communicator::Placement p;
+    TESSERA_MPI_CHECK(MPI_Comm_rank(host.comm, &p.local_rank));
+    TESSERA_MPI_CHECK(MPI_Comm_size(host.comm, &p.local_size));
+    int first = p.local_rank == 0 ? 1 : 0, below = 0;
+    TESSERA_MPI_CHECK(MPI_Allreduce(&first, &p.num_nodes, 1, MPI_INT, MPI_SUM, comm));
+    TESSERA_MPI_CHECK(MPI_Exscan(&first, &below, 1, MPI_INT, MPI_SUM, comm));
+    p.node = rank == 0 ? 0 : below;  // MPI_Exscan leaves rank 0's result undefined
+    TESSERA_MPI_CHECK(MPI_Bcast(&p.node, 1, MPI_INT, 0, host.comm));
+    return p;
+}
+
 class MpiCommunicator final : public Communicator {
 public:
-    MpiCommunicator(MPI_Comm comm, int rank, int size) : Communicator(rank, size), comm_(comm) {}
+    MpiCommunicator(MPI_Comm comm, int rank, int size, const Placement &p) : Communicator(rank, size), comm_(comm) {
+        set_placement(p);
+    }
     ~MpiCommunicator() override {
         // After MPI_Finalize no MPI call is allowed; the handle died with MPI.
         if (mpi_running()) MPI_Comm_free(&comm_);
@@ -248,6 +253,16 @@ private:
 
 bool mpi_available() { return true; }
 
+std::string mpi_library_version() {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int len = 0;
+    if (MPI_Get_library_version(text, &len) != MPI_SUCCESS) return "unknown (MPI_Get_library_version failed)";
+    std::string s(text, strnlen(text, len));  // Open MPI counts the terminating NUL
+    s = s.substr(0, s.find_first_of("\r\n"));
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
+    return s;
+}
+
 void mpi_init(int *argc, char ***argv) {
     int initialized = 0, finalized = 0;
     TESSERA_MPI_CHECK(MPI_Initialized(&initialized));
@@ -282,14 +297,17 @@ void mpi_abort(int code) {
 std::unique_ptr<Communicator> make_mpi_communicator() {
     TESSERA_CHECK(mpi_running(), "make_mpi_communicator: MPI is not running; call mpi_init() first (and before "
                                  "mpi_finalize())");
-    MPI_Comm comm = MPI_COMM_NULL;
-    TESSERA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    OwnedComm dup;
+    TESSERA_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &dup.comm));
     // Also when the caller initialised MPI itself, without mpi_init().
-    TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
+    TESSERA_MPI_CHECK(MPI_Comm_set_errhandler(dup.comm, MPI_ERRORS_RETURN));
     int rank = 0, size = 0;
-    TESSERA_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-    TESSERA_MPI_CHECK(MPI_Comm_size(comm, &size));
-    return std::make_unique<MpiCommunicator>(comm, rank, size);
+    TESSERA_MPI_CHECK(MPI_Comm_rank(dup.comm, &rank));
+    TESSERA_MPI_CHECK(MPI_Comm_size(dup.comm, &size));
+    const Communicator::Placement placement = host_placement(dup.comm, rank);
+    auto world = std::make_unique<MpiCommunicator>(dup.comm, rank, size, placement);
+    dup.comm = MPI_COMM_NULL;  // the communicator owns it now
+    return world;
 }
 
 #endif  // TESSERA_HAVE_MPI

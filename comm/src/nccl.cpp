@@ -87,6 +87,7 @@ public:
     NcclCommunicator(Communicator &bootstrap, int device)
         : Communicator(bootstrap.rank(), bootstrap.size()), bootstrap_(bootstrap), device_(device) {
         set_timeout(bootstrap.timeout());
+        set_placement(bootstrap.placement());
         use_device();
         check_cuda("cudaStreamCreateWithFlags", cudaStreamCreateWithFlags(&stream_.s, cudaStreamNonBlocking));
         check_cuda("cudaMalloc", cudaMalloc(&barrier_buf_.p, sizeof(float)));
@@ -340,6 +341,15 @@ private:
 
 bool nccl_available() { return true; }
 
+std::string nccl_version() {
+    int code = 0;
+    if (ncclGetVersion(&code) != ncclSuccess) return "unknown (ncclGetVersion failed)";
+    // NCCL_VERSION(X,Y,Z): X*1000+Y*100+Z before 2.9, X*10000+Y*100+Z since.
+    const int major = code >= 20900 ? code / 10000 : code / 1000;
+    const int minor = code >= 20900 ? code / 100 % 100 : code / 100 % 10;
+    return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
+}
+
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device) {
     int devices = 0;
     cudaError_t e = cudaGetDeviceCount(&devices);
@@ -359,6 +369,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, in
 namespace tessera {
 
 bool nccl_available() { return false; }
+std::string nccl_version() { return ""; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device) {
     fail("rank ", bootstrap.rank(), ": make_nccl_communicator: built without NCCL (configure with CUDA and NCCL "

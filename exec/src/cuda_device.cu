@@ -337,6 +337,17 @@ std::string cuda_unavailable_reason() {
     return n == 0 ? "CUDA reports no device" : "";
 }
 
+std::string cuda_versions() {
+    int runtime = 0, driver = 0;
+    // Both answer without a device; a failure leaves 0, shown as "none".
+    cudaRuntimeGetVersion(&runtime);
+    cudaDriverGetVersion(&driver);
+    auto version = [](int v) {
+        return v == 0 ? std::string("none") : std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    };
+    return "runtime " + version(runtime) + ", driver " + version(driver);
+}
+
 CudaDeviceInfo cuda_device_info(int index) {
     int n = cuda_device_count();
     TESSERA_CHECK(n > 0, "no CUDA device is usable: ", cuda_unavailable_reason(), "; use --device cpu");

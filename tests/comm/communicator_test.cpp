@@ -627,51 +627,20 @@ TEST(comm_basics, NamesGroupsAndCounters) {
     EXPECT_EQ(comms[3]->timeout(), 0.0);
 }
 
-// Sets (or with nullptr unsets) an environment variable for one scope.
-class ScopedEnv {
-public:
-    ScopedEnv(const char *name, const char *value) : name_(name) {
-        if (const char *old = std::getenv(name)) old_ = old, had_ = true;
-        if (value)
-            setenv(name, value, 1);
-        else
-            unsetenv(name);
-    }
-    ~ScopedEnv() {
-        if (had_)
-            setenv(name_, old_.c_str(), 1);
-        else
-            unsetenv(name_);
-    }
-
-private:
-    const char *name_;
-    std::string old_;
-    bool had_ = false;
-};
-
-TEST(comm_basics, LauncherRankAndSizeComeFromTheEnvironment) {
-    {
-        ScopedEnv a("OMPI_COMM_WORLD_RANK", nullptr), b("OMPI_COMM_WORLD_SIZE", nullptr), c("PMI_RANK", nullptr),
-            d("PMI_SIZE", nullptr);
-        EXPECT_EQ(launcher_rank(), 0);
-        EXPECT_EQ(launcher_size(), 1);
-        ScopedEnv e("PMI_RANK", "2"), f("PMI_SIZE", "6");
-        EXPECT_EQ(launcher_rank(), 2);
-        EXPECT_EQ(launcher_size(), 6);
-        ScopedEnv g("OMPI_COMM_WORLD_RANK", "3"), h("OMPI_COMM_WORLD_SIZE", "4");
-        EXPECT_EQ(launcher_rank(), 3);
-        EXPECT_EQ(launcher_size(), 4);
-        ScopedEnv i("OMPI_COMM_WORLD_RANK", "x1");
-        expect_error([] { launcher_rank(); },
-                     "environment variable OMPI_COMM_WORLD_RANK='x1' is not an integer >= 0; it is set by mpirun, so "
-                     "start the job with mpirun or unset it");
-        ScopedEnv j("OMPI_COMM_WORLD_SIZE", "0");
-        expect_error([] { launcher_size(); }, "environment variable OMPI_COMM_WORLD_SIZE='0' is not an integer >= 1");
+TEST(comm_basics, ThreadBackendIsOneHost) {
+    Comms comms = make_thread_communicators(3);
+    for (int r = 0; r < 3; r++) {
+        EXPECT_EQ(comms[r]->local_rank(), r);
+        EXPECT_EQ(comms[r]->local_size(), 3);
+        EXPECT_EQ(comms[r]->node(), 0);
+        EXPECT_EQ(comms[r]->num_nodes(), 1);
     }
 }
 
 TEST(comm_basics, MpiEntryPointsMatchTheBuild) {
+    // The version is readable before mpi_init() (tessera-train --env needs no job).
+    EXPECT_EQ(mpi_library_version().empty(), !mpi_available()) << mpi_library_version();
+    EXPECT_EQ(nccl_version().empty(), !nccl_available()) << nccl_version();
     if (mpi_available()) {
         expect_error([] { make_mpi_communicator(); }, "make_mpi_communicator: MPI is not running; call mpi_init() first");
     } else {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/comm/launcher.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -226,8 +227,11 @@ int run() {
     g_rank = me;
     check(mpi_available(), "mpi_available() is false");
     check(std::string(world->backend()) == "mpi", "backend is not mpi");
-    check(launcher_rank() == me && launcher_size() == n,
-          str("launcher says rank ", launcher_rank(), " of ", launcher_size(), "; MPI says ", me, " of ", n));
+    check(detect_launch().size == n, str("launcher says ", detect_launch().size, " processes; MPI says ", n));
+    // One host: MPI_COMM_TYPE_SHARED holds the whole world.
+    check(world->local_rank() == me && world->local_size() == n && world->node() == 0 && world->num_nodes() == 1,
+          str("placement: local rank ", world->local_rank(), " of ", world->local_size(), ", node ", world->node(),
+              " of ", world->num_nodes()));
 
     Group all = world->world_group(), reversed, subset{{n - 1, 0}};
     for (int r = n - 1; r >= 0; r--) reversed.ranks.push_back(r);

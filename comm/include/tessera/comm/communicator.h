@@ -72,6 +72,20 @@ public:
 
     int rank() const { return rank_; }
     int size() const { return size_; }
+    // Where this rank runs: its index among the ranks on its host (local_rank,
+    // of local_size), and its host's index among the job's hosts (node, of
+    // num_nodes; hosts numbered in the order of their lowest world rank). A
+    // rank picks its GPU and its share of the host's cores by these. The MPI
+    // backend asks MPI which ranks share memory (MPI_COMM_TYPE_SHARED), so no
+    // launcher's variables are trusted; the in-process backend is one host.
+    struct Placement {
+        int local_rank = 0, local_size = 1, node = 0, num_nodes = 1;
+    };
+    const Placement &placement() const { return placement_; }
+    int local_rank() const { return placement_.local_rank; }
+    int local_size() const { return placement_.local_size; }
+    int node() const { return placement_.node; }
+    int num_nodes() const { return placement_.num_nodes; }
     virtual const char *backend() const = 0;  // "mpi", "threads", "nccl"
     Group world_group() const;
 
@@ -126,7 +140,9 @@ public:
     void reset_counters() { counters_ = CommCounters{}; }
 
 protected:
-    Communicator(int rank, int size) : rank_(rank), size_(size) {}
+    // One host until a backend says otherwise (set_placement).
+    Communicator(int rank, int size) : rank_(rank), size_(size), placement_{rank, size, 0, 1} {}
+    void set_placement(const Placement &p) { placement_ = p; }
 
     // The backend's exchange: send `send_bytes` to `dst` (if dst >= 0) and
     // receive `recv_bytes` from `src` (if src >= 0), both at once; it returns
@@ -166,6 +182,7 @@ private:
     float *scratch(size_t count);  // grows once, then reused: no allocation per call
 
     int rank_, size_;
+    Placement placement_;
     double timeout_s_ = 0;
     CommCounters counters_;
     std::vector<float> scratch_;
@@ -185,17 +202,17 @@ bool mpi_available();  // built with MPI
 void mpi_init(int *argc, char ***argv);
 void mpi_finalize();
 [[noreturn]] void mpi_abort(int code);
-// The world rank and size from the launcher's environment (OMPI_COMM_WORLD_RANK
-// and SIZE, or PMI_RANK/PMI_SIZE), without initialising MPI: 0 and 1 when the
-// process was not started by mpirun.
-int launcher_rank();
-int launcher_size();
+// Whether the launcher started this process as one of several: launcher.h.
 std::unique_ptr<Communicator> make_mpi_communicator();
+// MPI_Get_library_version's first line ("Open MPI v4.1.4, package: ..."), or
+// "" without MPI. Needs no mpi_init().
+std::string mpi_library_version();
 
 // NCCL backend for GPU buffers, built when CUDA and NCCL are found. It needs a
 // bootstrap communicator (MPI) to share its unique id. Buffers passed to it are
 // device pointers.
 bool nccl_available();
+std::string nccl_version();  // "2.27.3", or "" without NCCL
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device);
 
 }  // namespace tessera

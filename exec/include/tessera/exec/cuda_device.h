@@ -31,6 +31,10 @@ int cuda_device_count();
 // is detected", ...), or "" when it is not.
 std::string cuda_unavailable_reason();
 
+// "runtime 13.0, driver 13.0" (the driver "none" when no driver is
+// installed), or "" when the build has no CUDA. Needs no GPU.
+std::string cuda_versions();
+
 struct CudaDeviceInfo {
     int index = 0;
     std::string name;  // "NVIDIA H100 80GB HBM3"

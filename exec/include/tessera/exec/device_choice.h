@@ -30,7 +30,9 @@ std::unique_ptr<Device> make_device(const DeviceChoice &choice, int64_t arena_by
 
 // This process's rank among the ranks on its host, from the launcher's
 // environment (OMPI_COMM_WORLD_LOCAL_RANK, MPI_LOCALRANKID, SLURM_LOCALID);
-// `fallback` when none is set.
+// `fallback` when none is set. Only for a process without an MPI
+// communicator: a job's ranks ask theirs (Communicator::local_rank(), which
+// MPI answers from which ranks share memory, whatever the launcher set).
 int local_rank_from_env(int fallback);
 // How many ranks run on this host (OMPI_COMM_WORLD_LOCAL_SIZE,
 // MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE); `fallback` when none is set.

@@ -1,0 +1,34 @@
+// ScopedEnv: sets (or, with nullptr, unsets) an environment variable for one
+// scope, for tests of code that reads the launcher's or the user's variables.
+#pragma once
+
+#include <cstdlib>
+#include <string>
+
+namespace tessera::test {
+
+class ScopedEnv {
+public:
+    ScopedEnv(const char *name, const char *value) : name_(name) {
+        if (const char *old = std::getenv(name)) old_ = old, had_ = true;
+        if (value)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
+    }
+    ~ScopedEnv() {
+        if (had_)
+            setenv(name_, old_.c_str(), 1);
+        else
+            unsetenv(name_);
+    }
+    ScopedEnv(const ScopedEnv &) = delete;
+    ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+    const char *name_;
+    std::string old_;
+    bool had_ = false;
+};
+
+}  // namespace tessera::test
