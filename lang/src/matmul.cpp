@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tessera/error.h"
+
 #include "family.h"
 
 namespace tessera::lang {
@@ -49,9 +51,13 @@ void fill_defaults_matmul(OpCall &c) {
 }
 
 std::atomic<GemmBackend> &gemm_backend_state() {
+    // A value that is neither name is an error (a typo must not silently mean BLAS);
+    // the programs read it at start-up (gemm_backend()), before any kernel runs.
     static std::atomic<GemmBackend> b = [] {
         const char *e = std::getenv("TESSERA_GEMM");
-        return e && std::strcmp(e, "halide") == 0 ? GemmBackend::Halide : GemmBackend::Blas;
+        if (e == nullptr || std::strcmp(e, "blas") == 0) return GemmBackend::Blas;
+        if (std::strcmp(e, "halide") == 0) return GemmBackend::Halide;
+        fail("TESSERA_GEMM: unknown GEMM kernel '", e, "'; valid: blas, halide");
     }();
     return b;
 }

@@ -5,6 +5,7 @@
 #include "tessera/error.h"
 #include "tessera/exec/size.h"
 #include "tessera/exec/swap_program.h"
+#include "tessera/lang/kernels.h"
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/stage_log.h"
 
@@ -90,7 +91,10 @@ void check_plan_fits(const Plan &p, const Graph &g) {
 
 Model build_training_model(const RunSpec &spec) {
     check_spec(spec);
-    log_enabled("model");  // every process reads TESSERA_LOG, so that a typo fails on every rank
+    // Every process reads the environment's tunables now, so that a typo fails
+    // on every rank before any work.
+    log_enabled("model");
+    gemm_backend();
     Model m = build_model(spec.model, spec.batch);
     if (spec.log_stages) log_stage("model", m.description);
     make_training_graph(m.graph, m.loss, spec.optimizer);

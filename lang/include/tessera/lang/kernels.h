@@ -27,8 +27,9 @@ void check_output_types(const OpCall &call, const std::vector<TensorRef> &inputs
 
 // Which kernel runs GEMMs (matmul, batch_matmul). The Halide kernel generated from
 // the description is the definition; OpenBLAS sgemm is faster on CPUs (see the
-// README's benchmark) and is the default. TESSERA_GEMM=halide|blas overrides the
-// default at start-up; tests run both.
+// benchmarks) and is the default. TESSERA_GEMM=halide|blas overrides the default
+// at start-up; tests run both. gemm_backend() throws tessera::Error naming an
+// unknown TESSERA_GEMM value (the programs call it first thing).
 enum class GemmBackend { Halide, Blas };
 void set_gemm_backend(GemmBackend b);
 GemmBackend gemm_backend();
