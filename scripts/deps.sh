@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build ccache pkg-config \
-  libhalide14-0-dev llvm-14-dev \
+  libhalide14-0-dev llvm-14-dev libpng-dev libjpeg-dev \
   libopenmpi-dev openmpi-bin \
   googletest libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libfmt-dev \
