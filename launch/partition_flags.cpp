@@ -30,4 +30,19 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
                       "(this excludes data parallelism from Tofu's space)"));
 }
 
+std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations,
+                                                 double &time_limit_s) {
+    // The old tessera-plan names stay as aliases.
+    return {app.add_option("--swap-population,--population", population, "Population of the swap planner's search")
+                ->check(CLI::Range(2, 100000))
+                ->capture_default_str(),
+            app.add_option("--swap-generations,--generations", generations,
+                           "Generations of the swap planner's search, at most")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str(),
+            app.add_option("--swap-time-limit,--time-limit", time_limit_s, "Seconds the swap planner may search")
+                ->check(CLI::PositiveNumber)
+                ->capture_default_str()};
+}
+
 }  // namespace tessera

@@ -1,9 +1,10 @@
-// The partition flags both programs take (--force, --no-staged-reductions,
-// --no-replicate-weights), registered in one place so that their names and
+// The flags both programs take: the partition flags (--force,
+// --no-staged-reductions, --no-replicate-weights) and the swap search's, registered in one place so that their names and
 // meanings cannot drift apart between tessera-plan and tessera-train.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -22,5 +23,11 @@ struct PartitionFlags {
 
 // `when` starts each help text: "Under mpirun: " for tessera-train, "" for tessera-plan.
 void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string &when);
+
+// The swap search's flags, the same in both programs: --swap-population,
+// --swap-generations, --swap-time-limit (each defaulting to SwapSpec's). A value
+// out of range is a usage error naming the flag. Returns the three options.
+std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations,
+                                                 double &time_limit_s);
 
 }  // namespace tessera

@@ -529,12 +529,9 @@ void add_swap_flags(CLI::App &app, PlanArgs &a) {
     swap.options.population = defaults.population;
     swap.options.generations = defaults.generations;
     swap.options.time_limit_s = defaults.time_limit_s;
-    a.swap_only.push_back(app.add_option("--swap-population,--population", swap.options.population,
-                                         "Swap search: population size")->capture_default_str());
-    a.swap_only.push_back(app.add_option("--swap-generations,--generations", swap.options.generations,
-                                         "Swap search: generations at most")->capture_default_str());
-    a.swap_only.push_back(app.add_option("--swap-time-limit,--time-limit", swap.options.time_limit_s,
-                                         "Swap search: seconds at most")->capture_default_str());
+    for (CLI::Option *o : tessera::add_swap_search_flags(app, swap.options.population, swap.options.generations,
+                                                         swap.options.time_limit_s))
+        a.swap_only.push_back(o);
     a.swap_only.push_back(
         app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str());
 }
@@ -576,11 +573,6 @@ void check_swap_values(PlanArgs &a) {
     swap.all_ranks = a.rank_text == "all";
     if (!swap.all_ranks) swap.rank = parse_rank(a.rank_text);
     if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
-    TESSERA_CHECK(swap.options.population >= 2, "--swap-population must be at least 2, got ", swap.options.population);
-    TESSERA_CHECK(swap.options.generations >= 1, "--swap-generations must be at least 1, got ",
-                  swap.options.generations);
-    TESSERA_CHECK(swap.options.time_limit_s > 0, "--swap-time-limit must be positive seconds, got ",
-                  swap.options.time_limit_s);
 }
 
 // The machine of --devices or --machine, and the strategies to plan with.

@@ -80,15 +80,8 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
                    "or vdnn (baselines), none (fail), or auto (advisor when needed)")
         ->check(CLI::IsMember({"auto", "advisor", "lru", "vdnn", "none"}))
         ->capture_default_str();
-    app.add_option("--swap-time-limit", o.swap_time_limit_s, "Seconds the swap planner may search")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--swap-generations", o.swap_generations, "Generations of the swap planner's search")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
-    app.add_option("--swap-population", o.swap_population, "Population of the swap planner's search")
-        ->check(CLI::Range(2, 100000))
-        ->capture_default_str();
+    tessera::add_swap_search_flags(app, o.swap_search.population, o.swap_search.generations,
+                                   o.swap_search.time_limit_s);
 }
 
 // What the run writes: metrics, checkpoints, progress.

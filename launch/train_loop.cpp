@@ -69,9 +69,9 @@ RunSpec run_spec(const TrainOptions &o, int ranks, int rank, bool root) {
     if (!o.device_mem.empty()) spec.budget = parse_size(o.device_mem, "--device-mem");
     spec.swap.policy = o.swap;
     spec.swap.seed = o.seed;
-    spec.swap.time_limit_s = o.swap_time_limit_s;
-    spec.swap.generations = o.swap_generations;
-    spec.swap.population = o.swap_population;
+    spec.swap.time_limit_s = o.swap_search.time_limit_s;
+    spec.swap.generations = o.swap_search.generations;
+    spec.swap.population = o.swap_search.population;
     if (root) spec.swap.progress = swap_progress(isatty(STDERR_FILENO) != 0);
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "tessera/graph/optimizer.h"
+#include "tessera/pipeline/run_plan.h"
 
 namespace tessera {
 
@@ -35,9 +36,7 @@ struct TrainOptions {
     // planner), lru or vdnn (the baselines), none (fail instead), or auto
     // (advisor when the budget is too small, nothing otherwise).
     std::string swap = "auto";
-    double swap_time_limit_s = 30;  // the planner's search limit
-    int swap_generations = 100;
-    int swap_population = 24;
+    SwapSpec swap_search;  // --swap-population, --swap-generations, --swap-time-limit (its other fields unused)
     std::string metrics_path;
     std::string checkpoint_dir;
     int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch and at the end

@@ -216,11 +216,11 @@ expect swap-bad-bandwidth 1 "--host-bandwidth: cannot read 'fast' as bytes per s
     "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth fast
 expect swap-bad-device 1 "--device: unknown roofline device 'tpu'; valid: cpu, h100" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --device tpu
-expect swap-population 1 "--swap-population must be at least 2, got 1" -- \
+expect swap-population 2 "--swap-population" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --population 1
-expect swap-generations 1 "--swap-generations must be at least 1, got 0" -- "$PLAN" --model mlp --devices 1 \
+expect swap-generations 2 "--swap-generations" -- "$PLAN" --model mlp --devices 1 \
     --device-mem 16MiB --generations 0
-expect swap-time-limit 1 "--swap-time-limit must be positive seconds, got 0" -- \
+expect swap-time-limit 2 "--swap-time-limit" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --time-limit 0
 expect swap-seed 2 "--seed" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --seed many
 expect swap-bad-rank 1 "--rank 4 is not a rank of 4 devices; give 0 to 3" -- \
