@@ -139,7 +139,7 @@ if [ "$WITH_CUDA" -eq 1 ]; then
 fi
 
 # ---- the sources: this working tree, as git sees it ------------------------------
-log "copying $REPO (working tree) to /src/main and ../shared to /src/shared"
+log "copying $REPO (working tree at $(git -C "$REPO" rev-parse --short HEAD), $(git -C "$REPO" status --porcelain | wc -l) changed or untracked files) to /src/main, ../shared to /src/shared"
 rm -rf --one-file-system "$CHROOT/src"
 mkdir -p "$CHROOT/src/main"
 (cd "$REPO" && git ls-files -z -c -o --exclude-standard |
