@@ -151,28 +151,6 @@ TrainingGraph training_graph(const PlanRequest &r) {
     return tg;
 }
 
-// One partition plan per strategy.
-std::vector<tessera::Plan> make_plans(const PlanRequest &r, const TrainingGraph &tg,
-                                      const std::vector<tessera::PartitionStrategy> &strategies) {
-    using namespace tessera;
-    std::vector<Plan> plans;
-    for (PartitionStrategy s : strategies) {
-        if (isatty(STDERR_FILENO))
-            std::cerr << "planning " << tg.spec << " for " << r.machine.devices()
-                      << (r.machine.devices() == 1 ? " device (" : " devices (") << partition_strategy_name(s) << ")..."
-                      << std::endl;
-        PartitionOptions o;
-        o.strategy = s;
-        o.model = tg.spec;
-        o.coarsen = r.coarsen;
-        o.executable = r.executable;
-        r.partition.apply(o);
-        plans.push_back(partition(tg.graph, r.machine, o));
-        log_stage("partition", plan_table(plans.back()));
-    }
-    return plans;
-}
-
 // ---- swapping ----
 
 struct SwapRequest {
@@ -186,6 +164,42 @@ struct SwapRequest {
     tessera::SwapOptions options;
 };
 
+// The pipeline's spec for the plans below, as tessera-train would make it.
+tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::PartitionStrategy strategy) {
+    tessera::RunSpec spec;
+    spec.model = r.model;
+    spec.batch = r.batch;
+    spec.optimizer.kind = tessera::optimizer_from_name(r.optimizer);
+    spec.machine = r.machine;
+    spec.partition.strategy = strategy;
+    spec.partition.coarsen = r.coarsen;
+    spec.partition.executable = r.executable;
+    r.partition.apply(spec.partition);
+    if (!s.device_mem.empty()) spec.budget = tessera::parse_size(s.device_mem, "--device-mem");
+    spec.swap.policy = s.policy;
+    spec.swap.seed = s.options.seed;
+    spec.swap.time_limit_s = s.options.time_limit_s;
+    spec.swap.generations = s.options.generations;
+    spec.swap.population = s.options.population;
+    return spec;
+}
+
+// One partition plan per strategy (the pipeline's partition stage).
+std::vector<tessera::Plan> make_plans(const PlanRequest &r, const SwapRequest &swap, const TrainingGraph &tg,
+                                      const std::vector<tessera::PartitionStrategy> &strategies) {
+    using namespace tessera;
+    std::vector<Plan> plans;
+    for (PartitionStrategy s : strategies) {
+        if (isatty(STDERR_FILENO))
+            std::cerr << "planning " << tg.spec << " for " << r.machine.devices()
+                      << (r.machine.devices() == 1 ? " device (" : " devices (") << partition_strategy_name(s) << ")..."
+                      << std::endl;
+        plans.push_back(plan_partition(run_spec(r, swap, s), tg.graph));
+    }
+    return plans;
+}
+
+
 struct SwapResult {
     int rank = 0, devices = 1;
     tessera::RooflineDevice device;
@@ -195,6 +209,11 @@ struct SwapResult {
     tessera::Graph graph;   // what was planned: the rank's lowered graph, or the training graph
     bool none = false;      // --swap none: no plan, only the footprint against the budget
     std::vector<tessera::SwapPlan> plans;  // the policy's plan; with --swap-compare ideal, lru, vdnn, advisor
+    // For one policy that runs (advisor, lru, vdnn): the pipeline's plans of
+    // the training step and the evaluation pass, for --rank (or every rank with
+    // --rank all). plans holds the training plan of --rank. What tessera-train
+    // --plan reads.
+    std::map<int, tessera::SwapPlans> ranks;
 };
 
 std::string time_text(double s) {
@@ -247,16 +266,45 @@ private:
     double last_ = -1;
 };
 
-// The pipeline for swapping, one stage per line: the graph one device runs,
-// its operator times from the roofline model, its footprint, the plans.
-SwapResult plan_swapping(const SwapRequest &s, const TrainingGraph &tg, const tessera::Plan &partition_plan) {
+// One policy that runs, through the pipeline (as tessera-train plans it, with
+// the roofline model's times): --rank's plans, or every rank's with --rank all.
+void plan_swapping_with_pipeline(const SwapRequest &s, const tessera::RunSpec &base,
+                                 const tessera::Plan &partition_plan, SwapResult &r) {
+    using namespace tessera;
+    OpTimer roofline = [&r](const Graph &g, const std::vector<NodeId> &, int64_t) {
+        OpTimes t;
+        t.node_time_s = roofline_node_times(g, r.device);
+        t.h2d_bytes_per_s = t.d2h_bytes_per_s = r.host_bytes_per_s;
+        return t;
+    };
+    for (int rank = 0; rank < r.devices; rank++) {
+        if (!s.all_ranks && rank != r.rank) continue;
+        RunSpec spec = base;
+        spec.rank = rank;
+        spec.log_stages = false;
+        if (r.devices > 1) spec.given_partition = partition_plan;
+        ProgressPrinter printer(s.policy);
+        if (rank == r.rank) spec.swap.progress = [&printer](const SwapProgress &p) { printer(p); };
+        RunPlan run = plan_run(spec, roofline);
+        r.ranks[rank] = *run.swaps;
+        if (rank != r.rank) continue;
+        r.graph = run.graph();
+        r.footprint = run.footprint;
+        r.plans = {run.swaps->train};
+        log_stage("swap", "(" + s.policy + ")\n" + swap_plan_table(r.graph, r.plans.back()));
+    }
+}
+
+// The swap plans of one device's share: the graph it runs, its operator times
+// from the roofline model, its footprint, the plans.
+SwapResult plan_swapping(const SwapRequest &s, const tessera::RunSpec &base, const TrainingGraph &tg,
+                         const tessera::Plan &partition_plan) {
     using namespace tessera;
     SwapResult r;
     r.devices = partition_plan.devices;
     r.rank = s.rank;
     TESSERA_CHECK(s.rank >= 0 && s.rank < r.devices, "--rank ", s.rank, " is not a rank of ", r.devices,
                   r.devices == 1 ? " device" : " devices", "; give 0 to ", r.devices - 1);
-    r.graph = r.devices > 1 ? lower(tg.graph, partition_plan, s.rank).graph : tg.graph;
     try {
         r.device = roofline_device(s.device);
     } catch (const Error &e) {
@@ -264,7 +312,12 @@ SwapResult plan_swapping(const SwapRequest &s, const TrainingGraph &tg, const te
     }
     r.host_bytes_per_s = s.host_bandwidth.empty() ? r.device.host_bytes_per_s : parse_bandwidth(s.host_bandwidth);
     r.budget = parse_size(s.device_mem, "--device-mem");
-
+    if (!s.compare && s.policy != "none" && s.policy != "ideal") {
+        plan_swapping_with_pipeline(s, base, partition_plan, r);
+        return r;
+    }
+    // --swap none, ideal, or --swap-compare: the planner alone, on this rank's graph.
+    r.graph = r.devices > 1 ? lower(tg.graph, partition_plan, s.rank).graph : tg.graph;
     SwapProblem problem;
     problem.graph = &r.graph;
     problem.order = default_order(r.graph);
@@ -280,11 +333,8 @@ SwapResult plan_swapping(const SwapRequest &s, const TrainingGraph &tg, const te
                  "; swap with --swap advisor (or lru, vdnn), or give --device-mem ", size_flag_at_least(r.footprint));
         return r;
     }
-    std::vector<SwapPolicy> policies;
-    if (s.compare)
-        policies = {SwapPolicy::Ideal, SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor};
-    else
-        policies = {swap_policy_from_name(s.policy)};
+    std::vector<SwapPolicy> policies = {SwapPolicy::Ideal, SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor};
+    if (!s.compare) policies = {swap_policy_from_name(s.policy)};
     for (SwapPolicy p : policies) {
         SwapOptions o = s.options;
         o.policy = p;
@@ -385,49 +435,6 @@ int parse_rank(const std::string &text) {
     return r;
 }
 
-// The pipeline's spec for the plans below, as tessera-train would make it.
-tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::PartitionStrategy strategy) {
-    tessera::RunSpec spec;
-    spec.model = r.model;
-    spec.batch = r.batch;
-    spec.optimizer.kind = tessera::optimizer_from_name(r.optimizer);
-    spec.machine = r.machine;
-    spec.partition.strategy = strategy;
-    spec.partition.coarsen = r.coarsen;
-    r.partition.apply(spec.partition);
-    if (!s.device_mem.empty()) spec.budget = tessera::parse_size(s.device_mem, "--device-mem");
-    spec.swap.policy = s.policy;
-    spec.swap.seed = s.options.seed;
-    spec.swap.time_limit_s = s.options.time_limit_s;
-    spec.swap.generations = s.options.generations;
-    spec.swap.population = s.options.population;
-    spec.log_stages = false;
-    return spec;
-}
-
-// Each rank's swap plans for the training step and the evaluation pass (the
-// pipeline's, with roofline times), for tessera-train --plan.
-std::map<int, tessera::SwapPlans> rank_swap_plans(const tessera::RunSpec &base, const SwapResult &swapped,
-                                                  const tessera::Plan &partition_plan, bool all_ranks) {
-    using namespace tessera;
-    std::map<int, SwapPlans> out;
-    OpTimer roofline = [&swapped](const Graph &g, const std::vector<NodeId> &, int64_t) {
-        OpTimes t;
-        t.node_time_s = roofline_node_times(g, swapped.device);
-        t.h2d_bytes_per_s = t.d2h_bytes_per_s = swapped.host_bytes_per_s;
-        return t;
-    };
-    for (int rank = 0; rank < swapped.devices; rank++) {
-        if (!all_ranks && rank != swapped.rank) continue;
-        RunSpec spec = base;
-        spec.rank = rank;
-        if (swapped.devices > 1) spec.given_partition = partition_plan;
-        RunPlan run = plan_run(spec, roofline);
-        if (run.swaps) out[rank] = *run.swaps;
-    }
-    return out;
-}
-
 // The JSON tessera-train --plan reads: the plan, what it was made for, and
 // (under a budget, for a policy that runs) the ranks' swap plans.
 std::string plan_file_json(const PlanRequest &req, const SwapRequest &swap, const tessera::Plan &plan,
@@ -437,8 +444,7 @@ std::string plan_file_json(const PlanRequest &req, const SwapRequest &swap, cons
     j["run"] = tessera::run_identity(spec);
     if (swapped) {
         add_swap_json(j, *swapped);
-        const bool runnable = !swap.compare && swap.policy != "none" && swap.policy != "ideal";
-        if (runnable) j["swap_ranks"] = tessera::swap_ranks_json(rank_swap_plans(spec, *swapped, plan, swap.all_ranks));
+        if (!swapped->ranks.empty()) j["swap_ranks"] = tessera::swap_ranks_json(swapped->ranks);
     }
     return j.dump(2) + "\n";
 }
@@ -603,9 +609,10 @@ std::string model_plan_text(PlanArgs &a) {
     const std::vector<tessera::PartitionStrategy> strategies = read_machine_and_strategies(a);
     if (a.swapping()) check_swap_values(a);
     TrainingGraph tg = training_graph(a.req);
-    std::vector<tessera::Plan> plans = make_plans(a.req, tg, strategies);
+    std::vector<tessera::Plan> plans = make_plans(a.req, a.swap, tg, strategies);
     std::optional<SwapResult> swapped;
-    if (a.swapping()) swapped = plan_swapping(a.swap, tg, plans[0]);
+    if (a.swapping())
+        swapped = plan_swapping(a.swap, run_spec(a.req, a.swap, strategies[0]), tg, plans[0]);
     if (!a.compare.empty())
         return a.format == "json" ? tessera::compare_json(plans) + "\n" : tessera::compare_table(plans);
     if (a.format == "json") return plan_file_json(a.req, a.swap, plans[0], swapped);

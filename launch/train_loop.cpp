@@ -205,7 +205,8 @@ TrainResult run_training(const TrainOptions &o) {
     // In-step operator times, for re-simulating the plan. On a device where host
     // work on a stream stalls it (CUDA), timing every operator would slow the
     // very steps it measures, so there it is off and the metric is absent.
-    const bool timed = run.swaps && device.cheap_stream_host_work();
+    // Plans from --plan carry no profiled times to fill in what a step did not time.
+    const bool timed = run.swaps && !run.swaps->times.node_time_s.empty() && device.cheap_stream_host_work();
     ex.set_node_timing(timed);
     std::unique_ptr<Communicator> nccl = use_nccl ? make_nccl_communicator(*o.comm, choice.index) : nullptr;
     if (nccl) ex.set_device_communicator(nccl.get());

@@ -367,8 +367,8 @@ private:
         // re-simulated with the times the operators took in this step: the
         // difference between the two is the profiler's, the rest the simulator's.
         line["predicted_step_time_s"] = run_.swaps->train.time_s;
-        const OpTimes &profiled = run_.swaps->times;
-        if (s_.timed && !profiled.node_time_s.empty()) {  // empty: plans from --plan, not profiled here
+        if (s_.timed) {
+            const OpTimes &profiled = run_.swaps->times;
             std::vector<double> in_step = s_.executor.node_times();
             for (size_t n = 0; n < in_step.size(); n++)
                 if (in_step[n] <= 0) in_step[n] = profiled.node_time_s[n];

@@ -110,6 +110,21 @@ Plan plan_partition(const RunSpec &spec, const Graph &training_graph) {
     return p;
 }
 
+namespace {
+
+// The given plan (checked against the graph), or the search's, made to run.
+Plan partition_stage(const RunSpec &spec, const Graph &training_graph) {
+    if (spec.given_partition) {
+        check_plan_fits(*spec.given_partition, training_graph);
+        return *spec.given_partition;
+    }
+    RunSpec executable = spec;
+    executable.partition.executable = true;
+    return plan_partition(executable, training_graph);
+}
+
+}  // namespace
+
 RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     auto log = [&](const char *stage, const std::string &text) {
         if (spec.log_stages) log_stage(stage, text);
@@ -117,10 +132,7 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     RunPlan run;
     run.model = build_training_model(spec);
     if (spec.machine.devices() > 1) {
-        RunSpec executable = spec;
-        executable.partition.executable = true;
-        if (spec.given_partition) check_plan_fits(*spec.given_partition, run.model.graph);
-        run.partition = spec.given_partition ? *spec.given_partition : plan_partition(executable, run.model.graph);
+        run.partition = partition_stage(spec, run.model.graph);
         run.lowered = lower(run.model.graph, *run.partition, spec.rank);
         log("lowered", graph_summary(run.lowered->graph));
     }

@@ -100,8 +100,9 @@ struct RunPlan {
 // model or policy, a budget that cannot work).
 RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer);
 
-// The stages one at a time, for callers that stop part way (tessera-plan
-// shows a partition without lowering it).
+// The first stages on their own, for callers that stop part way: tessera-plan
+// shows partitions with the spec's options as given (plan_run makes them
+// executable), and may compare several strategies for one training graph.
 Model build_training_model(const RunSpec &spec);
 Plan plan_partition(const RunSpec &spec, const Graph &training_graph);
 
