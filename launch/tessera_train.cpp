@@ -105,7 +105,14 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
     tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
     app.add_option("--plan", o.plan_path,
                    "Run the partition and swap plans in this file (tessera-plan ... --format json -o FILE) instead "
-                   "of searching; a plan for another model, batch, optimizer, device count or budget is refused");
+                   "of searching; a plan for another model, batch, optimizer, machine or budget is refused");
+    app.add_option("--nodes", o.nodes,
+                   "Plan on K nodes of consecutive ranks (ranks 0..R/K-1 on node 0), whatever hosts they run on: "
+                   "the two-level path on one host (default: the nodes the launch spans)")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--machine", o.machine_path,
+                   "Link levels and speeds to plan with (a tessera-plan machine file); its devices must be the "
+                   "job's ranks, its outermost level the nodes (the launch's, or --nodes K)");
     app.add_option("--comm", o.comm_backend,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "job_machine.h"
 #include "tensor_store.h"
 #include "trainer.h"
 #include "tessera/comm/communicator.h"
@@ -19,6 +20,7 @@
 #include "tessera/exec/profile.h"
 #include "tessera/exec/size.h"
 #include "tessera/partition/partition.h"
+#include "tessera/partition/render.h"
 #include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/swap/swap_plan.h"
@@ -53,17 +55,17 @@ std::function<void(const SwapProgress &)> swap_progress(bool tty) {
     };
 }
 
-// What this rank plans: the model on a flat machine of the job's ranks.
-RunSpec run_spec(const TrainOptions &o, int ranks, int rank, bool root) {
+// What this rank plans: the model on the job's machine (job_machine.h).
+RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool root) {
     RunSpec spec;
     spec.model = o.model;
     spec.batch = o.batch;
     spec.optimizer = o.optimizer;
-    spec.machine = flat_machine(ranks);
+    spec.machine = machine;
     spec.rank = rank;
     spec.log_stages = root;
     spec.partition.strategy = partition_strategy_from_name(o.partition);
-    TESSERA_CHECK(ranks == 1 || spec.partition.strategy != PartitionStrategy::Brute,
+    TESSERA_CHECK(machine.devices() == 1 || spec.partition.strategy != PartitionStrategy::Brute,
                   "--partition brute is a planning baseline for small graphs; train with tofu, data, owt or equalchop");
     o.partition_flags.apply(spec.partition);
     if (!o.device_mem.empty()) spec.budget = parse_size(o.device_mem, "--device-mem");
@@ -145,13 +147,13 @@ std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profi
                        format_bytes(t.pinned_bytes), t.pools.size());
 }
 
-std::string partition_banner(const TrainOptions &o, const RunPlan &run, const DeviceChoice &choice, bool nccl) {
-    std::string cuts;
-    for (int k : run.lowered->cuts) cuts += (cuts.empty() ? "" : "x") + std::to_string(k);
-    std::string s = fmt::format("partition {} over {} ranks (cuts {}) | {} communication nodes | rank 0 sends {} "
-                                "per step, all ranks {}\n",
-                                run.partition->strategy, run.partition->devices, cuts, run.lowered->comm_nodes,
-                                format_bytes(run.lowered->comm_bytes), format_bytes(run.partition->lowered_comm_bytes()));
+std::string partition_banner(const JobMachine &machine, const RunPlan &run, const DeviceChoice &choice, bool nccl) {
+    std::string s = machine.description + "\n";
+    s += fmt::format("partition {} over {} ranks (cuts {}) | {} communication nodes | rank 0 sends {} per step, all "
+                     "ranks {}\n",
+                     run.partition->strategy, run.partition->devices, cuts_str(*run.partition),
+                     run.lowered->comm_nodes, format_bytes(run.lowered->comm_bytes),
+                     format_bytes(run.partition->lowered_comm_bytes()));
     if (choice.cuda)
         s += nccl ? "collectives: all-reduces on the GPU through NCCL, the rest staged through pinned host memory "
                     "over MPI\n"
@@ -160,8 +162,8 @@ std::string partition_banner(const TrainOptions &o, const RunPlan &run, const De
 }
 
 // What the run will do, printed by rank 0 before the first step.
-void print_banner(const TrainOptions &o, const RunPlan &run, const DataSplit &data, const DeviceChoice &choice,
-                  bool nccl, double profile_s) {
+void print_banner(const TrainOptions &o, const RunPlan &run, const JobMachine &machine, const DataSplit &data,
+                  const DeviceChoice &choice, bool nccl, double profile_s) {
     if (run.swaps)
         std::cout << fmt::format("arena {} (the run needs {}: {:.1f}x) | {}\n", format_bytes(run.arena),
                                  format_bytes(run.footprint),
@@ -172,7 +174,7 @@ void print_banner(const TrainOptions &o, const RunPlan &run, const DataSplit &da
         std::cout << fmt::format("arena {} (plan {}, lower bound {}) | {}\n", format_bytes(run.arena),
                                  format_bytes(run.memory.arena_bytes), format_bytes(run.memory.lower_bound),
                                  run.model.description);
-    if (run.sharded()) std::cout << partition_banner(o, run, choice, nccl);
+    if (run.sharded()) std::cout << partition_banner(machine, run, choice, nccl);
     const int64_t per_epoch = data.train.size / o.batch;
     std::cout << fmt::format("data {} ({} train, {} test) | batch {} | {} steps ({} per epoch) | {} lr {} ({})\n",
                              data.train.name, data.train.size, data.test.size, o.batch, total_steps(o, per_epoch),
@@ -189,6 +191,7 @@ TrainResult run_training(const TrainOptions &o) {
     const bool sharded = o.comm && o.comm->size() > 1;
     const int ranks = sharded ? o.comm->size() : 1, rank = sharded ? o.comm->rank() : 0;
     const bool root = rank == 0;
+    const JobMachine machine = job_machine(job_shape(gather_placements(o.comm), o.nodes), o.machine_path);
     // A job's ranks know their host from MPI; a process alone from the environment, if at all.
     const int local_rank = o.comm ? o.comm->local_rank() : local_rank_from_env(0);
     const int local_ranks = o.comm ? o.comm->local_size() : local_size_from_env(1);
@@ -199,7 +202,7 @@ TrainResult run_training(const TrainOptions &o) {
                   << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n") << std::flush;
     const bool use_nccl = choose_nccl(o.comm_backend, choice, sharded, local_ranks);
     DeviceSlot slot(choice);
-    const RunPlan run = plan_run(run_spec(o, ranks, rank, root), slot.profiler(root));
+    const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root), slot.profiler(root));
     Device &device = slot.get(run.arena);
     Executor ex(run.graph(), device, run.memory);  // fails here, before any data is read, if the arena is too small
     // In-step operator times, for re-simulating the plan. On a device where host
@@ -215,7 +218,7 @@ TrainResult run_training(const TrainOptions &o) {
     if (sharded) store = std::make_unique<ShardedStore>(run.model.graph, *run.lowered, ex, *o.comm);
     else store = std::make_unique<DirectStore>(ex);
     const DataSplit data = load_data(o, run.model);
-    if (root) print_banner(o, run, data, choice, use_nccl, slot.profile_s);
+    if (root) print_banner(o, run, machine, data, choice, use_nccl, slot.profile_s);
     return train(TrainSession{o, run, ex, *store, data, rank, timed});
 }
 

@@ -50,6 +50,11 @@ struct TrainOptions {
     std::string partition = "tofu";
     PartitionFlags partition_flags;  // --force, --no-staged-reductions, --no-replicate-weights
     std::string plan_path;           // --plan: plans made by tessera-plan, run instead of searching
+    // The machine planned on (job_machine.h): the launch's nodes x ranks per
+    // node, or --nodes K pretend nodes of consecutive ranks (0: the launch's);
+    // link speeds from --machine FILE (empty: the defaults).
+    int nodes = 0;
+    std::string machine_path;
     std::string threads;             // the thread budget chosen at start-up, for the banner (exec/thread_budget.h)
     // How collectives run on a CUDA device: nccl (all-reduces on device memory
     // through NCCL, the rest staged through host memory over MPI), mpi (all

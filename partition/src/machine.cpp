@@ -21,6 +21,15 @@ Machine flat_machine(int devices) {
     return Machine{"flat", {LinkLevel{"device", devices, kDefaultBandwidth, kDefaultLatency}}};
 }
 
+Machine cluster_machine(int nodes, int per_node) {
+    TESSERA_CHECK(nodes >= 1 && per_node >= 1, "a machine needs at least 1 node of 1 device, got ", nodes,
+                  " nodes of ", per_node);
+    if (nodes == 1) return flat_machine(per_node);
+    Machine m{"cluster", {LinkLevel{"node", nodes, kDefaultNodeBandwidth, kDefaultNodeLatency}}};
+    if (per_node > 1) m.levels.push_back(LinkLevel{"device", per_node, kDefaultBandwidth, kDefaultLatency});
+    return m;
+}
+
 std::vector<int> prime_factors(int n) {
     TESSERA_INTERNAL_ASSERT(n >= 1, "prime_factors of ", n);
     std::vector<int> f;
@@ -124,6 +133,14 @@ std::string machine_str(const Machine &m) {
     }
     std::string total = std::to_string(m.devices()) + (m.devices() == 1 ? " device" : " devices");
     return s == total ? s : s + " (" + total + ")";
+}
+
+std::string machine_links_str(const Machine &m) {
+    std::ostringstream s;
+    for (size_t i = 0; i < m.levels.size(); i++)
+        s << (i ? ", " : "") << m.levels[i].name << " " << m.levels[i].bandwidth / 1e9 << " GB/s "
+          << m.levels[i].latency * 1e6 << " us";
+    return s.str();
 }
 
 }  // namespace tessera

@@ -74,12 +74,6 @@ std::string with_commas(int64_t v) {
     return v < 0 ? "-" + out : out;
 }
 
-std::string join(const std::vector<std::string> &parts, const std::string &sep) {
-    std::string s;
-    for (size_t i = 0; i < parts.size(); i++) s += (i ? sep : "") + parts[i];
-    return s;
-}
-
 std::string shape_text(const Shape &s) {
     std::vector<std::string> parts;
     for (int64_t d : s) parts.push_back(std::to_string(d));
@@ -95,27 +89,17 @@ std::string layout_text(const std::vector<Layout> &layout) {
 
 std::string strategy_text(const OpPlan &o) { return o.strategy.empty() ? "whole" : join(o.strategy, " | "); }
 
+// The name of the machine level a cut runs over ("node").
+std::string link_name(const Plan &p, const Cut &c) {
+    return c.link >= 0 && c.link < static_cast<int>(p.machine.levels.size()) ? p.machine.levels[c.link].name
+                                                                             : "link " + std::to_string(c.link);
+}
+
 // "level 1 (2-way over node)": what the levels of op and tensor tables mean.
 std::string level_name(const Plan &p, size_t level) {
     if (level >= p.cuts.size()) return "level " + std::to_string(level + 1);
     const Cut &c = p.cuts[level];
-    std::string link = c.link >= 0 && c.link < static_cast<int>(p.machine.levels.size())
-                           ? p.machine.levels[c.link].name
-                           : "link " + std::to_string(c.link);
-    return strf("level %zu (%d-way over %s)", level + 1, c.k, link.c_str());
-}
-
-std::string cuts_text(const Plan &p) {
-    if (p.cuts.empty()) return "none (one device)";
-    std::vector<std::string> parts;
-    for (size_t i = 0; i < p.cuts.size(); i++) {
-        const Cut &c = p.cuts[i];
-        std::string link = c.link >= 0 && c.link < static_cast<int>(p.machine.levels.size())
-                               ? p.machine.levels[c.link].name
-                               : "link " + std::to_string(c.link);
-        parts.push_back(std::to_string(c.k) + " over " + link);
-    }
-    return join(parts, ", then ");
+    return strf("level %zu (%d-way over %s)", level + 1, c.k, link_name(p, c).c_str());
 }
 
 std::string ratio_text(int64_t a, int64_t b) {
@@ -252,13 +236,20 @@ std::string level_bytes_text(const Plan &p) {
 
 }  // namespace
 
+std::string cuts_str(const Plan &p) {
+    if (p.cuts.empty()) return "none (one device)";
+    std::vector<std::string> parts;
+    for (const Cut &c : p.cuts) parts.push_back(std::to_string(c.k) + " over " + link_name(p, c));
+    return join(parts, ", then ");
+}
+
 std::string plan_table(const Plan &p) {
     std::string s;
     s += "model        " + p.model + "\n";
     s += "strategy     " + p.strategy + "\n";
     s += strf("devices      %d\n", p.devices);
     s += "machine      " + p.machine.name + ": " + machine_str(p.machine) + "\n";
-    s += "cuts         " + cuts_text(p) + "\n";
+    s += "cuts         " + cuts_str(p) + "\n";
     s += strf("coarsening   %d ops -> %d groups, %d tensors -> %d groups\n", p.ops_before_coarsening,
               p.ops_after_coarsening, p.tensors_before_coarsening, p.tensors_after_coarsening);
     s += "comm bytes   " + human_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
@@ -545,7 +536,7 @@ std::string plan_html(const Plan &p) {
     s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
     s += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
     s += "<h1>" + esc(title) + "</h1>\n";
-    s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_text(p)) + "</p>\n";
+    s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_str(p)) + "</p>\n";
 
     s += "<div class=\"cards\">\n";
     s += card("communication", human_bytes(p.comm_bytes), with_commas(p.comm_bytes) + " bytes per iteration");

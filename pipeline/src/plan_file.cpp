@@ -20,6 +20,14 @@ std::string field_text(const std::string &key, const nlohmann::json &v) {
     return key + " " + (v.is_string() ? v.get<std::string>() : v.dump());
 }
 
+// The machine's shape: its levels' counts, outermost first. The plan's cuts
+// follow it; link speeds only price them.
+std::vector<int> level_counts(const Machine &m) {
+    std::vector<int> counts;
+    for (const LinkLevel &l : m.levels) counts.push_back(l.count);
+    return counts;
+}
+
 SwapPlans swap_plans_from_json(const nlohmann::json &e, const std::string &source) {
     SwapPlans s;
     TESSERA_CHECK(e.contains("train") && e.contains("forward"), source, ": a \"swap_ranks\" entry needs "
@@ -80,6 +88,10 @@ void use_plan_file(const PlanFile &file, RunSpec &spec) {
         TESSERA_CHECK(made == here, "--plan ", file.path, " was made for ", field_text(key, made), "; this run has ",
                       field_text(key, here));
     }
+    const Machine &made = file.partition.machine;
+    TESSERA_CHECK(level_counts(made) == level_counts(spec.machine), "--plan ", file.path, " was made for machine ",
+                  machine_str(made), "; this run's machine is ", machine_str(spec.machine),
+                  " (tessera-train plans on the launch's nodes, --nodes K or --machine FILE)");
     TESSERA_CHECK(spec.machine.devices() == 1 || file.partition.executable, "--plan: '", file.path,
                   "' is not a plan tessera-train can run; make it with tessera-plan --executable");
     spec.given_partition = file.partition;

@@ -1,6 +1,6 @@
 // The machine description: prime factoring of level counts, the order of the
 // recursion's cuts, the JSON format (round trip and every user error), and the
-// one-line summary.
+// one-line summary; the machine of a job over nodes.
 #include "tessera/partition/machine.h"
 
 #include <cmath>
@@ -110,6 +110,27 @@ TEST(MachineCuts, OneDeviceHasNoCuts) {
 TEST(FlatMachine, RejectsNonPositive) {
     expect_error([] { flat_machine(0); }, "the device count must be at least 1, got 0");
     expect_error([] { flat_machine(-4); }, "got -4");
+}
+
+TEST(ClusterMachine, NodesOutermostAtTheNetworkDefaults) {
+    Machine m = cluster_machine(2, 4);
+    ASSERT_EQ(m.levels.size(), 2u);
+    EXPECT_EQ(m.levels[0], (LinkLevel{"node", 2, kDefaultNodeBandwidth, kDefaultNodeLatency}));
+    EXPECT_EQ(m.levels[1], (LinkLevel{"device", 4, kDefaultBandwidth, kDefaultLatency}));
+    EXPECT_LT(kDefaultNodeBandwidth, kDefaultBandwidth);  // the slow links are the nodes'
+    EXPECT_EQ(machine_cuts(m), (std::vector<Cut>{{2, 0}, {2, 1}, {2, 1}}));
+    // 3 nodes of 2: the first cut is 3 over the nodes, where a flat 6 would cut 2 first.
+    EXPECT_EQ(machine_cuts(cluster_machine(3, 2)), (std::vector<Cut>{{3, 0}, {2, 1}}));
+    EXPECT_EQ(machine_str(m), "2 nodes x 4 devices (8 devices)");
+    EXPECT_EQ(machine_links_str(m), "node 12.5 GB/s 10 us, device 25 GB/s 5 us");
+}
+
+TEST(ClusterMachine, OneNodeIsFlatAndOneDevicePerNodeIsTheNetwork) {
+    EXPECT_EQ(cluster_machine(1, 6), flat_machine(6));
+    Machine m = cluster_machine(4, 1);
+    ASSERT_EQ(m.levels.size(), 1u);
+    EXPECT_EQ(m.levels[0], (LinkLevel{"node", 4, kDefaultNodeBandwidth, kDefaultNodeLatency}));
+    expect_error([] { cluster_machine(0, 2); }, "at least 1 node of 1 device, got 0 nodes of 2");
 }
 
 bool close(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }

@@ -39,6 +39,15 @@ Machine flat_machine(int devices);
 inline constexpr double kDefaultBandwidth = 25e9;  // bytes/s, a PCIe-4 x16-class link
 inline constexpr double kDefaultLatency = 5e-6;    // seconds
 
+// A job of `nodes` hosts of `per_node` devices each: the network between the
+// nodes outermost, at the defaults below (the node level of
+// configs/machines/2x8-nvlink.json), then the devices of a node at the flat
+// machine's defaults. One node gives flat_machine(per_node) exactly; one
+// device per node, the node level alone.
+Machine cluster_machine(int nodes, int per_node);
+inline constexpr double kDefaultNodeBandwidth = 12.5e9;  // bytes/s, a 100 Gb/s network link
+inline constexpr double kDefaultNodeLatency = 10e-6;     // seconds
+
 // The cuts, outermost level first; each level's count factored into primes,
 // smallest first. 16 = 2 nodes x 8 GPUs gives 2 | 2, 2, 2.
 std::vector<Cut> machine_cuts(const Machine &m);
@@ -50,6 +59,7 @@ Machine machine_from_json_text(const std::string &text, const std::string &sourc
 Machine load_machine(const std::string &path);
 std::string machine_to_json_text(const Machine &m);
 std::string machine_str(const Machine &m);  // "2 node x 8 gpu (16 devices)"
+std::string machine_links_str(const Machine &m);  // "node 12.5 GB/s 10 us, gpu 150 GB/s 3 us"
 
 // Prime factors of n >= 1, ascending (1 gives an empty list).
 std::vector<int> prime_factors(int n);

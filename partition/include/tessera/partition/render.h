@@ -9,6 +9,10 @@
 
 namespace tessera {
 
+// The cuts outermost first, each with the machine level it runs over:
+// "2 over node, then 2 over gpu".
+std::string cuts_str(const Plan &p);
+
 std::string plan_table(const Plan &p);
 std::string plan_dot(const Plan &p);
 std::string plan_html(const Plan &p);

@@ -9,8 +9,9 @@
 //   "run":        what the plans were made for (run_identity below);
 //   "swap_ranks": [{"rank": R, "train": SwapPlan, "forward": SwapPlan}, ...]
 //                 when planned under --device-mem (--rank all: every rank).
-// A plan for another model, batch, optimizer, device count or budget is
-// refused with an error naming the difference.
+// A plan for another model, batch, optimizer, device count, machine shape
+// (its levels' counts: 2 nodes x 2 devices is not 4 devices on one level) or
+// budget is refused with an error naming the difference.
 #pragma once
 
 #include <map>
@@ -42,7 +43,8 @@ nlohmann::json swap_ranks_json(const std::map<int, SwapPlans> &swaps);
 PlanFile read_plan_file(const std::string &path);
 
 // Sets spec.given_partition and, when the file has them, spec.given_swaps for
-// spec.rank, after checking that the file was made for this run. Throws
+// spec.rank, after checking that the file was made for this run (and
+// spec.machine's shape). Throws
 // tessera::Error naming the first difference ("--plan plan.json was made for
 // batch 32; this run has batch 64").
 void use_plan_file(const PlanFile &file, RunSpec &spec);
