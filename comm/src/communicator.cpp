@@ -233,18 +233,29 @@ void Communicator::sendrecv(const void *send_buf, size_t send_bytes, int dst, vo
 // ---- Collectives ---------------------------------------------------------------
 
 void Communicator::all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce) {
+    if (reduce == ReduceOp::Max) ring_all_reduce(data, count, g, [](float a, float b) { return std::max(a, b); });
+    else ring_all_reduce(data, count, g, [](float a, float b) { return a + b; });
+}
+
+void Communicator::all_reduce_f64(double *data, size_t count, const Group &g) {
+    ring_all_reduce(data, count, g, [](double a, double b) { return a + b; });
+}
+
+template <typename T, typename Combine>
+void Communicator::ring_all_reduce(T *data, size_t count, const Group &g, Combine combine) {
     const CommOp op = CommOp::AllReduce;
     check_group(g, op);
     count_call(op);
     const int k = g.size();
     if (k == 1 || count == 0) return;
-    TESSERA_CHECK(data != nullptr, "rank ", rank_, ": all_reduce of ", count, " floats over ranks ", g.str(),
-                  " got a null buffer");
+    TESSERA_CHECK(data != nullptr, "rank ", rank_, ": all_reduce of ", count,
+                  sizeof(T) == sizeof(double) ? " doubles" : " floats", " over ranks ", g.str(), " got a null buffer");
     const int me = g.index_of(rank_);
     const int next = g.ranks[(me + 1) % k], prev = g.ranks[mod(me - 1, k)];
-    float *incoming = scratch(chunk_size(count, k, 0));
+    static_assert(sizeof(T) % sizeof(float) == 0);
+    T *incoming = reinterpret_cast<T *>(scratch(chunk_size(count, k, 0) * (sizeof(T) / sizeof(float))));
     auto at = [&](int c) { return data + chunk_offset(count, k, c); };
-    auto bytes = [&](int c) { return chunk_size(count, k, c) * sizeof(float); };
+    auto bytes = [&](int c) { return chunk_size(count, k, c) * sizeof(T); };
 
     // Reduce-scatter: at step s pass on the partial sum of chunk me-s-1 and add
     // our values to the partial sum of chunk me-s-2; after k-1 steps chunk me is whole.
@@ -252,12 +263,9 @@ void Communicator::all_reduce(float *data, size_t count, const Group &g, ReduceO
         int sc = mod(me - s - 1, k), rc = mod(me - s - 2, k);
         step(at(sc), bytes(sc), next, incoming, bytes(rc), prev, op, g);
         this->count(op, static_cast<int64_t>(bytes(sc)));
-        float *d = at(rc);
+        T *d = at(rc);
         const size_t n = chunk_size(count, k, rc);
-        if (reduce == ReduceOp::Max)
-            for (size_t i = 0; i < n; i++) d[i] = std::max(incoming[i], d[i]);
-        else
-            for (size_t i = 0; i < n; i++) d[i] = incoming[i] + d[i];
+        for (size_t i = 0; i < n; i++) d[i] = combine(incoming[i], d[i]);
     }
     // All-gather: pass finished chunks around, received straight into place.
     for (int s = 0; s < k - 1; s++) {

@@ -52,9 +52,12 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
                   group_.str(), " does not hold this rank (", rank, ")");
     if (kind == "all_reduce") {
         kind_ = Kind::AllReduce;
-        TESSERA_CHECK(in.type.shape == out.type.shape && in.type.dtype == DType::F32, "communication node '",
-                      c.name, "': an all-reduce keeps its f32 shape");
+        TESSERA_CHECK(in.type.shape == out.type.shape && in.type.dtype != DType::I32, "communication node '",
+                      c.name, "': an all-reduce keeps its f32 or f64 shape");
         reduce_ = reduce_of(c);
+        f64_ = in.type.dtype == DType::F64;
+        TESSERA_CHECK(!f64_ || reduce_ == ReduceOp::Sum, "communication node '", c.name,
+                      "': an f64 all-reduce is a sum");
         return;
     }
     TESSERA_CHECK(kind == "reduce_scatter", "communication node '", c.name, "' has unknown kind '", kind,
@@ -158,7 +161,8 @@ void Collective::run(Communicator &comm, const std::byte *in, std::byte *out) {
     case Kind::AllReduce: {
         size_t n = static_cast<size_t>(in_box_.elements());
         if (in != out) std::memcpy(out, in, n * elem_);
-        comm.all_reduce(reinterpret_cast<float *>(out), n, group_, reduce_);
+        if (f64_) comm.all_reduce_f64(reinterpret_cast<double *>(out), n, group_);
+        else comm.all_reduce(reinterpret_cast<float *>(out), n, group_, reduce_);
         return;
     }
     case Kind::ReduceScatter: {

@@ -26,7 +26,7 @@ public:
     int64_t bytes() const { return bytes_; }  // what lowering says this rank sends
     // A sum all-reduce needs no host-side copies, so a device communicator can
     // run it on device memory: its group and element count.
-    bool is_all_reduce() const { return kind_ == Kind::AllReduce && reduce_ == ReduceOp::Sum; }
+    bool is_all_reduce() const { return kind_ == Kind::AllReduce && reduce_ == ReduceOp::Sum && !f64_; }
     const Group &group() const { return group_; }
     size_t elements() const { return static_cast<size_t>(in_box_.elements()); }
 
@@ -52,6 +52,7 @@ private:
     Box in_box_, out_box_;                  // [0, extents) of each buffer
     Group group_;                           // all_reduce, reduce_scatter
     ReduceOp reduce_ = ReduceOp::Sum;       // all_reduce
+    bool f64_ = false;                      // all_reduce of doubles (batch norm's statistics)
     std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
     std::vector<size_t> chunk_counts_;      // reduce_scatter: elements per chunk
     std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1

@@ -35,7 +35,7 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 std::string where(const std::string &path) { return "safetensors file '" + path + "': "; }
 
 bool parse_dtype(const std::string &s, StDType *out) {
-    for (StDType t : {StDType::F32, StDType::I32, StDType::I64, StDType::U8})
+    for (StDType t : {StDType::F32, StDType::I32, StDType::I64, StDType::U8, StDType::F64})
         if (s == st_dtype_name(t)) return *out = t, true;
     return false;
 }
@@ -170,7 +170,7 @@ Entry parse_entry(const std::string &file, const std::string &name, const nlohma
     const nlohmann::json &dt = v["dtype"];
     TESSERA_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), &out.tensor.dtype),
                   where(file), e, " has dtype ", dt.dump(),
-                  ", which Tessera does not read (supported: F32, I32, I64, U8)");
+                  ", which Tessera does not read (supported: F32, I32, I64, U8, F64)");
     const nlohmann::json &shape = v["shape"];
     TESSERA_CHECK(shape.is_array(), where(file), e, " has shape ", shape.dump(),
                   ", not a list of extents");
@@ -203,6 +203,7 @@ const char *st_dtype_name(StDType t) {
     case StDType::I32: return "I32";
     case StDType::I64: return "I64";
     case StDType::U8: return "U8";
+    case StDType::F64: return "F64";
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown safetensors dtype");
 }
@@ -213,6 +214,7 @@ size_t st_dtype_size(StDType t) {
     case StDType::I32: return 4;
     case StDType::I64: return 8;
     case StDType::U8: return 1;
+    case StDType::F64: return 8;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown safetensors dtype");
 }
@@ -221,6 +223,7 @@ StDType to_st_dtype(DType t) {
     switch (t) {
     case DType::F32: return StDType::F32;
     case DType::I32: return StDType::I32;
+    case DType::F64: return StDType::F64;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }

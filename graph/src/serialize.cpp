@@ -38,6 +38,7 @@ AttrValue attr_value(const json &j, const std::string &where) {
 DType dtype_from(const std::string &s, const std::string &where) {
     if (s == "f32") return DType::F32;
     if (s == "i32") return DType::I32;
+    if (s == "f64") return DType::F64;
     fail(where, ": unknown dtype '", s, "' (valid: f32, i32)");
 }
 

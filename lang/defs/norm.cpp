@@ -176,6 +176,14 @@ struct NCHW {
     }
 };
 
+// Batch norm's four statistics (sum_x, sum_sq_dev; the gradient's sum_dy,
+// sum_dy_dev) are accumulated in double and rounded once to float before
+// anything reads them. Across devices each is a partial sum all-reduced in
+// double (a staged kernel's f64 stage), so the float every device reads equals
+// the one process's unless two double sums of the same numbers straddle a
+// float rounding boundary: batch norm's output feeds ReLUs and max pools,
+// where a statistic rounded differently on N devices would flip activations
+// (docs/lowering.md, "Staged reductions").
 struct ChannelNorm {
     NCHW idx;
     Var n{"n"}, c{"c"}, h{"h"}, w{"w"};
@@ -214,17 +222,17 @@ ChannelNorm channel_statistics(Ctx &c, Func x, int xi, Expr eps) {
     }
     Var ch = s.c;
     Func sum_x("sum_x");
-    sum_x(ch) = 0.0f;
-    sum_x(ch) += x(s.idx(s.rn, ch, s.rh, s.rw));
+    sum_x(ch) = cast<double>(0);
+    sum_x(ch) += cast<double>(x(s.idx(s.rn, ch, s.rh, s.rw)));
     s.sum_x = c.stage(sum_x);
     s.mean = Func("mean");
-    s.mean(ch) = s.sum_x(ch) / s.M;
+    s.mean(ch) = strict_float(cast<float>(s.sum_x(ch)) / s.M);
     Func sq_dev("sum_sq_dev");
-    sq_dev(ch) = 0.0f;
-    sq_dev(ch) += squared_deviation(x, s.mean, s.v, ch)(s.idx(s.rn, ch, s.rh, s.rw));
+    sq_dev(ch) = cast<double>(0);
+    sq_dev(ch) += cast<double>(squared_deviation(x, s.mean, s.v, ch)(s.idx(s.rn, ch, s.rh, s.rw)));
     s.sq_dev = c.stage(sq_dev);
     s.rstd = Func("rstd");
-    s.rstd(ch) = 1.0f / sqrt(s.sq_dev(ch) / s.M + eps);
+    s.rstd(ch) = strict_float(1.0f / sqrt(cast<float>(s.sq_dev(ch)) / s.M + eps));
     return s;
 }
 
@@ -288,7 +296,7 @@ OpDef batch_norm(Ctx &c) {
     ChannelNorm s = channel_statistics(c, x, 0, c.param_float("eps"));
     Var ch = s.c;
     Func y("y");
-    y(s.v) = (x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch) * gamma(ch) + beta(ch);
+    y(s.v) = strict_float((x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch) * gamma(ch) + beta(ch));
     if (c.scheduling()) {
         if (s.idx.spatial) {
             schedule_by_channel(y, s, {s.sum_x, s.sq_dev}, {s.mean, s.rstd}, c.target());
@@ -319,22 +327,24 @@ OpDef batch_norm_grad(Ctx &c) {
     Var ch = s.c;
     std::vector<Expr> rpos = s.idx(s.rn, ch, s.rh, s.rw);
     Func sum_dy("sum_dy"), sum_dy_dev("sum_dy_dev");
-    sum_dy(ch) = 0.0f;
-    sum_dy(ch) += dy(rpos);
+    sum_dy(ch) = cast<double>(0);
+    sum_dy(ch) += cast<double>(dy(rpos));
     sum_dy = c.stage(sum_dy);
-    sum_dy_dev(ch) = 0.0f;
-    sum_dy_dev(ch) += dy(rpos) * (x(rpos) - s.mean(ch));
+    sum_dy_dev(ch) = cast<double>(0);
+    sum_dy_dev(ch) += cast<double>(dy(rpos)) * cast<double>(x(rpos) - s.mean(ch));
     sum_dy_dev = c.stage(sum_dy_dev);
+    Expr sum_dy_f = cast<float>(sum_dy(ch)), sum_dy_dev_f = cast<float>(sum_dy_dev(ch));
     Func dgamma("dgamma"), dbeta("dbeta");
-    dgamma(ch) = sum_dy_dev(ch) * s.rstd(ch);
-    // Not a plain copy of sum_dy on purpose: the analysis reports an output that
-    // only copies a reduction stage as a partial output, and would then drop
-    // sum_dy from the cross-device reductions that dx needs before it runs.
-    dbeta(ch) = sum_dy(ch) + 0.0f;
+    dgamma(ch) = strict_float(sum_dy_dev_f * s.rstd(ch));
+    // Not a plain copy of sum_dy on purpose (the cast alone makes it none): the
+    // analysis reports an output that only copies a reduction stage as a partial
+    // output, and would then drop sum_dy from the cross-device reductions that
+    // dx needs before it runs.
+    dbeta(ch) = sum_dy_f + 0.0f;
     Func dx("dx");
     Expr xhat = (x(as_exprs(s.v)) - s.mean(ch)) * s.rstd(ch);
-    Expr dgamma_c = sum_dy_dev(ch) * s.rstd(ch);
-    dx(s.v) = gamma(ch) * s.rstd(ch) * (dy(as_exprs(s.v)) - (sum_dy(ch) + xhat * dgamma_c) / s.M);
+    Expr dgamma_c = sum_dy_dev_f * s.rstd(ch);
+    dx(s.v) = strict_float(gamma(ch) * s.rstd(ch) * (dy(as_exprs(s.v)) - (sum_dy_f + xhat * dgamma_c) / s.M));
     if (c.scheduling()) {
         if (s.idx.spatial) {
             // dgamma and dbeta join dx's loop over the channels, where the

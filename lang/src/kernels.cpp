@@ -32,6 +32,15 @@ const std::unordered_map<std::string, const lang::gen::KernelEntry *> &kernel_in
     return index;
 }
 
+halide_type_t halide_type_of(DType t) {
+    switch (t) {
+    case DType::F32: return halide_type_t(halide_type_float, 32);
+    case DType::I32: return halide_type_t(halide_type_int, 32);
+    case DType::F64: return halide_type_t(halide_type_float, 64);
+    }
+    TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
+}
+
 // A halide_buffer_t describing a dense row-major tensor, dimensions reversed into
 // Halide's innermost-first order.
 struct HalideView {
@@ -55,8 +64,7 @@ struct HalideView {
         buf.host = static_cast<uint8_t *>(a.t.data);
         buf.dimensions = rank;
         buf.dim = dims;
-        buf.type = a.t.type.dtype == DType::F32 ? halide_type_t(halide_type_float, 32)
-                                                 : halide_type_t(halide_type_int, 32);
+        buf.type = halide_type_of(a.t.type.dtype);
     }
 };
 

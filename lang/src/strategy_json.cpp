@@ -87,7 +87,10 @@ json to_json(const OpStrategies &s) {
             else outs.push_back({{"kind", "replicated"}});
         }
         for (const StageReduction &r : st.reductions)
-            reds.push_back({{"stage", r.stage}, {"reduce", r.reduce}, {"elements", to_json(r.elements)}});
+            reds.push_back({{"stage", r.stage},
+                            {"reduce", r.reduce},
+                            {"elements", to_json(r.elements)},
+                            {"element_bytes", r.element_bytes}});
         strategies.push_back({{"var", st.var}, {"reduction_var", st.reduction_var}, {"inputs", ins},
                               {"outputs", outs}, {"reductions", reds}});
     }
@@ -131,7 +134,7 @@ OpStrategies op_strategies_from_json(const json &j) {
         }
         for (const json &jr : js.at("reductions"))
             st.reductions.push_back({jr.at("stage").get<std::string>(), jr.at("reduce").get<std::string>(),
-                                     poly_from_json(jr.at("elements"))});
+                                     poly_from_json(jr.at("elements")), jr.value("element_bytes", 4)});
         s.strategies.push_back(std::move(st));
     }
     for (const json &r : j.at("rejected")) s.rejected.emplace_back(r.at(0).get<std::string>(), r.at(1).get<std::string>());

@@ -10,6 +10,7 @@ const char *dtype_name(DType t) {
     switch (t) {
     case DType::F32: return "f32";
     case DType::I32: return "i32";
+    case DType::F64: return "f64";
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }
@@ -18,6 +19,7 @@ size_t dtype_size(DType t) {
     switch (t) {
     case DType::F32: return 4;
     case DType::I32: return 4;
+    case DType::F64: return 8;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }

@@ -77,7 +77,7 @@ public:
         const int p = static_cast<int>(stages_.size());
         stages_.push_back(f);
         if (p >= provided_) return f;
-        ImageParam in(Float(32), f.dimensions(), "stage" + std::to_string(p));
+        ImageParam in(f.output_types()[0], f.dimensions(), "stage" + std::to_string(p));
         stage_inputs_.push_back(in);
         Func view(f.name() + "_reduced");
         view(f.args()) = in(f.args());

@@ -417,7 +417,7 @@ Analysis analyse(const OpDef &def, const std::vector<Function> &order, const Ana
         auto p = partial.find(f->name());
         if (p == partial.end()) continue;
         const std::string &stage = p->first, &kind = p->second;
-        StageReduction red{plain_name(stage), kind, {}};
+        StageReduction red{plain_name(stage), kind, {}, f->output_types()[0].bytes()};
         const Box &b = required[stage];
         Poly elements{{{}, 1}};
         bool ok = true;

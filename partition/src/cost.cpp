@@ -186,7 +186,7 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
                 continue;
             for (const StageReduction &r : s.reductions) {
                 int64_t elements = r.elements.eval(env);
-                o.stage_bytes += all_reduce_bytes(k, elements * 4);
+                o.stage_bytes += all_reduce_bytes(k, elements * r.element_bytes);
                 o.stages.push_back(r.stage);
             }
             o.label = "split " + s.var;

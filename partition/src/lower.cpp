@@ -131,7 +131,7 @@ private:
                                      const std::vector<TensorId> &local_in,
                                      const std::vector<std::vector<Box>> &in_boxes,
                                      const std::vector<Box> &out_box);
-    TensorId add_stage_reduction(TensorId stage, const std::vector<bool> &levels, const std::string &reduce,
+    TensorId add_stage_reduction(TensorId stage, DType dtype, const std::vector<bool> &levels, const std::string &reduce,
                                  const std::vector<int64_t> &counts, const std::string &why);
     void lower_node(NodeId n);
 
@@ -592,13 +592,15 @@ TensorId Lowerer::add_lowest_rows(TensorId in, const Box &block, int d, int64_t 
 // One stage of a staged operator, combined over the ranks that differ on
 // `levels` (those whose strategies split the stage's reduction): a ring
 // all-reduce, a sum or a max. `counts[r]`: the stage's elements on rank r.
-TensorId Lowerer::add_stage_reduction(TensorId stage, const std::vector<bool> &levels, const std::string &reduce,
-                                      const std::vector<int64_t> &counts, const std::string &why) {
+TensorId Lowerer::add_stage_reduction(TensorId stage, DType dtype, const std::vector<bool> &levels,
+                                      const std::string &reduce, const std::vector<int64_t> &counts,
+                                      const std::string &why) {
     int64_t mine = 0;
     for (int r = 0; r < n_; r++) {
         std::vector<int64_t> grp = group_of(coords_, r, levels);
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
-        int64_t sent = all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) * 4;
+        int64_t sent = all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) *
+                       static_cast<int64_t>(dtype_size(dtype));
         bytes_[r] += sent;
         if (r == rank_) mine = sent;
     }
@@ -609,7 +611,7 @@ TensorId Lowerer::add_stage_reduction(TensorId stage, const std::vector<bool> &l
     a.set("bytes", mine);
     if (reduce != "sum") a.set("reduce", reduce);
     const Box whole = Box::whole(dg_.graph.tensor(stage).type.shape);
-    return add_comm(why, std::move(a), stage, DType::F32, whole, kNoTensor, TensorRole::Activation);
+    return add_comm(why, std::move(a), stage, dtype, whole, kNoTensor, TensorRole::Activation);
 }
 
 // An operator whose strategy splits a reduction inside it, run as its staged
@@ -622,6 +624,7 @@ std::vector<TensorId> Lowerer::add_staged(const Node &node, const std::vector<co
     for (TensorId t : node.inputs) whole_in.push_back(g_.tensor(t).type);
     const std::vector<std::string> stages = op_stages(node.call, whole_in);
     std::vector<int64_t> counts(n_);
+    const DType stage_dtype = stage_type(node.call, whole_in).dtype;
     for (int r = 0; r < n_; r++) {
         std::vector<TensorType> local = whole_in;
         for (size_t i = 0; i < local.size(); i++) local[i].shape = in_boxes[i][r].extents();
@@ -650,7 +653,7 @@ std::vector<TensorId> Lowerer::add_staged(const Node &node, const std::vector<co
             t = add_op(step, have, node, {})[0];
         }
         if (!reduce.empty())
-            t = add_stage_reduction(t, levels, reduce, counts, node.call.name + "." + stages[p]);
+            t = add_stage_reduction(t, stage_dtype, levels, reduce, counts, node.call.name + "." + stages[p]);
         have.push_back(t);
     }
     if (!build_) return std::vector<TensorId>(node.outputs.size(), kNoTensor);

@@ -151,6 +151,51 @@ TEST_P(Collectives, AllReduceMatchesDoubleSumWithIdenticalBits) {
     }
 }
 
+// Doubles (batch norm's statistics): the sum to double precision, identical
+// bits on every member, 8 bytes an element counted like the float ring.
+TEST_P(Collectives, AllReduceOfDoublesSumsInDouble) {
+    const int n = GetParam();
+    const std::vector<size_t> counts = {1, 3, 37};
+    // value + 1e-9 * rank: a float sum would lose the second term.
+    auto dvalue = [](int rank, size_t i) { return double(value(rank, i)) + 1e-9 * (rank + 1); };
+    for (const Layout &layout : layouts(n)) {
+        Comms comms = make_thread_communicators(n);
+        std::vector<std::vector<std::vector<double>>> got(n);
+        std::vector<std::vector<int64_t>> sent(n);
+        expect_no_errors(run_ranks(comms, [&](Communicator &c) {
+            const Group *g = group_of(layout, c.rank());
+            if (!g) return;
+            for (size_t count : counts) {
+                std::vector<double> data(count);
+                for (size_t i = 0; i < count; i++) data[i] = dvalue(c.rank(), i);
+                c.reset_counters();
+                c.all_reduce_f64(data.data(), count, *g);
+                got[c.rank()].push_back(data);
+                sent[c.rank()].push_back(c.counters().bytes[static_cast<int>(CommOp::AllReduce)]);
+            }
+        }));
+        for (const Group &g : layout) {
+            const int k = g.size();
+            for (size_t ci = 0; ci < counts.size(); ci++) {
+                const size_t count = counts[ci];
+                for (size_t i = 0; i < count; i++) {
+                    double sum = 0;
+                    for (int r : g.ranks) sum += dvalue(r, i);
+                    EXPECT_NEAR(got[g.ranks[0]][ci][i], sum, 1e-14 * sum) << g.str() << " element " << i;
+                }
+                for (int m = 0; m < k; m++) {
+                    const int r = g.ranks[m];
+                    EXPECT_EQ(std::memcmp(got[r][ci].data(), got[g.ranks[0]][ci].data(), count * sizeof(double)), 0)
+                        << g.str() << " count " << count << ": rank " << r;
+                    const int64_t expected =
+                        k == 1 ? 0 : 8 * static_cast<int64_t>(2 * count - chunk(count, k, m) - chunk(count, k, (m + 1) % k));
+                    EXPECT_EQ(sent[r][ci], expected) << g.str() << " count " << count << " rank " << r;
+                }
+            }
+        }
+    }
+}
+
 TEST_P(Collectives, ReduceScatterGivesMemberJTheSumOfChunkJ) {
     const int n = GetParam();
     const std::vector<size_t> counts = {0, 1, 3, 17};

@@ -51,6 +51,17 @@ const Strategy &strategy_of(const OpCall &call, const std::vector<TensorType> &i
     return table->strategies.front();
 }
 
+// Every block's stage becomes the blocks' sum (or max), in block order.
+template <typename T>
+void combine_blocks(std::vector<HostTensor> &got, std::vector<T> HostTensor::*values, const std::string &reduce) {
+    for (size_t e = 0; e < (got[0].*values).size(); e++) {
+        T v = (got[0].*values)[e];
+        for (size_t b = 1; b < got.size(); b++)
+            v = reduce == "max" ? std::max(v, (got[b].*values)[e]) : v + (got[b].*values)[e];
+        for (HostTensor &t : got) (t.*values)[e] = v;
+    }
+}
+
 // Runs `call` staged over `k` equal blocks of index variable `var` and
 // returns the outputs put back together. `combine`: false leaves every
 // block's stages as they are (to check that the test can fail).
@@ -84,12 +95,10 @@ std::vector<HostTensor> run_blocked(const OpCall &call, std::vector<HostTensor> 
             got.push_back(run(staged_call(call, static_cast<int>(p), whole, origin[b]), block_in[b])[0]);
         auto red = std::find_if(s.reductions.begin(), s.reductions.end(),
                                 [&](const StageReduction &r) { return r.stage == stages[p]; });
-        if (combine && red != s.reductions.end())
-            for (size_t e = 0; e < got[0].f.size(); e++) {
-                float v = got[0].f[e];
-                for (int b = 1; b < k; b++) v = red->reduce == "max" ? std::max(v, got[b].f[e]) : v + got[b].f[e];
-                for (int b = 0; b < k; b++) got[b].f[e] = v;
-            }
+        if (combine && red != s.reductions.end()) {
+            if (got[0].type.dtype == DType::F64) combine_blocks(got, &HostTensor::d, red->reduce);
+            else combine_blocks(got, &HostTensor::f, red->reduce);
+        }
         for (int b = 0; b < k; b++) block_in[b].push_back(got[b]);
     }
     std::vector<HostTensor> outs;
@@ -209,6 +218,39 @@ TEST(Staged, BatchNormGradOnImageLikeDataMatchesDoubles) {
     }
 }
 
+// Batch norm's statistics are summed in double and rounded once to float, so
+// the float every block reads does not depend on how the sum was split: on
+// image-like data (a shared background value per channel, whose normalised
+// value a ReLU or a max pool compares), the staged outputs over 2, 3, 4 and 6
+// batch blocks and over height equal the whole kernel's bit for bit.
+TEST(Staged, BatchNormOutputsDoNotDependOnTheSplit) {
+    const int64_t N = 24, C = 4, HW = 12 * 12;
+    HostTensor x = random_tensor({N, C, 12, 12}, 31, -1, 1), dy = random_tensor({N, C, 12, 12}, 32);
+    std::mt19937 rng(9);
+    for (size_t e = 0; e < x.f.size(); e++)
+        if (rng() % 10 < 6) x.f[e] = 0.3f + 0.01f * static_cast<float>((e / HW) % C);
+    std::vector<HostTensor> fwd = {x, random_tensor({C}, 33, 0.5, 1.5), random_tensor({C}, 34)};
+    std::vector<HostTensor> bwd = {dy, x, fwd[1]};
+    const std::vector<HostTensor> y = run(op(OpKind::BatchNorm), fwd), grads = run(op(OpKind::BatchNormGrad), bwd);
+    for (auto [var, k] : std::vector<std::pair<const char *, int>>{{"n", 2}, {"n", 3}, {"n", 4}, {"n", 6}, {"h", 3}}) {
+        SCOPED_TRACE(std::string(var) + " split " + std::to_string(k) + " ways");
+        EXPECT_EQ(run_blocked(op(OpKind::BatchNorm), fwd, var, k)[0].f, y[0].f);
+        const std::vector<HostTensor> got = run_blocked(op(OpKind::BatchNormGrad), bwd, var, k);
+        for (int o = 0; o < 3; o++) EXPECT_EQ(got[o].f, grads[o].f) << "output " << o;
+    }
+    // [N, C] (after a fully connected layer): its own schedule.
+    std::vector<HostTensor> nc = {random_tensor({24, 7}, 35, -1, 1), random_tensor({7}, 37, 0.5, 1.5),
+                                  random_tensor({7}, 38)};
+    std::vector<HostTensor> nc_bwd = {random_tensor({24, 7}, 36), nc[0], nc[1]};
+    const std::vector<HostTensor> y2 = run(op(OpKind::BatchNorm), nc), g2 = run(op(OpKind::BatchNormGrad), nc_bwd);
+    for (int k : {2, 3, 4, 6}) {
+        SCOPED_TRACE("[N, C] split n " + std::to_string(k) + " ways");
+        EXPECT_EQ(run_blocked(op(OpKind::BatchNorm), nc, "n", k)[0].f, y2[0].f);
+        const std::vector<HostTensor> got = run_blocked(op(OpKind::BatchNormGrad), nc_bwd, "n", k);
+        for (int o = 0; o < 3; o++) EXPECT_EQ(got[o].f, g2[o].f) << "output " << o;
+    }
+}
+
 // Without combining the stages each block normalises by its own statistics:
 // the comparison above must see that.
 TEST(Staged, UncombinedStagesDiffer) {
@@ -226,15 +268,15 @@ TEST(Staged, BadStagedCallsAreRefused) {
     std::vector<TensorType> in = {{DType::F32, {4, 3}}, {DType::F32, {3}}, {DType::F32, {3}}};
     std::vector<Shape> whole = {{8, 3}, {3}, {3}}, origin = {{4, 0}, {0}, {0}};
     EXPECT_EQ(op_stages(bn, in), (std::vector<std::string>{"sum_x", "sum_sq_dev"}));
-    EXPECT_EQ(infer_types(staged_call(bn, 0, whole, origin), in)[0], (TensorType{DType::F32, {3}}));
+    EXPECT_EQ(infer_types(staged_call(bn, 0, whole, origin), in)[0], (TensorType{DType::F64, {3}}));
     expect_error([&] { infer_types(staged_call(bn, 1, whole, origin), in); }, "phase 1 takes the operator's 3 inputs and 1 stage inputs, got 3");
     std::vector<TensorType> with_bad_stage = in;
-    with_bad_stage.push_back({DType::F32, {4}});
-    expect_error([&] { infer_types(staged_call(bn, 1, whole, origin), with_bad_stage); }, "stage input 0 must be f32[3]");
+    with_bad_stage.push_back({DType::F32, {3}});
+    expect_error([&] { infer_types(staged_call(bn, 1, whole, origin), with_bad_stage); }, "stage input 0 must be f64[3]");
     expect_error([&] { infer_types(staged_call(bn, 0, {{6, 3}, {3}, {3}}, {{4, 0}, {0}, {0}}), in); },
                  "lies outside its whole shape");
     std::vector<TensorType> three_stages = in;
-    for (int s = 0; s < 3; s++) three_stages.push_back({DType::F32, {3}});
+    for (int s = 0; s < 3; s++) three_stages.push_back({DType::F64, {3}});
     expect_error([&] { infer_types(staged_call(bn, 3, whole, origin), three_stages); }, "phase 3 of an operator with 2 stages");
 }
 

@@ -21,13 +21,18 @@ struct HostTensor {
     TensorType type;
     std::vector<float> f;
     std::vector<int32_t> i;
+    std::vector<double> d;  // F64: batch norm's staged statistics
 
     HostTensor() = default;
     explicit HostTensor(Shape s, DType t = DType::F32) : type{t, std::move(s)} {
         if (t == DType::F32) f.assign(type.elements(), 0.0f);
+        else if (t == DType::F64) d.assign(type.elements(), 0.0);
         else i.assign(type.elements(), 0);
     }
-    TensorRef ref() { return {type.dtype == DType::F32 ? (void *)f.data() : (void *)i.data(), type}; }
+    TensorRef ref() {
+        if (type.dtype == DType::F64) return {d.data(), type};
+        return {type.dtype == DType::F32 ? (void *)f.data() : (void *)i.data(), type};
+    }
     int64_t size() const { return type.elements(); }
 };
 

@@ -236,9 +236,9 @@ TEST(PartitionClosedForm, MlpWithLargeBatchIsDataParallel) {
 // operator reads its batch block in place, so each weight gradient is a partial
 // sum, all-reduced; batch norm all-reduces its statistics inside the operator
 // (forward: sum_x, sum_sq_dev; backward: those two again and sum_dy,
-// sum_dy_dev), which leaves its gamma and beta gradients complete. Counted from
-// the graph here: gradient bytes G of every weight but batch norm's, S of the
-// statistics, and the 4-byte mean loss. A ring all-reduce of B bytes over N
+// sum_dy_dev, each in double precision), which leaves its gamma and beta
+// gradients complete. Counted from the graph here: gradient bytes G of every
+// weight but batch norm's, S of the statistics, and the 4-byte mean loss. A ring all-reduce of B bytes over N
 // ranks sends 2(N-1)/N B per rank, and the recursive cuts telescope to that
 // total; a rank's own count differs only by the ring's rounding of chunk sizes
 // that N does not divide (the 10-class bias, the loss).
@@ -250,7 +250,7 @@ TEST(PartitionClosedForm, DataParallelWResNetIsDdpWithSyncBatchNorm) {
     for (const Node &n : m.graph.nodes()) {
         if (n.call.kind != OpKind::BatchNorm && n.call.kind != OpKind::BatchNormGrad) continue;
         const int64_t C = m.graph.tensor(n.inputs[n.call.kind == OpKind::BatchNorm ? 0 : 1]).type.shape[1];
-        S += F * C * (n.call.kind == OpKind::BatchNorm ? 2 : 4);
+        S += 8 * C * (n.call.kind == OpKind::BatchNorm ? 2 : 4);  // summed in double
         if (n.call.kind == OpKind::BatchNorm) bn_params.insert({n.inputs[1], n.inputs[2]});
     }
     ASSERT_EQ(bn_params.size(), 2u * 53);

@@ -10,7 +10,10 @@
 
 namespace tessera {
 
-enum class DType : uint8_t { F32, I32 };
+// F64 holds only the statistics that batch norm sums in double precision so
+// that their float value does not depend on how the sum is split across
+// devices (docs/lowering.md, "Staged reductions"); every other tensor is F32 or I32.
+enum class DType : uint8_t { F32, I32, F64 };
 
 const char *dtype_name(DType t);
 size_t dtype_size(DType t);

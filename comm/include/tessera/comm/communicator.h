@@ -112,6 +112,9 @@ public:
 
     // In place; every member ends with identical bits.
     virtual void all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce = ReduceOp::Sum);
+    // A sum of doubles (batch norm's statistics), the same ring on every
+    // backend, through host memory; counted like all_reduce with 8-byte elements.
+    void all_reduce_f64(double *data, size_t count, const Group &g);
     // The same all-reduce of device memory, issued onto `cuda_stream` (a
     // cudaStream_t) without waiting: it runs after the stream's earlier work,
     // and later work on the stream sees its result. Counted like all_reduce
@@ -180,6 +183,9 @@ private:
     void step(const void *send_buf, size_t send_bytes, int dst, void *recv_buf, size_t recv_bytes,
               int src, CommOp op, const Group &g);
     float *scratch(size_t count);  // grows once, then reused: no allocation per call
+    // The ring all-reduce of all_reduce and all_reduce_f64: `combine(incoming, mine)`.
+    template <typename T, typename Combine>
+    void ring_all_reduce(T *data, size_t count, const Group &g, Combine combine);
 
     int rank_, size_;
     Placement placement_;

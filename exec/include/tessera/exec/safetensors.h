@@ -20,11 +20,11 @@
 namespace tessera {
 
 // The safetensors element types Tessera reads and writes. Tessera's tensors are F32
-// or I32; I64 and U8 exist for what other tools store (PyTorch's int64 step
-// counters, byte masks).
-enum class StDType : uint8_t { F32, I32, I64, U8 };
+// or I32 (F64 only for batch norm's statistics); I64 and U8 exist for what other
+// tools store (PyTorch's int64 step counters, byte masks).
+enum class StDType : uint8_t { F32, I32, I64, U8, F64 };
 
-const char *st_dtype_name(StDType t);  // "F32", "I32", "I64", "U8"
+const char *st_dtype_name(StDType t);  // "F32", "I32", "I64", "U8", "F64"
 size_t st_dtype_size(StDType t);
 StDType to_st_dtype(DType t);
 

@@ -34,8 +34,9 @@ std::vector<std::string> op_stages(const OpCall &call, const std::vector<TensorT
 
 // The type of every stage tensor of `call` (all stages of one operator share
 // it): per row for softmax and layer norm (leading dimensions folded into
-// one), per batch entry for cross-entropy, per channel for batch norm, [N, C]
-// for global average pooling.
+// one), per batch entry for cross-entropy, per channel for batch norm (in
+// double precision: its sums are accumulated in double), [N, C] for global
+// average pooling.
 TensorType stage_type(const OpCall &call, const std::vector<TensorType> &inputs);
 
 // Phase `phase` of `call`, for a block of its inputs: `whole[i]` is input i's

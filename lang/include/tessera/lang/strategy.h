@@ -60,6 +60,7 @@ struct StageReduction {
     std::string stage;
     std::string reduce;
     SymPoly elements;         // size of the combined value, in elements
+    int element_bytes = 4;    // 8 for a stage summed in double (batch norm's)
     bool operator==(const StageReduction &) const = default;
 };
 
