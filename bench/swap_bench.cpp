@@ -26,9 +26,9 @@
 
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/exec/profile.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/swap/roofline.h"

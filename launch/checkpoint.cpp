@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/exec/safetensors.h"
 #include "tessera/models/zoo.h"
@@ -50,7 +51,7 @@ bool checkpoint_exists(const std::string &dir) { return std::filesystem::exists(
 void remove_stale_checkpoint_temporaries(const std::string &dir) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir, ec)) return;
-    const std::string prefix = ".checkpoint.safetensors.tmp.";
+    const std::string prefix = atomic_temp_prefix(checkpoint_path(dir));
     for (const auto &e : std::filesystem::directory_iterator(dir, ec))
         if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove(e.path(), ec);
 }

@@ -29,9 +29,10 @@
 #include <nlohmann/json.hpp>
 
 #include "partition_flags.h"
+#include "tessera/atomic_file.h"
 #include "tessera/error.h"
-#include "tessera/exec/memory_plan.h"
-#include "tessera/exec/size.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/size.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/lang/strategy.h"
 #include "tessera/models/zoo.h"
@@ -42,9 +43,11 @@
 #include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/pipeline/stage_log.h"
+#include "tessera/progress.h"
 #include "tessera/swap/render.h"
 #include "tessera/swap/roofline.h"
 #include "tessera/swap/swap_plan.h"
+#include "tessera/text.h"
 
 namespace {
 
@@ -100,26 +103,6 @@ std::vector<std::string> split_list(const std::string &text) {
         out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
         if (comma == std::string::npos) return out;
         start = comma + 1;
-    }
-}
-
-// Write then rename, so that a failure never leaves a half-written file where
-// the output should be.
-void write_atomically(const std::string &path, const std::string &text) {
-    std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary);
-        if (!f) tessera::fail("cannot write '", path, "': cannot create '", tmp, "' (does the directory exist?)");
-        f << text;
-        f.close();
-        if (!f) {
-            std::remove(tmp.c_str());
-            tessera::fail("cannot write '", path, "' (disk full?)");
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        tessera::fail("cannot write '", path, "': cannot rename '", tmp, "' to it");
     }
 }
 
@@ -216,12 +199,6 @@ struct SwapResult {
     std::map<int, tessera::SwapPlans> ranks;
 };
 
-std::string time_text(double s) {
-    if (s >= 1) return fmt::format("{:.3f} s", s);
-    if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-    return fmt::format("{:.1f} us", s * 1e6);
-}
-
 // "12.5GB/s", "25e9" or "1.5GiB": bytes per second.
 double parse_bandwidth(const std::string &text) {
     std::string t = text;
@@ -239,31 +216,22 @@ double parse_bandwidth(const std::string &text) {
 }
 
 // The GA's progress on stderr once it has run a second: on a terminal one
-// line rewritten in place, elsewhere a line every few seconds.
+// line rewritten in place (at most every 0.2 s), elsewhere a line every 5 s.
 class ProgressPrinter {
 public:
-    explicit ProgressPrinter(std::string label) : label_(std::move(label)), tty_(isatty(STDERR_FILENO)) {}
-    ~ProgressPrinter() {
-        if (printed_ && tty_) std::cerr << "\n";
-    }
+    explicit ProgressPrinter(std::string label)
+        : label_(std::move(label)), out_(tessera::stderr_is_terminal(), tessera::stderr_is_terminal() ? 0.2 : 5.0,
+                                         std::cerr) {}
     void operator()(const tessera::SwapProgress &p) {
-        if (p.elapsed_s < 1 || (last_ >= 0 && p.elapsed_s - last_ < (tty_ ? 0.2 : 5.0))) return;
-        last_ = p.elapsed_s;
-        std::string line = fmt::format("swap search ({}): generation {}/{}, {} schedules, best {}, {:.1f} s", label_,
-                                       p.generation, p.generations, p.candidates, time_text(p.best_time_s),
-                                       p.elapsed_s);
-        if (tty_)
-            std::cerr << "\r" << line << std::flush;
-        else
-            std::cerr << line << std::endl;
-        printed_ = true;
+        if (p.elapsed_s < 1) return;
+        out_.show(fmt::format("swap search ({}): generation {}/{}, {} schedules, best {}, {:.1f} s", label_,
+                              p.generation, p.generations, p.candidates, tessera::format_duration(p.best_time_s),
+                              p.elapsed_s));
     }
 
 private:
     std::string label_;
-    bool tty_;
-    bool printed_ = false;
-    double last_ = -1;
+    tessera::ProgressLine out_;
 };
 
 // One policy that runs, through the pipeline (as tessera-train plans it, with
@@ -369,7 +337,7 @@ std::string swap_compare_table(const SwapResult &r) {
                                 "of ideal", "swapped out", "swapped in");
     for (const tessera::SwapPlan &p : r.plans)
         s += fmt::format("{:<9} {:>13} {:>8.3f}x {:>9.1f}% {:>13} {:>13}\n", tessera::swap_policy_name(p.policy),
-                         time_text(p.time_s), p.time_s / ideal, 100 * ideal / p.time_s,
+                         tessera::format_duration(p.time_s), p.time_s / ideal, 100 * ideal / p.time_s,
                          tessera::format_bytes(p.swap_out_bytes), tessera::format_bytes(p.swap_in_bytes));
     return s;
 }
@@ -664,6 +632,6 @@ int main(int argc, char **argv) {
         check_usage(a);
         const std::string text = a.ops ? ops_text(a.all_variants, a.format) : model_plan_text(a);
         if (a.out_path.empty()) std::cout << text << std::flush;
-        else write_atomically(a.out_path, text);
+        else tessera::write_file_atomically(a.out_path, text, "");
     });
 }

@@ -14,11 +14,13 @@
 #include "trainer.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
+#include "tessera/progress.h"
+#include "tessera/text.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/exec/device_choice.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/profile.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/plan_file.h"
@@ -43,15 +45,14 @@ void check_options(const TrainOptions &o) {
 
 // The swap planner's progress, once a second (and at the last generation).
 std::function<void(const SwapProgress &)> swap_progress(bool tty) {
-    auto last_report = std::make_shared<Clock::time_point>(Clock::now());
-    return [last_report, tty](const SwapProgress &p) {
-        auto now = Clock::now();
-        if (now - *last_report < std::chrono::seconds(1) && p.generation != p.generations) return;
-        *last_report = now;
-        std::string text = fmt::format("swap planner: generation {}/{}, {} schedules, best {:.2f} ms/step, {:.1f} s",
-                                       p.generation, p.generations, p.candidates, p.best_time_s * 1e3, p.elapsed_s);
-        if (tty) std::cerr << "\r" << text << "   " << std::flush;
-        else std::cout << text << "\n" << std::flush;
+    auto out = std::make_shared<ProgressLine>(tty, 1.0, std::cout);
+    return [out](const SwapProgress &p) {
+        const bool last = p.generation == p.generations;
+        if (p.elapsed_s < 1 && !last) return;
+        out->show(fmt::format("swap planner: generation {}/{}, {} schedules, best {}/step, {:.1f} s", p.generation,
+                              p.generations, p.candidates, format_duration(p.best_time_s), p.elapsed_s),
+                  last);
+        if (last) out->finish();
     };
 }
 
@@ -74,7 +75,7 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     spec.swap.time_limit_s = o.swap_search.time_limit_s;
     spec.swap.generations = o.swap_search.generations;
     spec.swap.population = o.swap_search.population;
-    if (root) spec.swap.progress = swap_progress(isatty(STDERR_FILENO) != 0);
+    if (root) spec.swap.progress = swap_progress(stderr_is_terminal());
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;
 }
@@ -94,11 +95,13 @@ public:
         return [this, root](const Graph &g, const std::vector<NodeId> &order, int64_t budget) {
             Device &device = get(budget);
             ProfileOptions po;
-            if (root && isatty(STDERR_FILENO) != 0)
-                po.progress = [](int done, int total) {
-                    std::cerr << fmt::format("\rprofiling operators {}/{}   ", done, total)
-                              << (done == total ? "\n" : "") << std::flush;
+            if (root && stderr_is_terminal()) {
+                auto out = std::make_shared<ProgressLine>(true, 0.1, std::cerr);
+                po.progress = [out](int done, int total) {
+                    out->show(fmt::format("profiling operators {}/{}", done, total), done == total);
+                    if (done == total) out->finish();
                 };
+            }
             auto t0 = Clock::now();
             OpTimes t;
             t.node_time_s = profile_nodes(g, order, device, po);

@@ -19,8 +19,10 @@
 
 #include "checkpoint.h"
 #include "tessera/error.h"
+#include "tessera/progress.h"
+#include "tessera/text.h"
 #include "tessera/exec/init.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 #include "tessera/models/zoo.h"
 
 namespace tessera {
@@ -29,33 +31,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string duration_str(double s) {
-    if (!std::isfinite(s) || s < 0) return "?";
-    auto total = static_cast<int64_t>(s + 0.5);
-    if (total >= 3600) return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
-    return fmt::format("{}:{:02}", total / 60, total % 60);
-}
-
-// Progress on a terminal is one redrawn line on stderr; otherwise plain lines on
-// stdout every `every` steps, so logs and CI output stay readable.
+// The steps' progress: on a terminal (or with --progress bar) one redrawn line
+// on stderr with a bar; otherwise a plain line on stdout every `every` steps,
+// so logs and CI output stay readable.
 class Progress {
 public:
     Progress(const std::string &mode, int64_t total_steps, int64_t every)
-        : total_(total_steps), every_(std::max<int64_t>(1, every)) {
-        bool tty = isatty(STDERR_FILENO) != 0;
-        bar_ = mode == "bar" || (mode == "auto" && tty);
-        quiet_ = mode == "none";
-    }
+        : total_(total_steps),
+          every_(std::max<int64_t>(1, every)),
+          bar_(mode == "bar" || (mode == "auto" && stderr_is_terminal())),
+          quiet_(mode == "none"),
+          out_(bar_, bar_ ? 0.1 : 0.0, std::cout) {}
 
     void step(int64_t step, int64_t epoch, double loss, double step_s, double elapsed_s, int64_t steps_done) {
+        if (quiet_) return;
         double avg = steps_done > 0 ? elapsed_s / steps_done : step_s;
         double eta = avg * static_cast<double>(total_ - step);
-        if (quiet_) return;
-        if (bar_) return draw_bar(step, epoch, loss, avg, eta);
-        if (step % every_ == 0 || step == total_)
-            std::cout << fmt::format("step {}/{} epoch {} loss {:.4f} {:.1f} ms/step eta {}\n", step, total_,
-                                     epoch + 1, loss, avg * 1e3, duration_str(eta))
-                      << std::flush;
+        if (!bar_ && step % every_ != 0 && step != total_) return;
+        std::string text = fmt::format("{}/{} epoch {} loss {:.4f} {:.1f} ms/step eta {}", step, total_, epoch + 1,
+                                       loss, avg * 1e3, format_duration(eta));
+        if (bar_) out_.show(progress_bar(step, total_) + " " + text, step == total_);
+        else out_.show("step " + text, true);
     }
 
     // A full line (evaluation, checkpoint): ends any bar first.
@@ -65,29 +61,12 @@ public:
         std::cout << text << "\n" << std::flush;
     }
 
-    void finish() {
-        if (drawn_) std::cerr << "\n";
-        drawn_ = false;
-    }
+    void finish() { out_.finish(); }
 
 private:
-    void draw_bar(int64_t step, int64_t epoch, double loss, double avg, double eta) {
-        auto now = Clock::now();
-        if (step != total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
-        last_draw_ = now;
-        const int width = 30;
-        int filled = static_cast<int>(width * step / std::max<int64_t>(1, total_));
-        std::string bar(filled, '=');
-        if (filled < width) bar += '>' + std::string(width - filled - 1, ' ');
-        std::cerr << fmt::format("\r[{}] {}/{} epoch {} loss {:.4f} {:.1f} ms/step eta {}   ", bar, step, total_,
-                                 epoch + 1, loss, avg * 1e3, duration_str(eta))
-                  << std::flush;
-        drawn_ = true;
-    }
-
     int64_t total_, every_;
-    bool bar_ = false, quiet_ = false, drawn_ = false;
-    Clock::time_point last_draw_{};
+    bool bar_, quiet_;
+    ProgressLine out_;
 };
 
 // JSON lines: one object per step and per evaluation, flushed as written.
@@ -394,7 +373,7 @@ private:
 
     void print_summary(double wall) {
         std::cout << fmt::format("\nsummary: {} steps in {} ({:.1f} ms/step compute)", result_.steps_run,
-                                 duration_str(wall),
+                                 format_duration(wall),
                                  result_.steps_run ? train_seconds_ / result_.steps_run * 1e3 : 0.0);
         std::cout << fmt::format(" | final loss {:.4f}", result_.final_loss);
         if (evaluated_) {

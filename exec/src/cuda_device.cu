@@ -10,8 +10,9 @@
 #include <cuda_runtime.h>
 
 #include "gpu/ops.h"
+#include "tessera/align.h"
 #include "tessera/error.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 namespace tessera {
 
@@ -195,7 +196,6 @@ private:
 };
 
 constexpr int64_t kAlign = 256;
-int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 class CudaDevice final : public Device {
 public:
@@ -204,7 +204,7 @@ public:
                       " bytes; use e.g. --device-mem 8GiB");
         CudaDeviceInfo info = cuda_device_info(index);
         cuda_check(cudaSetDevice(index), "cudaSetDevice");
-        const int64_t total = align_up(arena_bytes) + kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
+        const int64_t total = align_up(arena_bytes, kAlign) + kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
         TESSERA_CHECK(total <= info.free_bytes, "cannot allocate the cuda:", index, " arena of ", arena_bytes,
                       " bytes (", format_bytes(arena_bytes), ") plus ",
                       format_bytes(kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes), " of kernel workspace: ",
@@ -227,7 +227,7 @@ public:
             // Exact fp32 GEMMs (no TF32), as on the CPU, and cuBLAS's scratch
             // from the arena allocation rather than its own.
             blas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-            blas_check(cublasSetWorkspace(blas_, base_ + align_up(arena_bytes) + kCudaKernelWorkspaceBytes,
+            blas_check(cublasSetWorkspace(blas_, base_ + align_up(arena_bytes, kAlign) + kCudaKernelWorkspaceBytes,
                                           static_cast<size_t>(kCudaBlasWorkspaceBytes)),
                        "cublasSetWorkspace");
             blas_stream_ = cuda_stream(StreamKind::Compute);
@@ -263,7 +263,7 @@ public:
             blas_check(cublasSetStream(blas_, stream), "cublasSetStream");
             blas_stream_ = stream;
         }
-        gpu::CudaExec ex(stream, blas_, reinterpret_cast<float *>(base_ + align_up(arena_bytes_)),
+        gpu::CudaExec ex(stream, blas_, reinterpret_cast<float *>(base_ + align_up(arena_bytes_, kAlign)),
                          static_cast<size_t>(kCudaKernelWorkspaceBytes));
         gpu::run_op(ex, call, inputs, outputs);
     }

@@ -6,7 +6,7 @@
 #include <new>
 
 #include "tessera/error.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 namespace tessera {
 
@@ -19,22 +19,6 @@ void raise_to(std::atomic<int64_t> &a, int64_t v) {
 }
 
 }  // namespace
-
-const char *stream_name(StreamKind s) {
-    switch (s) {
-    case StreamKind::Compute: return "compute";
-    case StreamKind::SwapOut: return "swap-out";
-    case StreamKind::SwapIn: return "swap-in";
-    case StreamKind::Comm: return "comm";
-    }
-    TESSERA_INTERNAL_ASSERT(false, "unknown stream kind ", static_cast<int>(s));
-}
-
-StreamKind stream_from_name(const std::string &name) {
-    for (int i = 0; i < kNumStreams; i++)
-        if (name == stream_name(static_cast<StreamKind>(i))) return static_cast<StreamKind>(i);
-    fail("unknown stream '", name, "'; expected one of compute, swap-out, swap-in, comm");
-}
 
 void rethrow_stream_error(StreamKind kind, std::exception_ptr error) {
     TESSERA_INTERNAL_ASSERT(error != nullptr);

@@ -10,7 +10,7 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 namespace tessera {
 

@@ -6,14 +6,14 @@
 #include <map>
 #include <string>
 
+#include "tessera/align.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/error.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 namespace tessera {
 
 namespace {
-
-int64_t align_up(int64_t b) { return (b + 63) / 64 * 64; }
 
 // Nodes that run the same kernel on the same shapes take the same time.
 std::string op_key(const Graph &g, const Node &node) {
@@ -66,7 +66,7 @@ std::vector<double> profile_nodes(const Graph &g, const std::vector<NodeId> &ord
         int64_t end = 0;
         for (TensorId t : node.inputs) {
             inputs.push_back({device.arena() + end, g.tensor(t).type});
-            end += align_up(g.tensor(t).type.bytes());
+            end += align_up(g.tensor(t).type.bytes(), MemoryPlan::kAlignment);
         }
         for (TensorId t : node.outputs) {
             const TensorInfo &info = g.tensor(t);
@@ -76,7 +76,7 @@ std::vector<double> profile_nodes(const Graph &g, const std::vector<NodeId> &ord
                 continue;
             }
             outputs.push_back({device.arena() + end, info.type});
-            end += align_up(info.type.bytes());
+            end += align_up(info.type.bytes(), MemoryPlan::kAlignment);
         }
         TESSERA_CHECK(end <= device.arena_bytes(), "profiling node '", node.call.name, "' (",
                       op_name(node.call.kind), ") needs ", end, " bytes (", format_bytes(end),

@@ -11,14 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "tessera/atomic_file.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -79,71 +78,6 @@ void append_json_string(std::string &out, const std::string &s) {
     }
     out += '"';
 }
-
-// A temporary file next to the destination that is removed unless committed, so
-// that no failure leaves a partial file behind.
-class TempFile {
-public:
-    explicit TempFile(const std::string &dest) : dest_(dest) {
-        const std::filesystem::path p(dest);
-        static std::atomic<uint64_t> counter{0};
-        for (int attempt = 0; fd_ < 0; attempt++) {
-            std::string name = ".";
-            name += p.filename().string();
-            name += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-            path_ = (p.parent_path() / name).string();
-            fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            if (fd_ < 0 && (errno != EEXIST || attempt > 100)) {
-                const std::string dir = p.parent_path().empty() ? "." : p.parent_path().string();
-                fail("cannot write safetensors file '", dest, "': cannot create a file in '", dir,
-                     "': ", std::strerror(errno));
-            }
-        }
-    }
-    ~TempFile() {
-        if (fd_ >= 0) ::close(fd_);
-        if (!committed_) ::unlink(path_.c_str());
-    }
-    TempFile(const TempFile &) = delete;
-    TempFile &operator=(const TempFile &) = delete;
-
-    void write(const void *data, size_t n) {
-        const char *p = static_cast<const char *>(data);
-        while (n > 0) {
-            const ssize_t w = ::write(fd_, p, n);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) failed("write");
-            p += w;
-            n -= static_cast<size_t>(w);
-        }
-    }
-
-    // fsync, close and rename over the destination; then fsync the directory so the
-    // rename itself survives a crash (best effort: some file systems refuse).
-    void commit() {
-        if (::fsync(fd_) != 0) failed("fsync");
-        const int fd = fd_;
-        fd_ = -1;
-        if (::close(fd) != 0) failed("close");
-        if (::rename(path_.c_str(), dest_.c_str()) != 0) failed("rename");
-        committed_ = true;
-        const std::filesystem::path parent = std::filesystem::path(dest_).parent_path();
-        const int dfd = ::open(parent.empty() ? "." : parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd >= 0) {
-            ::fsync(dfd);
-            ::close(dfd);
-        }
-    }
-
-private:
-    [[noreturn]] void failed(const char *call) {
-        fail("cannot write safetensors file '", dest_, "': ", call, " failed: ", std::strerror(errno));
-    }
-
-    std::string dest_, path_;
-    int fd_ = -1;
-    bool committed_ = false;
-};
 
 struct Entry {
     StTensor tensor;
@@ -327,7 +261,7 @@ void write_safetensors(const std::string &path, const std::vector<StTensor> &ten
     header += '}';
     header.append((8 - header.size() % 8) % 8, ' ');
 
-    TempFile out(path);
+    AtomicFile out(path, "safetensors file");
     uint8_t len[8];
     for (int i = 0; i < 8; i++) len[i] = static_cast<uint8_t>(uint64_t(header.size()) >> (8 * i));
     out.write(len, sizeof len);

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <unistd.h>
 
+#include "tessera/atomic_file.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -229,21 +229,7 @@ Graph graph_from_json(const json &j, const std::string &source) {
 }
 
 void save_graph(const Graph &g, const std::string &path) {
-    std::string tmp = path + ".tmp." + std::to_string(getpid());
-    {
-        std::ofstream f(tmp);
-        TESSERA_CHECK(f.good(), "cannot write the graph to '", path, "': cannot create '", tmp, "'");
-        f << graph_to_json(g).dump(1) << "\n";
-        f.flush();
-        if (!f.good()) {
-            std::remove(tmp.c_str());
-            fail("cannot write the graph to '", path, "': write failed");
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        fail("cannot write the graph to '", path, "': rename failed");
-    }
+    write_file_atomically(path, graph_to_json(g).dump(1) + "\n", "the graph file");
 }
 
 Graph load_graph(const std::string &path) {

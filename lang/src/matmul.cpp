@@ -2,10 +2,9 @@
 #include <cblas.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 
 #include "tessera/error.h"
+#include "tessera/tunables.h"
 
 #include "family.h"
 
@@ -54,10 +53,8 @@ std::atomic<GemmBackend> &gemm_backend_state() {
     // A value that is neither name is an error (a typo must not silently mean BLAS);
     // the programs read it at start-up (gemm_backend()), before any kernel runs.
     static std::atomic<GemmBackend> b = [] {
-        const char *e = std::getenv("TESSERA_GEMM");
-        if (e == nullptr || std::strcmp(e, "blas") == 0) return GemmBackend::Blas;
-        if (std::strcmp(e, "halide") == 0) return GemmBackend::Halide;
-        fail("TESSERA_GEMM: unknown GEMM kernel '", e, "'; valid: blas, halide");
+        const std::string e = env_choice("TESSERA_GEMM", {"blas", "halide"}, "blas", "GEMM kernel");
+        return e == "halide" ? GemmBackend::Halide : GemmBackend::Blas;
     }();
     return b;
 }

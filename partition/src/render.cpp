@@ -37,34 +37,6 @@ std::string strf(const char *format, ...) {
     return s;
 }
 
-// "0 B", "512 B", "1.50 KiB", "12.3 MiB", "123 GiB": three significant digits
-// in powers of 1024, so columns of sizes read at a glance.
-std::string human_bytes(int64_t bytes) {
-    if (bytes < 0) return "-" + human_bytes(-bytes);
-    if (bytes < 1024) return strf("%lld B", static_cast<long long>(bytes));
-    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = static_cast<double>(bytes) / 1024;
-    int u = 0;
-    while (v >= 1024 && u < 5) {
-        v /= 1024;
-        u++;
-    }
-    if (v < 9.995) return strf("%.2f %s", v, units[u]);
-    if (v < 99.95) return strf("%.1f %s", v, units[u]);
-    return strf("%.0f %s", v, units[u]);
-}
-
-std::string human_time(double s) {
-    if (std::isnan(s)) return "n/a";
-    if (std::isinf(s)) return s > 0 ? "inf" : "-inf";
-    double a = std::fabs(s);
-    if (a == 0) return "0 s";
-    if (a < 1e-6) return strf("%.3g ns", s * 1e9);
-    if (a < 1e-3) return strf("%.3g us", s * 1e6);
-    if (a < 1) return strf("%.3g ms", s * 1e3);
-    return strf("%.3g s", s);
-}
-
 std::string with_commas(int64_t v) {
     std::string digits = std::to_string(v < 0 ? -v : v), out;
     for (size_t i = 0; i < digits.size(); i++) {
@@ -230,7 +202,7 @@ constexpr size_t kTopSteps = 20;
 std::string level_bytes_text(const Plan &p) {
     std::vector<std::string> parts;
     for (size_t l = 0; l < p.level_bytes.size(); l++)
-        parts.push_back("level " + std::to_string(l + 1) + " " + human_bytes(p.level_bytes[l]));
+        parts.push_back("level " + std::to_string(l + 1) + " " + format_bytes(p.level_bytes[l]));
     return join(parts, ", ");
 }
 
@@ -252,30 +224,30 @@ std::string plan_table(const Plan &p) {
     s += "cuts         " + cuts_str(p) + "\n";
     s += strf("coarsening   %d ops -> %d groups, %d tensors -> %d groups\n", p.ops_before_coarsening,
               p.ops_after_coarsening, p.tensors_before_coarsening, p.tensors_after_coarsening);
-    s += "comm bytes   " + human_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
+    s += "comm bytes   " + format_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
          (p.level_bytes.empty() ? "" : "; " + level_bytes_text(p)) + ")\n";
     if (p.executable) {
         const int64_t sum = p.lowered_comm_bytes();
         const int64_t most = *std::max_element(p.rank_comm_bytes.begin(), p.rank_comm_bytes.end());
-        s += "lowered      " + human_bytes(sum) + " per iteration sent by all ranks (" + with_commas(sum) +
+        s += "lowered      " + format_bytes(sum) + " per iteration sent by all ranks (" + with_commas(sum) +
              " bytes; the busiest rank sends " + with_commas(most) + ")\n";
     }
-    s += "comm time    " + human_time(p.predicted_comm_time_s) + " per iteration (predicted)\n";
-    s += "search time  " + human_time(p.search_time_s) + "\n";
+    s += "comm time    " + format_duration(p.predicted_comm_time_s) + " per iteration (predicted)\n";
+    s += "search time  " + format_duration(p.search_time_s) + "\n";
 
     s += "\nmemory per device\n";
     TextTable mem({"category", "per device"}, {false, true});
-    for (const MemoryRow &r : memory_rows(p.memory)) mem.add({r.name, human_bytes(r.bytes)});
-    mem.add({"total", human_bytes(p.memory.total())});
+    for (const MemoryRow &r : memory_rows(p.memory)) mem.add({r.name, format_bytes(r.bytes)});
+    mem.add({"total", format_bytes(p.memory.total())});
     s += mem.str();
-    s += strf("  peak %s per device, %s on one device (%s less)\n", human_bytes(p.per_device_peak_bytes).c_str(),
-              human_bytes(p.single_device_peak_bytes).c_str(),
+    s += strf("  peak %s per device, %s on one device (%s less)\n", format_bytes(p.per_device_peak_bytes).c_str(),
+              format_bytes(p.single_device_peak_bytes).c_str(),
               ratio_text(p.single_device_peak_bytes, p.per_device_peak_bytes).c_str());
     if (!p.tensors.empty()) {
         s += "\ntensor bytes by role\n";
         TextTable roles({"role", "tensors", "whole", "per device"}, {false, true, true, true});
         for (const RoleBytes &r : role_bytes(p))
-            roles.add({r.role, std::to_string(r.tensors), human_bytes(r.whole), human_bytes(r.local)});
+            roles.add({r.role, std::to_string(r.tensors), format_bytes(r.whole), format_bytes(r.local)});
         s += roles.str();
     }
 
@@ -297,16 +269,16 @@ std::string plan_table(const Plan &p) {
                       {false, false, false, false, false, true});
     for (const TensorPlan &t : p.tensors)
         tensors.add({t.tensor, t.role, shape_text(t.shape), layout_text(t.layout), shape_text(t.local_shape),
-                     human_bytes(t.local_bytes)});
+                     format_bytes(t.local_bytes)});
     s += tensors.str();
 
-    s += strf("\ncommunication (%zu steps, %s, %s)\n", p.comm.size(), human_bytes(comm_step_bytes(p)).c_str(),
-              human_time(comm_step_time(p)).c_str());
+    s += strf("\ncommunication (%zu steps, %s, %s)\n", p.comm.size(), format_bytes(comm_step_bytes(p)).c_str(),
+              format_duration(comm_step_time(p)).c_str());
     if (!p.comm.empty()) {
         TextTable groups({"level", "kind", "steps", "bytes", "time"}, {false, false, true, true, true});
         for (const CommGroup &g : comm_groups(p))
             groups.add({std::to_string(g.level + 1), comm_kind_name(g.kind), std::to_string(g.steps),
-                        human_bytes(g.bytes), human_time(g.time_s)});
+                        format_bytes(g.bytes), format_duration(g.time_s)});
         s += groups.str();
         s += strf("\nlargest communication steps (top %zu of %zu)\n", std::min(kTopSteps, p.comm.size()),
                   p.comm.size());
@@ -315,9 +287,9 @@ std::string plan_table(const Plan &p) {
         for (size_t i : top_steps(p, kTopSteps)) {
             const CommStep &c = p.comm[i];
             steps.add({std::to_string(c.level + 1), comm_kind_name(c.kind), c.node, c.tensor, c.what,
-                       human_bytes(c.bytes), human_time(c.time_s)});
+                       format_bytes(c.bytes), format_duration(c.time_s)});
         }
-        steps.add({"", "", "", "", "total", human_bytes(comm_step_bytes(p)), human_time(comm_step_time(p))});
+        steps.add({"", "", "", "", "total", format_bytes(comm_step_bytes(p)), format_duration(comm_step_time(p))});
         s += steps.str();
     }
 
@@ -379,7 +351,7 @@ std::string plan_dot(const Plan &p) {
     std::string s = "digraph plan {\n";
     s += "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n";
     s += "  labelloc=t;\n  label=" +
-         dot_quote(p.model + ": " + p.strategy + " on " + machine_str(p.machine) + ", " + human_bytes(p.comm_bytes) +
+         dot_quote(p.model + ": " + p.strategy + " on " + machine_str(p.machine) + ", " + format_bytes(p.comm_bytes) +
                    " communication per iteration") +
          ";\n";
 
@@ -424,7 +396,7 @@ std::string plan_dot(const Plan &p) {
         if (it == steps.end()) return plain;
         std::string label;
         for (const CommStep *c : it->second)
-            label += (label.empty() ? "" : "\n") + std::string(comm_kind_name(c->kind)) + " " + human_bytes(c->bytes) +
+            label += (label.empty() ? "" : "\n") + std::string(comm_kind_name(c->kind)) + " " + format_bytes(c->bytes) +
                      " (level " + std::to_string(c->level + 1) + ")";
         return " [color=red, fontcolor=red, penwidth=2.5, style=bold, label=" + dot_quote(label) + "]";
     };
@@ -519,12 +491,12 @@ std::string bar_row(const std::string &label, int64_t bytes, int64_t scale, cons
     double pct = scale > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(scale) : 0;
     pct = std::clamp(pct, 0.0, 100.0);
     return "<div>" + esc(label) + "</div><div><div class=\"bar" + std::string(cls) + "\" style=\"width:" +
-           strf("%.2f", pct) + "%\"></div></div><div class=\"n\">" + esc(human_bytes(bytes)) + "</div>\n";
+           strf("%.2f", pct) + "%\"></div></div><div class=\"n\">" + esc(format_bytes(bytes)) + "</div>\n";
 }
 
 std::vector<Cell> comm_row(const CommStep &c) {
     return {{std::to_string(c.level + 1), true}, {comm_kind_name(c.kind)}, {c.node}, {c.tensor}, {c.what},
-            {human_bytes(c.bytes), true},   {human_time(c.time_s), true}};
+            {format_bytes(c.bytes), true},   {format_duration(c.time_s), true}};
 }
 
 }  // namespace
@@ -539,16 +511,16 @@ std::string plan_html(const Plan &p) {
     s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_str(p)) + "</p>\n";
 
     s += "<div class=\"cards\">\n";
-    s += card("communication", human_bytes(p.comm_bytes), with_commas(p.comm_bytes) + " bytes per iteration");
-    s += card("predicted comm time", human_time(p.predicted_comm_time_s), "per iteration");
-    s += card("peak memory per device", human_bytes(p.per_device_peak_bytes),
-              "one device: " + human_bytes(p.single_device_peak_bytes) + " (" +
+    s += card("communication", format_bytes(p.comm_bytes), with_commas(p.comm_bytes) + " bytes per iteration");
+    s += card("predicted comm time", format_duration(p.predicted_comm_time_s), "per iteration");
+    s += card("peak memory per device", format_bytes(p.per_device_peak_bytes),
+              "one device: " + format_bytes(p.single_device_peak_bytes) + " (" +
                   ratio_text(p.single_device_peak_bytes, p.per_device_peak_bytes) + " less)");
     s += card("operators", std::to_string(p.ops_before_coarsening),
               std::to_string(p.ops_after_coarsening) + " groups after coarsening");
     s += card("tensors", std::to_string(p.tensors_before_coarsening),
               std::to_string(p.tensors_after_coarsening) + " groups after coarsening");
-    s += card("search time", human_time(p.search_time_s), p.strategy);
+    s += card("search time", format_duration(p.search_time_s), p.strategy);
     s += "</div>\n";
 
     s += "<h2>Memory per device</h2>\n<div class=\"bars\">\n";
@@ -561,8 +533,8 @@ std::string plan_html(const Plan &p) {
     if (!p.tensors.empty()) {
         std::vector<std::vector<Cell>> rows;
         for (const RoleBytes &r : role_bytes(p))
-            rows.push_back({{r.role}, {std::to_string(r.tensors), true}, {human_bytes(r.whole), true},
-                            {human_bytes(r.local), true}});
+            rows.push_back({{r.role}, {std::to_string(r.tensors), true}, {format_bytes(r.whole), true},
+                            {format_bytes(r.local), true}});
         s += "<p>Tensor bytes by role, whole and on each device:</p>\n";
         s += html_table({{"role"}, {"tensors", true}, {"whole", true}, {"per device", true}}, rows);
     }
@@ -576,15 +548,15 @@ std::string plan_html(const Plan &p) {
             rows.push_back({{std::to_string(g.level + 1), true},
                             {comm_kind_name(g.kind)},
                             {std::to_string(g.steps), true},
-                            {human_bytes(g.bytes), true},
-                            {human_time(g.time_s), true}});
+                            {format_bytes(g.bytes), true},
+                            {format_duration(g.time_s), true}});
         s += html_table({{"level", true}, {"kind"}, {"steps", true}, {"bytes", true}, {"time", true}}, rows);
         std::vector<Cell> head = {{"level", true}, {"kind"}, {"node"}, {"tensor"}, {"what"}, {"bytes", true},
                                   {"time", true}};
         rows.clear();
         for (size_t i : top_steps(p, kTopSteps)) rows.push_back(comm_row(p.comm[i]));
-        rows.push_back({{""}, {""}, {""}, {""}, {"total"}, {human_bytes(comm_step_bytes(p)), true},
-                        {human_time(comm_step_time(p)), true}});
+        rows.push_back({{""}, {""}, {""}, {""}, {"total"}, {format_bytes(comm_step_bytes(p)), true},
+                        {format_duration(comm_step_time(p)), true}});
         s += "<p>Largest steps (top " + std::to_string(std::min(kTopSteps, p.comm.size())) + " of " +
              std::to_string(p.comm.size()) + "):</p>\n" + html_table(head, rows);
         if (p.comm.size() > kTopSteps) {
@@ -623,7 +595,7 @@ std::string plan_html(const Plan &p) {
                         {layout_text(t.layout)},
                         {shape_text(t.local_shape)},
                         {std::to_string(t.group), true},
-                        {human_bytes(t.local_bytes), true}});
+                        {format_bytes(t.local_bytes), true}});
     s += html_table(
         {{"tensor"}, {"role"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}}, rows);
     s += "</details>\n";
@@ -650,12 +622,12 @@ std::string compare_table(const std::vector<Plan> &plans) {
                  "opt state", "activations", "comm buf", "total/dev", "peak/dev", "search"},
                 {false, true, true, true, true, true, true, true, true, true, true, true, true});
     for (const Plan &p : plans)
-        t.add({p.strategy, human_bytes(p.comm_bytes), ratio_text(p.comm_bytes, plans[0].comm_bytes),
-               p.executable ? human_bytes(p.lowered_comm_bytes()) : "-",
-               human_time(p.predicted_comm_time_s), human_bytes(p.memory.weights), human_bytes(p.memory.gradients),
-               human_bytes(p.memory.optimizer_state), human_bytes(p.memory.activations),
-               human_bytes(p.memory.comm_buffers), human_bytes(p.memory.total()), human_bytes(p.per_device_peak_bytes),
-               human_time(p.search_time_s)});
+        t.add({p.strategy, format_bytes(p.comm_bytes), ratio_text(p.comm_bytes, plans[0].comm_bytes),
+               p.executable ? format_bytes(p.lowered_comm_bytes()) : "-",
+               format_duration(p.predicted_comm_time_s), format_bytes(p.memory.weights), format_bytes(p.memory.gradients),
+               format_bytes(p.memory.optimizer_state), format_bytes(p.memory.activations),
+               format_bytes(p.memory.comm_buffers), format_bytes(p.memory.total()), format_bytes(p.per_device_peak_bytes),
+               format_duration(p.search_time_s)});
     s += t.str("");
     return s;
 }

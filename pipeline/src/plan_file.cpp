@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 namespace tessera {
 

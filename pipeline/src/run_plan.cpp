@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
-#include "tessera/exec/size.h"
-#include "tessera/exec/swap_program.h"
+#include "tessera/size.h"
+#include "tessera/swap/swap_program.h"
 #include "tessera/lang/kernels.h"
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/stage_log.h"

@@ -78,7 +78,6 @@ bool pick_classes(Prepared &p, int64_t *smallest);
 // The largest working set (aligned bytes by storage root, plus the fixed
 // pinned bytes with homes_from) of one operator of the order; `worst` gets its node.
 int64_t largest_working_set(const Prepared &p, NodeId *worst);
-std::string format_bytes(int64_t bytes);  // "96.0 MiB"
 
 // One candidate's memory layout.
 struct Layout {

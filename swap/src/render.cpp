@@ -31,12 +31,6 @@ std::string esc(const std::string &s) { return html_escape(s); }
 
 std::string bytes_str(double b) { return format_bytes(static_cast<int64_t>(std::llround(b))); }
 
-std::string time_str(double s) {
-    if (s >= 1) return fmt::format("{:.3f} s", s);
-    if (s >= 1e-3) return fmt::format("{:.3f} ms", s * 1e3);
-    return fmt::format("{:.1f} us", s * 1e6);
-}
-
 // A tick step of 1, 2 or 5 times a power of ten giving about `want` ticks.
 double nice_step(double range, int want) {
     if (range <= 0) return 1;
@@ -167,7 +161,7 @@ std::string time_axis(double y, double total, double x_of_unit) {
         s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>", x, y, x,
                          y + 4);
         s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x, y + 14,
-                         t == 0 ? std::string("0") : esc(time_str(t)));
+                         t == 0 ? std::string("0") : esc(format_duration(t)));
     }
     return s;
 }
@@ -196,8 +190,8 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
     row("budget (arena)", bytes_str(static_cast<double>(plan.arena_bytes)));
     row("pinned", bytes_str(static_cast<double>(plan.pinned_bytes)));
     row("pools", std::to_string(plan.pools.size()) + " size classes");
-    row("predicted iteration", time_str(plan.time_s));
-    row("ideal (no swapping)", time_str(plan.ideal_time_s) + fmt::format(" ({:.1f}% of ideal speed)", 100 * ratio));
+    row("predicted iteration", format_duration(plan.time_s));
+    row("ideal (no swapping)", format_duration(plan.ideal_time_s) + fmt::format(" ({:.1f}% of ideal speed)", 100 * ratio));
     row("swapped out / in", bytes_str(static_cast<double>(plan.swap_out_bytes)) + " / " +
                                 bytes_str(static_cast<double>(plan.swap_in_bytes)));
     row("peak resident (planner)", bytes_str(static_cast<double>(plan.peak_bytes)));
@@ -245,7 +239,7 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
         h += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\">"
                          "<title>{}: {} to {}</title></rect>\n",
                          kLeft + s.start_s * unit, lane * kLaneH + 2, w, kLaneH - 4, color,
-                         esc(step_label(g, s)), esc(time_str(s.start_s)), esc(time_str(s.end_s)));
+                         esc(step_label(g, s)), esc(format_duration(s.start_s)), esc(format_duration(s.end_s)));
     }
     h += time_axis(lanes_h, total, unit);
 

@@ -27,24 +27,11 @@
 #include <limits>
 
 #include "internal.h"
+#include "tessera/align.h"
 #include "tessera/error.h"
+#include "tessera/text.h"
 
 namespace tessera::swap_detail {
-namespace {
-
-int64_t align_up(int64_t bytes) { return (bytes + kSwapAlignment - 1) / kSwapAlignment * kSwapAlignment; }
-
-}  // namespace
-
-std::string format_bytes(int64_t bytes) {
-    char buf[64];
-    double b = static_cast<double>(bytes);
-    if (bytes < 1024) std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-    else if (b < 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
-    else if (b < 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-    else std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    return buf;
-}
 
 // ---------------------------------------------------------------------------
 // Preparing a problem.
@@ -122,7 +109,7 @@ static void build_buffers(Prepared &p) {
         Buffer b;
         b.root = r;
         b.raw_bytes = raw[r];
-        b.bytes = std::max<int64_t>(align_up(raw[r]), kSwapAlignment);
+        b.bytes = std::max<int64_t>(align_up(raw[r], kSwapAlignment), kSwapAlignment);
         b.persistent = persist[r];
         b.initial = g.tensor(r).producer == kNoNode;
         buf_of_root[r] = static_cast<int>(p.bufs.size());

@@ -23,6 +23,7 @@
 
 #include "internal.h"
 #include "tessera/error.h"
+#include "tessera/text.h"
 
 namespace tessera {
 namespace swap_detail {

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 #include "tessera/error.h"
+#include "tessera/text.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace tessera {
@@ -380,7 +381,7 @@ void check_swap_plan(const Graph &g, const SwapPlan &plan, const std::string &so
 // The table.
 
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
-    auto mib = [](int64_t b) { return swap_detail::format_bytes(b); };
+    auto mib = [](int64_t b) { return format_bytes(b); };
     std::ostringstream os;
     int ins = 0, outs = 0;
     for (const SwapStep &s : plan.steps) {

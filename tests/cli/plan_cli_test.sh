@@ -189,12 +189,12 @@ expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'partiton'; valid: model,
 [ ! -s "$TMP/err2.txt" ] && echo "ok   no-progress-off-terminal" || { echo "FAIL progress printed: $(cat "$TMP/err2.txt")"; fail=1; }
 
 # ---- swapping: --device-mem and its flags ----
-# mlp at batch 32 needs 21.55 MiB unswapped; its largest operator (fc2's
+# mlp at batch 32 needs 21.6 MiB unswapped; its largest operator (fc2's
 # update: weight, gradient, momentum) needs 12 MiB.
 SW=(--model mlp --batch 32 --devices 1 --swap-generations 10)
-expect swap-table 0 "21.55 MiB without swapping (plan_memory, default order); budget 16.00 MiB: 1.35x the budget" -- \
+expect swap-table 0 "21.6 MiB without swapping (plan_memory, default order); budget 16.0 MiB: 1.35x the budget" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB
-expect swap-after 0 "after         arena 16.00 MiB = the budget" -- "$PLAN" "${SW[@]}" --device-mem 16MiB
+expect swap-after 0 "after         arena 16.0 MiB = the budget" -- "$PLAN" "${SW[@]}" --device-mem 16MiB
 expect swap-device-h100 0 "h100 roofline: 60 TFLOP/s, 3.35 TB/s memory; host link 25 GB/s" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --device h100
 expect swap-host-bandwidth 0 "host link 1.5 GB/s" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth 1.5GB/s
@@ -225,9 +225,9 @@ expect swap-time-limit 2 "--swap-time-limit" -- \
 expect swap-seed 2 "--seed" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --seed many
 expect swap-bad-rank 1 "--rank 4 is not a rank of 4 devices; give 0 to 3" -- \
     "$PLAN" --model mlp --devices 4 --device-mem 8MiB --rank 4
-expect swap-budget-too-small 1 "budget 2.0 MiB (2097152 bytes) cannot work: operator 'fc2.w.update' needs 12.0 MiB" -- \
+expect swap-budget-too-small 1 "budget 2.00 MiB (2097152 bytes) cannot work: operator 'fc2.w.update' needs 12.0 MiB" -- \
     "$PLAN" "${SW[@]}" --device-mem 2MiB
-expect swap-none-too-small 1 "mlp needs 21.55 MiB without swapping but --device-mem is 16.00 MiB; swap with --swap advisor" -- \
+expect swap-none-too-small 1 "mlp needs 21.6 MiB without swapping but --device-mem is 16.0 MiB; swap with --swap advisor" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --swap none
 expect swap-needs-mem 2 "--swap plans swaps; give --device-mem BYTES too" -- "$PLAN" "${SW[@]}" --swap lru
 expect swap-compare-needs-mem 2 "--swap-compare plans swaps; give --device-mem BYTES too" -- \
@@ -304,7 +304,7 @@ import sys
 h = open(sys.argv[1]).read()
 assert h.rstrip().endswith("</html>") and h.count("</body>") == 1
 for text in ["Memory before and after swapping", "Swapping (advisor)", "<svg", ">compute</text>", ">swap-out</text>",
-             ">swap-in</text>", "<title>budget 16.00 MiB</title>", "fc1.matmul (matmul)"]:
+             ">swap-in</text>", "<title>budget 16.0 MiB</title>", "fc1.matmul (matmul)"]:
     assert text in h, text
 assert h.index("Operators") < h.index("Swapping (advisor)") < h.index("</body>")
 assert "<script" not in h.lower() and "http" not in h.replace("http://www.w3.org/2000/svg", ""), "external content"

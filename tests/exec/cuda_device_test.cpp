@@ -13,7 +13,7 @@
 #include "tessera/exec/cuda_device.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/profile.h"
-#include "tessera/exec/swap_program.h"
+#include "tessera/swap/swap_program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/swap/swap_plan.h"

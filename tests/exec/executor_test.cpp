@@ -16,7 +16,7 @@
 #include "tessera/exec/executor.h"
 #include "tessera/exec/init.h"
 #include "tessera/exec/reference.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "test_graphs.h"

@@ -9,7 +9,7 @@
 
 #include "expect_error.h"
 #include "tessera/error.h"
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "test_graphs.h"

@@ -5,7 +5,7 @@
 #include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/exec/profile.h"
 #include "tessera/graph/optimizer.h"
 #include "test_graphs.h"
@@ -72,8 +72,8 @@ TEST(Profile, AWorkingSetLargerThanTheArenaNamesTheNode) {
     g.add_node({OpKind::Matmul, "big", {}}, {x, w});
     CpuDevice dev(32768);
     EXPECT_EQ(error_of([&] { profile_nodes(g, default_order(g), dev); }),
-              "profiling node 'big' (matmul) needs 49152 bytes (48.00 KiB) for its inputs and outputs, but the cpu "
-              "device arena has 32768 bytes (32.00 KiB); use --device-mem 48KiB or more");
+              "profiling node 'big' (matmul) needs 49152 bytes (48.0 KiB) for its inputs and outputs, but the cpu "
+              "device arena has 32768 bytes (32.0 KiB); use --device-mem 48KiB or more");
     ProfileOptions opts;
     opts.repeats = 0;
     EXPECT_EQ(error_of([&] { profile_nodes(g, default_order(g), dev, opts); }),

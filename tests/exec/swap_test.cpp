@@ -14,7 +14,7 @@
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
-#include "tessera/exec/swap_program.h"
+#include "tessera/swap/swap_program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "test_graphs.h"

@@ -56,10 +56,10 @@ expect other-devices 1 "was made for devices 4; this run has devices 2" -- \
     mpirun --oversubscribe -np 2 "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$P4"
 expect other-model 1 "was made for model cnn:channels=4,hidden=16; this run has model cnn:channels=8,hidden=16" -- \
     mpirun --oversubscribe -np 4 "$TRAIN" --model "cnn:channels=8,hidden=16" --batch 24 "${RUN[@]}" --plan "$P4"
-expect other-budget 1 "was made for no --device-mem; this run has --device-mem 400.00 KiB" -- \
+expect other-budget 1 "was made for no --device-mem; this run has --device-mem 400 KiB" -- \
     mpirun --oversubscribe -np 4 "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --device-mem 400KiB --plan "$P4"
 "$PLAN" "${MODEL[@]}" --devices 4 --device-mem 400KiB --rank 1 --format json -o "$TMP/rank1.json" >/dev/null
-expect missing-rank 1 "has no swap plan for rank 0; make it with tessera-plan ... --device-mem 400.00 KiB --rank all" -- \
+expect missing-rank 1 "has no swap plan for rank 0; make it with tessera-plan ... --device-mem 400 KiB --rank all" -- \
     mpirun --oversubscribe -np 4 "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --device-mem 400KiB --plan "$TMP/rank1.json"
 "$PLAN" "${MODEL[@]}" --devices 4 --format json -o "$TMP/search.json" >/dev/null
 expect not-executable 1 "is not a plan tessera-train can run; make it with tessera-plan --executable" -- \

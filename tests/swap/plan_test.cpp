@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/swap/swap_plan.h"

@@ -185,8 +185,8 @@ TEST(SwapHtml, EveryStepIsABoxInItsLaneAtItsSimulatedTime) {
     EXPECT_NE(html.find(box(90 + 2 * 240, 46, 240)), std::string::npos);
     EXPECT_NE(html.find(box(90 + 3 * 240, 2, 240)), std::string::npos);
     // Hovering names the node or the tensor.
-    EXPECT_NE(html.find("<title>fc (matmul): 0.0 us to 1.000 s</title>"), std::string::npos);
-    EXPECT_NE(html.find("<title>swap-out fc, 8.00 KiB, slot at 40960: 1.000 s to 2.000 s</title>"),
+    EXPECT_NE(html.find("<title>fc (matmul): 0 s to 1.00 s</title>"), std::string::npos);
+    EXPECT_NE(html.find("<title>swap-out fc, 8.00 KiB, slot at 40960: 1.00 s to 2.00 s</title>"),
               std::string::npos);
     EXPECT_NE(html.find("<title>swap-in fc, 8.00 KiB"), std::string::npos);
     EXPECT_EQ(count(html, "<rect x="), 3 + 4 + 1u);  // lane backgrounds, steps, memory frame
@@ -199,14 +199,14 @@ TEST(SwapHtml, ResidencyFollowsTheStepsAndNeverCountsASwapTwice) {
     // (8 KiB) [3,4]. At t=2 h leaves and comes back: counted once. Peak at
     // [3,4]: 36 + 8 + 8 = 52 KiB.
     std::string html = swap_plan_html_section(c.g, chain_plan(c));
-    EXPECT_NE(html.find("peak resident (from steps)</th><td>52.00 KiB"), std::string::npos) << html;
+    EXPECT_NE(html.find("peak resident (from steps)</th><td>52.0 KiB"), std::string::npos) << html;
 
     // Without the swap, h stays from 0 to 4: the same peak. Take y away (act
     // never runs) and the peak is 36 + 8 = 44 KiB.
     SwapPlan p = chain_plan(c);
     p.steps.pop_back();
     html = swap_plan_html_section(c.g, p);
-    EXPECT_NE(html.find("peak resident (from steps)</th><td>44.00 KiB"), std::string::npos) << html;
+    EXPECT_NE(html.find("peak resident (from steps)</th><td>44.0 KiB"), std::string::npos) << html;
 }
 
 TEST(SwapHtml, BudgetLineSitsAtTheArenaBytes) {
@@ -219,7 +219,7 @@ TEST(SwapHtml, BudgetLineSitsAtTheArenaBytes) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "x1=\"90.0\" y1=\"%.2f\" x2=\"1050.0\" y2=\"%.2f\" stroke=\"#e15759\"", y, y);
     EXPECT_NE(html.find(buf), std::string::npos) << buf << "\n" << html;
-    EXPECT_NE(html.find("<title>budget 64.00 KiB</title>"), std::string::npos);
+    EXPECT_NE(html.find("<title>budget 64.0 KiB</title>"), std::string::npos);
 }
 
 TEST(SwapHtml, NamesAreEscaped) {

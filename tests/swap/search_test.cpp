@@ -8,7 +8,7 @@
 #include <cstdio>
 
 #include "tessera/error.h"
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"

@@ -51,14 +51,9 @@
 #include <vector>
 
 #include "tessera/lang/kernels.h"
+#include "tessera/program/stream.h"  // StreamKind
 
 namespace tessera {
-
-enum class StreamKind : uint8_t { Compute, SwapOut, SwapIn, Comm };
-inline constexpr int kNumStreams = 4;
-const char *stream_name(StreamKind s);  // "compute", "swap-out", "swap-in", "comm"
-// Throws tessera::Error listing the valid names.
-StreamKind stream_from_name(const std::string &name);
 
 // A point in one stream's work. Create with Device::create_event(); keep it
 // alive until the device has been synchronized after its last use.

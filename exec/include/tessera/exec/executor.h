@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "tessera/exec/device.h"
-#include "tessera/exec/memory_plan.h"
-#include "tessera/exec/program.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/program/program.h"
 #include "tessera/graph/graph.h"
 
 namespace tessera {

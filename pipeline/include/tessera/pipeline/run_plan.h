@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/exec/memory_plan.h"
-#include "tessera/exec/program.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/program/program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"

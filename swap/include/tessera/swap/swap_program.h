@@ -10,8 +10,8 @@
 // it travels with the program (Program::place).
 #pragma once
 
-#include "tessera/exec/memory_plan.h"
-#include "tessera/exec/program.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/program/program.h"
 #include "tessera/graph/graph.h"
 #include "tessera/swap/swap_plan.h"
 

@@ -1,4 +1,4 @@
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 #include <cctype>
 #include <cstdio>

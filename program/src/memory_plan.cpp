@@ -1,21 +1,17 @@
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "tessera/align.h"
 #include "tessera/error.h"
-#include "tessera/exec/size.h"
+#include "tessera/size.h"
 
 namespace tessera {
 
 namespace {
-
-int64_t align_up(int64_t b) {
-    constexpr int64_t a = MemoryPlan::kAlignment;
-    return (b + a - 1) / a * a;
-}
 
 // One block of storage to place: a storage root and the hull of the lifetimes
 // of the tensors that share it. Persistent blocks span [-1, n].
@@ -164,12 +160,12 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
         int64_t bytes = g.tensor(t).type.bytes();
         if (persistent[t]) {
             plan.persistent_bytes += bytes;
-            blocks.push_back({t, align_up(bytes), -1, n, true});
+            blocks.push_back({t, align_up(bytes, MemoryPlan::kAlignment), -1, n, true});
         } else {
             TESSERA_INTERNAL_ASSERT(gend[t] >= gstart[t], "'", g.tensor(t).name, "' is stored but never produced");
             diff[gstart[t]] += bytes;
             diff[gend[t] + 1] -= bytes;
-            blocks.push_back({t, align_up(bytes), gstart[t], gend[t], false});
+            blocks.push_back({t, align_up(bytes, MemoryPlan::kAlignment), gstart[t], gend[t], false});
         }
     }
     int64_t live = 0, most = 0;

@@ -1,18 +1,14 @@
-#include "tessera/exec/swap_program.h"
+#include "tessera/swap/swap_program.h"
 
 #include <algorithm>
 #include <array>
 
+#include "tessera/align.h"
 #include "tessera/error.h"
 
 namespace tessera {
 
 namespace {
-
-int64_t align_up(int64_t b) {
-    constexpr int64_t a = MemoryPlan::kAlignment;
-    return (b + a - 1) / a * a;
-}
 
 StreamKind stream_of(const Graph &g, const SwapStep &st) {
     switch (st.kind) {
@@ -143,7 +139,7 @@ SwapRun build_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *fo
         TESSERA_CHECK(train.pinned[r] < 0, "swap plan: '", g.tensor(r).name, "' is pinned at arena offset ",
                       train.pinned[r], " and also marked as swapped; a pinned tensor never leaves the arena");
         m.host_offset[r] = m.host_bytes;
-        m.host_bytes += align_up(g.tensor(r).type.bytes());
+        m.host_bytes += align_up(g.tensor(r).type.bytes(), MemoryPlan::kAlignment);
     }
     check_memory_plan(g, m, "memory plan of the swap run");
 

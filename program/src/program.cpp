@@ -1,4 +1,4 @@
-#include "tessera/exec/program.h"
+#include "tessera/program/program.h"
 
 #include <array>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
-#include "tessera/exec/memory_plan.h"
+#include "tessera/program/memory_plan.h"
 
 namespace tessera {
 

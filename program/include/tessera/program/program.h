@@ -1,9 +1,9 @@
 // A program: what one device does in one step, as a list of instructions, each
 // bound to a stream. Within a stream, instructions run in list order; across
 // streams, only events order them (record on one stream, wait on another), as
-// in CUDA. The executor (executor.h) interprets a program against a memory
-// plan; the swap planner and the partitioner's lowering will emit programs
-// with swap and collective instructions on their own streams.
+// in CUDA. Programs are planned without a device: build_program() here for
+// a graph and an order, build_swap_run() (swap/swap_program.h) from swap plans;
+// the executor (exec/executor.h) interprets one against a memory plan.
 #pragma once
 
 #include <cstdint>
@@ -12,8 +12,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "tessera/exec/device.h"
 #include "tessera/graph/graph.h"
+#include "tessera/program/stream.h"
 
 namespace tessera {
 

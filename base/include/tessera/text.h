@@ -1,0 +1,29 @@
+// Small text helpers every module's messages and views share: one way to
+// print a byte count and one way to print a duration, so that a number reads
+// the same in a plan table, an error and a progress line.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// Three significant digits in powers of 1024, so that columns of sizes read at
+// a glance: "0 B", "512 B", "1.50 KiB", "12.3 MiB", "123 GiB"; negative
+// counts with a leading "-".
+std::string format_bytes(int64_t bytes);
+
+// Seconds in the same style: three significant digits of ns, us, ms or s below
+// a minute ("950 ns", "12.3 us", "1.50 ms", "2.00 s", "59.0 s"), then minutes
+// and seconds ("4 min 05 s") and hours and minutes ("2 h 03 min"); "0 s",
+// "n/a" for NaN, "inf", and a leading "-" for negative durations.
+std::string format_duration(double seconds);
+
+// `s` with &, <, >, " and ' replaced by HTML entities.
+std::string html_escape(const std::string &s);
+
+// The items with `sep` between them.
+std::string join(const std::vector<std::string> &items, const std::string &sep);
+
+}  // namespace tessera

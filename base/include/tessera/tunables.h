@@ -1,0 +1,25 @@
+// Reading TESSERA_* environment variables. Each tunable is declared once, next
+// to the code that uses it (TESSERA_LOG in pipeline/stage_log.cpp, TESSERA_GEMM
+// in lang/src/matmul.cpp), with its variable, its valid values and its
+// default, and read once; these functions only parse. A value that is not
+// valid is an error naming the variable and what it accepts, so that a typo
+// never silently means the default.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+// The value of variable `name`, one of `valid`; `fallback` when it is unset.
+// Otherwise tessera::Error: "NAME: unknown WHAT 'VALUE'; valid: a, b".
+std::string env_choice(const char *name, const std::vector<std::string> &valid, const std::string &fallback,
+                       const std::string &what);
+
+// The comma-separated entries of variable `name` (empty entries skipped), each
+// one of `valid`; empty when unset. Errors as env_choice, for the first entry
+// that is not valid.
+std::set<std::string> env_list(const char *name, const std::vector<std::string> &valid, const std::string &what);
+
+}  // namespace tessera

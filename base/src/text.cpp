@@ -1,0 +1,76 @@
+#include "tessera/text.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace tessera {
+
+namespace {
+
+// `v` (>= 0) with three significant digits (all its digits from 100 up), then the unit.
+std::string three_digits(double v, const char *unit) {
+    char buf[64];
+    const char *format = v < 9.995 ? "%.2f %s" : v < 99.95 ? "%.1f %s" : "%.0f %s";
+    std::snprintf(buf, sizeof buf, format, v, unit);
+    return buf;
+}
+
+}  // namespace
+
+std::string format_bytes(int64_t bytes) {
+    if (bytes < 0) return "-" + format_bytes(bytes == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -bytes);
+    if (bytes < 1024) return std::to_string(bytes) + " B";
+    static const char *units[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = static_cast<double>(bytes) / 1024;
+    int u = 0;
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        u++;
+    }
+    return three_digits(v, units[u]);
+}
+
+std::string format_duration(double s) {
+    if (std::isnan(s)) return "n/a";
+    if (s < 0) return "-" + format_duration(-s);
+    if (std::isinf(s)) return "inf";
+    if (s == 0) return "0 s";
+    if (s < 999.5e-9) return three_digits(s * 1e9, "ns");
+    if (s < 999.5e-6) return three_digits(s * 1e6, "us");
+    if (s < 999.5e-3) return three_digits(s * 1e3, "ms");
+    if (s < 59.95) return three_digits(s, "s");
+    char buf[64];
+    const auto whole = static_cast<int64_t>(std::llround(s));
+    if (whole < 3600)
+        std::snprintf(buf, sizeof buf, "%lld min %02lld s", static_cast<long long>(whole / 60),
+                      static_cast<long long>(whole % 60));
+    else
+        std::snprintf(buf, sizeof buf, "%lld h %02lld min", static_cast<long long>(whole / 3600),
+                      static_cast<long long>(whole / 60 % 60));
+    return buf;
+}
+
+std::string html_escape(const std::string &s) {
+    std::string out;
+    out.reserve(s.size());
+    for (char c : s) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        case '\'': out += "&#39;"; break;
+        default: out += c;
+        }
+    }
+    return out;
+}
+
+std::string join(const std::vector<std::string> &items, const std::string &sep) {
+    std::string out;
+    for (size_t i = 0; i < items.size(); i++) out += (i ? sep : "") + items[i];
+    return out;
+}
+
+}  // namespace tessera

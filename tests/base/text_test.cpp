@@ -1,0 +1,69 @@
+// format_bytes and format_duration: the one style every module prints sizes
+// and times in, at each unit boundary; align_up.
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include <gtest/gtest.h>
+
+#include "tessera/align.h"
+#include "tessera/text.h"
+
+namespace tessera {
+namespace {
+
+TEST(Text, BytesHaveThreeSignificantDigits) {
+    const std::pair<int64_t, const char *> cases[] = {
+        {0, "0 B"},
+        {512, "512 B"},
+        {1023, "1023 B"},
+        {1024, "1.00 KiB"},
+        {1536, "1.50 KiB"},
+        {3 << 19, "1.50 MiB"},
+        {12345678, "11.8 MiB"},
+        {200 << 20, "200 MiB"},
+        {2LL << 30, "2.00 GiB"},
+        {5LL << 40, "5.00 TiB"},
+        {-1536, "-1.50 KiB"},
+        {std::numeric_limits<int64_t>::max(), "8.00 EiB"},
+        {std::numeric_limits<int64_t>::min(), "-8.00 EiB"},
+    };
+    for (const auto &[bytes, text] : cases) EXPECT_EQ(format_bytes(bytes), text) << bytes;
+}
+
+TEST(Text, DurationsHaveThreeSignificantDigitsThenMinutes) {
+    const std::pair<double, const char *> cases[] = {
+        {0, "0 s"},
+        {950e-9, "950 ns"},
+        {2e-6, "2.00 us"},
+        {12.34e-6, "12.3 us"},
+        {1.5e-3, "1.50 ms"},
+        {0.143, "143 ms"},
+        {0.9996, "1.00 s"},
+        {2, "2.00 s"},
+        {59, "59.0 s"},
+        {245, "4 min 05 s"},
+        {2 * 3600 + 3 * 60 + 10, "2 h 03 min"},
+        {-0.0015, "-1.50 ms"},
+        {std::nan(""), "n/a"},
+        {std::numeric_limits<double>::infinity(), "inf"},
+    };
+    for (const auto &[seconds, text] : cases) EXPECT_EQ(format_duration(seconds), text) << seconds;
+}
+
+TEST(Text, HtmlEscapeAndJoin) {
+    EXPECT_EQ(html_escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
+    EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
+    EXPECT_EQ(join({}, ", "), "");
+}
+
+TEST(Align, AlignUp) {
+    static_assert(align_up(0, 64) == 0);
+    EXPECT_EQ(align_up(1, 64), 64);
+    EXPECT_EQ(align_up(64, 64), 64);
+    EXPECT_EQ(align_up(65, 64), 128);
+    EXPECT_EQ(align_up(1000, 256), 1024);
+}
+
+}  // namespace
+}  // namespace tessera
