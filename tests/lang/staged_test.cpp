@@ -238,6 +238,18 @@ TEST(Staged, BatchNormOutputsDoNotDependOnTheSplit) {
         const std::vector<HostTensor> got = run_blocked(op(OpKind::BatchNormGrad), bwd, var, k);
         for (int o = 0; o < 3; o++) EXPECT_EQ(got[o].f, grads[o].f) << "output " << o;
     }
+    // Every plane width WResNet's stages reach, and a width no vector divides.
+    for (int64_t hw : {1, 2, 4, 8, 16, 7}) {
+        std::vector<HostTensor> f2 = {random_tensor({24, C, hw, hw}, 40 + hw, -1, 1), fwd[1], fwd[2]};
+        std::vector<HostTensor> b2 = {random_tensor({24, C, hw, hw}, 50 + hw), f2[0], fwd[1]};
+        const std::vector<HostTensor> y3 = run(op(OpKind::BatchNorm), f2), g3 = run(op(OpKind::BatchNormGrad), b2);
+        for (int k : {2, 3, 4, 8}) {
+            SCOPED_TRACE(std::to_string(hw) + "x" + std::to_string(hw) + " planes, split n " + std::to_string(k) + " ways");
+            EXPECT_EQ(run_blocked(op(OpKind::BatchNorm), f2, "n", k)[0].f, y3[0].f);
+            const std::vector<HostTensor> got = run_blocked(op(OpKind::BatchNormGrad), b2, "n", k);
+            for (int o = 0; o < 3; o++) EXPECT_EQ(got[o].f, g3[o].f) << "output " << o;
+        }
+    }
     // [N, C] (after a fully connected layer): its own schedule.
     std::vector<HostTensor> nc = {random_tensor({24, 7}, 35, -1, 1), random_tensor({7}, 37, 0.5, 1.5),
                                   random_tensor({7}, 38)};
