@@ -26,11 +26,11 @@
 
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/exec/profile.h"
-#include "tessera/size.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/size.h"
 #include "tessera/swap/roofline.h"
 #include "tessera/swap/swap_plan.h"
 

@@ -14,18 +14,18 @@
 #include "trainer.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
-#include "tessera/progress.h"
-#include "tessera/text.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/exec/device_choice.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/profile.h"
-#include "tessera/size.h"
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
+#include "tessera/progress.h"
+#include "tessera/size.h"
 #include "tessera/swap/swap_plan.h"
+#include "tessera/text.h"
 
 namespace tessera {
 

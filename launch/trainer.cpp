@@ -19,11 +19,11 @@
 
 #include "checkpoint.h"
 #include "tessera/error.h"
-#include "tessera/progress.h"
-#include "tessera/text.h"
 #include "tessera/exec/init.h"
-#include "tessera/size.h"
 #include "tessera/models/zoo.h"
+#include "tessera/progress.h"
+#include "tessera/size.h"
+#include "tessera/text.h"
 
 namespace tessera {
 

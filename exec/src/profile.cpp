@@ -7,8 +7,8 @@
 #include <string>
 
 #include "tessera/align.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/error.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/size.h"
 
 namespace tessera {

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
-#include "tessera/size.h"
-#include "tessera/swap/swap_program.h"
 #include "tessera/lang/kernels.h"
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/stage_log.h"
+#include "tessera/size.h"
+#include "tessera/swap/swap_program.h"
 
 namespace tessera {
 

@@ -10,8 +10,8 @@
 
 #include "internal.h"
 #include "tessera/error.h"
-#include "tessera/text.h"
 #include "tessera/swap/swap_plan.h"
+#include "tessera/text.h"
 
 namespace tessera {
 

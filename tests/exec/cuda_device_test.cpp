@@ -13,10 +13,10 @@
 #include "tessera/exec/cuda_device.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/profile.h"
-#include "tessera/swap/swap_program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/swap/swap_plan.h"
+#include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
 
 namespace tessera::test {

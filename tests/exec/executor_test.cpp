@@ -16,9 +16,9 @@
 #include "tessera/exec/executor.h"
 #include "tessera/exec/init.h"
 #include "tessera/exec/reference.h"
-#include "tessera/size.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/size.h"
 #include "test_graphs.h"
 
 namespace tessera {

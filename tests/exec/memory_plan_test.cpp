@@ -9,9 +9,9 @@
 
 #include "expect_error.h"
 #include "tessera/error.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/program/memory_plan.h"
 #include "test_graphs.h"
 
 namespace tessera {

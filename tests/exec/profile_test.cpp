@@ -5,9 +5,9 @@
 #include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/exec/profile.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/program/memory_plan.h"
 #include "test_graphs.h"
 
 namespace tessera {

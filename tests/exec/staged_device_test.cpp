@@ -15,12 +15,12 @@
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
-#include "tessera/swap/swap_program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
 #include "tessera/swap/swap_plan.h"
+#include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
 
 namespace tessera {

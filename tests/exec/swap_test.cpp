@@ -14,9 +14,9 @@
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"
-#include "tessera/swap/swap_program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
+#include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
 
 namespace tessera {

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace tessera {

@@ -9,9 +9,9 @@
 
 #include "../../swap/src/internal.h"
 #include "tessera/error.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/program/memory_plan.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace tessera {

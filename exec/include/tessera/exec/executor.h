@@ -38,9 +38,9 @@
 #include <vector>
 
 #include "tessera/exec/device.h"
+#include "tessera/graph/graph.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/program/program.h"
-#include "tessera/graph/graph.h"
 
 namespace tessera {
 

@@ -24,13 +24,13 @@
 #include <string>
 #include <vector>
 
-#include "tessera/program/memory_plan.h"
-#include "tessera/program/program.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/program/program.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace tessera {

@@ -10,9 +10,9 @@
 // it travels with the program (Program::place).
 #pragma once
 
+#include "tessera/graph/graph.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/program/program.h"
-#include "tessera/graph/graph.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace tessera {
