@@ -17,7 +17,7 @@
 // Live bytes are counted as the streams run (see device.h), so StepStats'
 // peak is measured, not copied from the plan.
 //
-// Swapped runs (swap_program.h). The memory plan may give tensors a region of
+// Swapped runs (swap/swap_program.h). The memory plan may give tensors a region of
 // a host area (MemoryPlan::host_offset), allocated once here. Preparing a
 // program walks it in list order and follows where each storage root is:
 // pinned persistent tensors at their plan offset; host-homed ones not in the

@@ -31,7 +31,7 @@ struct MemoryPlan {
     // of the same lifetimes can use a smaller arena.
     int64_t lower_bound = 0;
     int64_t persistent_bytes = 0;  // bytes of the tensors that live all step
-    // Host memory for swapped runs (swap_program.h); empty and 0 otherwise.
+    // Host memory for swapped runs (swap/swap_program.h); empty and 0 otherwise.
     // Per TensorId, read at storage roots (-1: none): a region of the host
     // area of host_bytes. A persistent tensor with a region is host-homed:
     // between steps its value is there, not in the arena (its offset is -1,

@@ -1,5 +1,6 @@
-// Programs from swap plans (swap/swap_plan.h): the bridge from the planner,
-// which knows nothing of devices, to the executor.
+// Programs from swap plans (swap_plan.h): the bridge from the planner to the
+// executor, made of program/'s values, which need no device. It lives here so
+// that exec/ runs programs without linking the planner.
 //
 // A swapped run has one memory plan and up to two programs (the training step
 // and the evaluation forward pass), each from its own swap plan. The plans
