@@ -10,6 +10,7 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/graph/box.h"
+#include "tessera/graph/comm_attrs.h"
 #include "tessera/graph/graph.h"
 
 namespace tessera {
@@ -32,18 +33,14 @@ public:
 
 private:
     enum class Kind : uint8_t { Redistribute, AllReduce, ReduceScatter };
-    struct Piece {
-        int peer = -1;
-        Box box;  // sends: in the input's frame; receives: in the output's frame
-    };
     void redistribute(Communicator &comm, const std::byte *in, std::byte *out);
     // The constructor's steps: each kind's attributes, checked against the buffers.
     void check_box(const Box &b, const Box &frame, const char *what) const;
-    void read_pieces(const OpCall &c, const char *attr, const Box &frame, std::vector<Piece> &list,
-                     std::vector<int> &index, std::vector<std::byte> &buf);
-    void read_local(const OpCall &c);
-    void read_redistribute(const OpCall &c);
-    void read_reduce_scatter(const OpCall &c);
+    void take_pieces(const std::vector<CommPiece> &pieces, const char *what, const Box &frame,
+                     std::vector<int> &index, std::vector<CommPiece> &list, std::vector<std::byte> &buf);
+    void take_local(const std::vector<LocalCopy> &local);
+    void read_redistribute(const CommAttrs &a);
+    void read_reduce_scatter(const CommAttrs &a);
 
     Kind kind_ = Kind::Redistribute;
     std::string name_;
@@ -56,7 +53,7 @@ private:
     std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
     std::vector<size_t> chunk_counts_;      // reduce_scatter: elements per chunk
     std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1
-    std::vector<Piece> sends_, recvs_;
+    std::vector<CommPiece> sends_, recvs_;  // sends: in the input's frame; receives: the output's
     std::vector<std::pair<Box, Box>> local_;  // (region in the input's frame, the output buffer in that frame)
     int64_t bytes_ = 0;
     std::vector<std::byte> send_buf_, recv_buf_;

@@ -6,6 +6,7 @@
 
 #include "cost.h"
 #include "tessera/error.h"
+#include "tessera/graph/comm_attrs.h"
 #include "tessera/lang/staged.h"
 #include "tessera/lang/strategy.h"
 
@@ -122,7 +123,7 @@ private:
                               TensorId whole, TensorRole role, const std::string &why);
     TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
                            size_t elem, TensorId whole, TensorRole role, const std::string &why);
-    TensorId add_comm(const std::string &why, Attrs attrs, TensorId in, DType dtype, const Box &out_box,
+    TensorId add_comm(const std::string &why, const CommAttrs &attrs, TensorId in, DType dtype, const Box &out_box,
                       TensorId source, TensorRole role);
     double mean_rescale(const Node &node, const Box &in) const;
     std::vector<TensorId> add_op(const OpCall &call, const std::vector<TensorId> &in, const Node &node,
@@ -275,10 +276,10 @@ std::vector<Moves> Lowerer::redistribute(const std::vector<Box> &have, const Sta
 
 // `source`: the training-graph tensor the result holds the block `out_box` of,
 // or kNoTensor (a stage of a staged operator).
-TensorId Lowerer::add_comm(const std::string &why, Attrs attrs, TensorId in, DType dtype, const Box &out_box,
-                           TensorId source, TensorRole role) {
+TensorId Lowerer::add_comm(const std::string &why, const CommAttrs &attrs, TensorId in, DType dtype,
+                           const Box &out_box, TensorId source, TensorRole role) {
     std::string name = "comm" + std::to_string(comm_counter_++) + ":" + why;
-    TensorId t = dg_.graph.add_comm_node(name, std::move(attrs), {in}, TensorType{dtype, out_box.extents()}, role);
+    TensorId t = dg_.graph.add_comm_node(name, comm_attrs_to(attrs), {in}, TensorType{dtype, out_box.extents()}, role);
     dg_.source.push_back(source);
     dg_.box.push_back(out_box);
     dg_.comm_nodes++;
@@ -312,36 +313,19 @@ TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::v
     if (!build_) return kNoTensor;
     const Moves &m = moves[rank_];
     const Box &in_box = have[rank_], &out_box = target[rank_];
-    std::vector<int64_t> sends, recvs, local;
-    for (const auto &[peer, b] : m.sends) {
-        sends.push_back(peer);
-        auto v = box_ints(b.shifted(in_box));
-        sends.insert(sends.end(), v.begin(), v.end());
-    }
-    for (const auto &[peer, b] : m.recvs) {
-        recvs.push_back(peer);
-        auto v = box_ints(b.shifted(out_box));
-        recvs.insert(recvs.end(), v.begin(), v.end());
-    }
-    for (const Box &b : m.local) {
-        auto v = box_ints(b.shifted(in_box));
-        local.insert(local.end(), v.begin(), v.end());
-        auto w = box_ints(b.shifted(out_box));
-        local.insert(local.end(), w.begin(), w.begin() + b.rank());  // destination origin
-    }
-    Attrs a;
-    a.set("comm", std::string("redistribute"));
-    a.set("world", int64_t{n_});
-    a.set("sends", sends);
-    a.set("recvs", recvs);
-    a.set("local", local);
-    a.set("bytes", m.bytes);
+    CommAttrs a;
+    a.kind = CommNodeKind::Redistribute;
+    a.world = n_;
+    a.bytes = m.bytes;
+    for (const auto &[peer, b] : m.sends) a.sends.push_back({peer, b.shifted(in_box)});
+    for (const auto &[peer, b] : m.recvs) a.recvs.push_back({peer, b.shifted(out_box)});
+    for (const Box &b : m.local) a.local.push_back({b.shifted(in_box), b.shifted(out_box).lo});
     const DType dtype = g_.tensor(whole).type.dtype;
     // A rank that needs none of it (a slice gradient's block outside the
     // slice) still sends its part; its output is one element nothing reads.
     if (out_box.empty())
-        return add_comm(why, std::move(a), src, dtype, Box::whole(Shape(out_box.rank(), 1)), kNoTensor, role);
-    return add_comm(why, std::move(a), src, dtype, out_box, whole, role);
+        return add_comm(why, a, src, dtype, Box::whole(Shape(out_box.rank(), 1)), kNoTensor, role);
+    return add_comm(why, a, src, dtype, out_box, whole, role);
 }
 
 // The ranks that differ from r only on the levels in `levels`.
@@ -401,22 +385,18 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
         std::vector<int64_t> grp = group_of(coords_, rank_, partial);
         int k = static_cast<int>(grp.size());
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), rank_) - grp.begin());
-        Attrs a;
-        a.set("ranks", grp);
+        CommAttrs a;
+        a.ranks.assign(grp.begin(), grp.end());
+        const DType dtype = g_.tensor(whole).type.dtype;
         if (scatter) {
-            std::vector<int64_t> chunks;
-            for (int64_t q : grp) {
-                auto v = box_ints(target[q].shifted(in_box));
-                chunks.insert(chunks.end(), v.begin(), v.end());
-            }
-            a.set("comm", std::string("reduce_scatter"));
-            a.set("chunks", chunks);
-            a.set("bytes", (in_box.elements() - target[rank_].elements()) * static_cast<int64_t>(elem));
-            out = add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, target[rank_], whole, role);
+            a.kind = CommNodeKind::ReduceScatter;
+            for (int64_t q : grp) a.chunks.push_back(target[q].shifted(in_box));
+            a.bytes = (in_box.elements() - target[rank_].elements()) * static_cast<int64_t>(elem);
+            out = add_comm(why, a, src, dtype, target[rank_], whole, role);
         } else {
-            a.set("comm", std::string("all_reduce"));
-            a.set("bytes", all_reduce_sent(in_box.elements(), k, i) * static_cast<int64_t>(elem));
-            out = add_comm(why, std::move(a), src, g_.tensor(whole).type.dtype, in_box, whole, role);
+            a.kind = CommNodeKind::AllReduce;
+            a.bytes = all_reduce_sent(in_box.elements(), k, i) * static_cast<int64_t>(elem);
+            out = add_comm(why, a, src, dtype, in_box, whole, role);
         }
     }
     for (Form &f : st)
@@ -605,13 +585,14 @@ TensorId Lowerer::add_stage_reduction(TensorId stage, DType dtype, const std::ve
         if (r == rank_) mine = sent;
     }
     if (!build_) return kNoTensor;
-    Attrs a;
-    a.set("comm", std::string("all_reduce"));
-    a.set("ranks", group_of(coords_, rank_, levels));
-    a.set("bytes", mine);
-    if (reduce != "sum") a.set("reduce", reduce);
+    CommAttrs a;
+    a.kind = CommNodeKind::AllReduce;
+    const std::vector<int64_t> grp = group_of(coords_, rank_, levels);
+    a.ranks.assign(grp.begin(), grp.end());
+    a.bytes = mine;
+    a.reduce = reduce;
     const Box whole = Box::whole(dg_.graph.tensor(stage).type.shape);
-    return add_comm(why, std::move(a), stage, dtype, whole, kNoTensor, TensorRole::Activation);
+    return add_comm(why, a, stage, dtype, whole, kNoTensor, TensorRole::Activation);
 }
 
 // An operator whose strategy splits a reduction inside it, run as its staged
