@@ -15,6 +15,7 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
+#include "tessera/exec/device_budget.h"
 #include "tessera/exec/device_choice.h"
 #include "tessera/exec/executor.h"
 #include "tessera/exec/profile.h"
@@ -57,7 +58,8 @@ std::function<void(const SwapProgress &)> swap_progress(bool tty) {
 }
 
 // What this rank plans: the model on the job's machine (job_machine.h).
-RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool root) {
+RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool root,
+                 const std::optional<DeviceBudget> &derived) {
     RunSpec spec;
     spec.model = o.model;
     spec.batch = o.batch;
@@ -69,7 +71,12 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     TESSERA_CHECK(machine.devices() == 1 || spec.partition.strategy != PartitionStrategy::Brute,
                   "--partition brute is a planning baseline for small graphs; train with tofu, data, owt or equalchop");
     o.partition_flags.apply(spec.partition);
-    if (!o.device_mem.empty()) spec.budget = parse_size(o.device_mem, "--device-mem");
+    if (derived) {
+        spec.budget = derived->bytes;
+        spec.budget_is_limit = true;
+    } else if (!o.device_mem.empty() && o.device_mem != "auto") {
+        spec.budget = parse_size(o.device_mem, "--device-mem");
+    }
     spec.swap.policy = o.swap;
     spec.swap.seed = o.seed;
     spec.swap.time_limit_s = o.swap_search.time_limit_s;
@@ -78,6 +85,30 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     if (root) spec.swap.progress = swap_progress(stderr_is_terminal());
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;
+}
+
+// The ranks of this host on the same GPU: all of them for --device cuda:N,
+// otherwise those whose local rank gives the same GPU (device_choice.h).
+int ranks_on_gpu(const TrainOptions &o, const DeviceChoice &choice, int local_ranks) {
+    if (o.device.rfind("cuda:", 0) == 0) return local_ranks;
+    const int gpus = std::max(1, cuda_device_count());
+    int n = 0;
+    for (int r = 0; r < local_ranks; r++) n += r % gpus == choice.index;
+    return std::max(1, n);
+}
+
+// The budget of --device-mem auto (device_budget.h). None otherwise, and
+// never with a --plan, whose file states the budget it was made for.
+std::optional<DeviceBudget> derived_budget(const TrainOptions &o, const DeviceChoice &choice, int local_ranks) {
+    const bool automatic = o.device_mem == "auto";
+    if (!automatic) return std::nullopt;
+    if (!o.plan_path.empty()) {
+        TESSERA_CHECK(!automatic, "--device-mem auto: --plan ", o.plan_path,
+                      " states the budget it was made for; give that --device-mem instead of auto");
+        return std::nullopt;
+    }
+    if (!choice.cuda) return host_auto_budget(local_ranks);
+    return cuda_default_budget(choice.index, ranks_on_gpu(o, choice, local_ranks));
 }
 
 // The run's device, made when first needed: by the profiling pass when the
@@ -203,9 +234,13 @@ TrainResult run_training(const TrainOptions &o) {
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", ranks) : "")
                   << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n") << std::flush;
+    const std::optional<DeviceBudget> budget = derived_budget(o, choice, local_ranks);
+    if (root && budget)
+        std::cout << fmt::format("tessera-train: budget {} ({})\n", format_bytes(budget->bytes), budget->why)
+                  << std::flush;
     const bool use_nccl = choose_nccl(o.comm_backend, choice, sharded, local_ranks);
     DeviceSlot slot(choice);
-    const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root), slot.profiler(root));
+    const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root, budget), slot.profiler(root));
     Device &device = slot.get(run.arena);
     Executor ex(run.graph(), device, run.memory);  // fails here, before any data is read, if the arena is too small
     // In-step operator times, for re-simulating the plan. On a device where host

@@ -1,5 +1,7 @@
 #include "tessera/pipeline/run_plan.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "tessera/error.h"
@@ -30,7 +32,7 @@ bool needs_swapping(const RunSpec &spec, int64_t footprint) {
     const std::string &p = spec.swap.policy;
     const bool tight = spec.budget && *spec.budget < footprint;
     if (p == "none" && tight)
-        fail("--device-mem is ", format_bytes(*spec.budget), " but this run needs ", footprint, " bytes (",
+        fail(spec.budget_is_limit ? "the automatic budget is " : "--device-mem is ", format_bytes(*spec.budget), " but this run needs ", footprint, " bytes (",
              format_bytes(footprint), ") without swapping; use --device-mem ", size_flag_at_least(footprint),
              " or more, or --swap advisor to train within the budget");
     if (p == "none") return false;
@@ -139,7 +141,7 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     run.order = default_order(run.graph());
     run.memory = plan_memory(run.graph(), run.order);
     run.footprint = run.arena = run.memory.arena_bytes;
-    if (spec.budget) run.arena = *spec.budget;
+    if (spec.budget) run.arena = spec.budget_is_limit ? std::min(*spec.budget, run.footprint) : *spec.budget;
     log("memory", run.memory.summary());
     if (needs_swapping(spec, run.footprint)) {
         run.swaps = spec.given_swaps ? *spec.given_swaps : plan_swapping(spec, run, run.arena, op_timer);

@@ -55,6 +55,30 @@ expect no-swap-budget 1 "or --swap advisor" -- "$TRAIN" "${SMALL[@]}" --steps 5 
 out="$("$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 8KiB --swap none 2>&1)"
 grep -qE "needs [0-9]+ bytes" <<<"$out" || { echo "FAIL no-swap-budget: no byte count: $out"; fail=1; }
 expect bad-swap 2 "--swap" -- "$TRAIN" "${SMALL[@]}" --swap magic
+
+# --device-mem auto: the budget is the memory available less a reserve, said in
+# the first lines. On this host's MemAvailable the small model fits (arena = plan).
+out="$("$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --device cpu --device-mem auto 2>&1)"
+grep -qE "^tessera-train: budget [0-9.]+ [KMGT]?i?B \(auto: MemAvailable [0-9.]+ [KMGT]?i?B less reserve [0-9.]+ [KMGT]?i?B\)$" \
+  <<<"$out" || { echo "FAIL auto-budget-line: $out"; fail=1; }
+grep -q "^arena 22.7 KiB (plan 22.7 KiB" <<<"$out" || { echo "FAIL auto-budget-fits: $out"; fail=1; }
+# With the limit stated (256 MiB + 16 KiB, less the 256 MiB reserve: 16 KiB),
+# the run swaps without --swap, as under --device-mem 16KiB.
+AUTO16=(env TESSERA_HOST_MEM_AVAILABLE=268451840)
+expect auto-budget-stated 0 "tessera-train: budget 16.0 KiB (auto: TESSERA_HOST_MEM_AVAILABLE 256 MiB less reserve 256 MiB)" -- \
+  "${AUTO16[@]}" "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --device cpu --device-mem auto
+expect auto-budget-swaps 0 "arena 16.0 KiB (the run needs 22.7 KiB: 1.4x)" -- \
+  "${AUTO16[@]}" "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --device cpu --device-mem auto
+# An explicit --device-mem still decides, whatever the limit: no budget line.
+out="$("${AUTO16[@]}" "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --device cpu --device-mem 1MiB 2>&1)"
+grep -q "^arena 1.00 MiB (plan 22.7 KiB" <<<"$out" && ! grep -q "^tessera-train: budget" <<<"$out" ||
+  { echo "FAIL explicit-overrides-auto: $out"; fail=1; }
+expect auto-budget-none-left 1 "no device memory budget is left (auto: TESSERA_HOST_MEM_AVAILABLE 100 MiB less reserve 256 MiB); give --device-mem SIZE" -- \
+  env TESSERA_HOST_MEM_AVAILABLE=100MiB "$TRAIN" "${SMALL[@]}" --steps 1 --device cpu --device-mem auto
+expect auto-budget-bad-limit 1 "TESSERA_HOST_MEM_AVAILABLE: 'lots' is not a size" -- \
+  env TESSERA_HOST_MEM_AVAILABLE=lots "$TRAIN" "${SMALL[@]}" --steps 1 --device cpu --device-mem auto
+expect auto-budget-swap-none 1 "the automatic budget is 8.00 KiB but this run needs" -- \
+  env TESSERA_HOST_MEM_AVAILABLE=268443648 "$TRAIN" "${SMALL[@]}" --steps 1 --device cpu --device-mem auto --swap none
 expect bad-swap-limit 2 "--swap-time-limit" -- "$TRAIN" "${SMALL[@]}" --swap-time-limit -3
 
 # ---- metrics ------------------------------------------------------------------

@@ -67,6 +67,10 @@ struct RunSpec {
     int rank = 0;                    // which device of `machine` this run is for
     PartitionOptions partition;      // strategy and flags; plan_run makes it executable
     std::optional<int64_t> budget;   // device bytes; none: what the memory plan needs
+    // The budget is a limit (exec/device_budget.h: --device-mem auto, a CUDA
+    // device's default): a run that fits gets an arena of what its memory plan
+    // needs, not the whole budget.
+    bool budget_is_limit = false;
     SwapSpec swap;
     bool log_stages = true;          // TESSERA_LOG's sections (rank 0 of a job only)
     // Plans made earlier (plan_file.h): run these instead of searching.
@@ -85,7 +89,8 @@ struct RunPlan {
     std::vector<NodeId> order;         // of graph()
     MemoryPlan memory;                 // with swapping, the swap run's
     int64_t footprint = 0;             // arena bytes the default order needs without swapping
-    int64_t arena = 0;                 // the device's arena: the budget, or the footprint
+    int64_t arena = 0;                 // the device's arena: the budget, or the footprint (also when it is
+                                       // below a budget that is a limit)
     std::optional<SwapPlans> swaps;
     Program train, forward;            // forward: logits and loss, for evaluation
 
