@@ -74,7 +74,7 @@ void add_process_flags(CLI::App &app, double &comm_timeout, int &threads, bool &
 void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--device-mem", o.device_mem,
                    "Device arena size, e.g. 512MiB or 2GiB, or auto: the memory available less a reserve "
-                   "(default: what the memory plan needs); below what the run "
+                   "(default: auto on a CUDA device, what the memory plan needs on the cpu); below what the run "
                    "needs, --swap plans what moves to host memory");
     app.add_option("--swap", o.swap,
                    "Under a --device-mem the run does not fit: advisor (plan swaps with SwapAdvisor's search), lru "

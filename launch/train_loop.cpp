@@ -97,11 +97,13 @@ int ranks_on_gpu(const TrainOptions &o, const DeviceChoice &choice, int local_ra
     return std::max(1, n);
 }
 
-// The budget of --device-mem auto (device_budget.h). None otherwise, and
-// never with a --plan, whose file states the budget it was made for.
+// The budget when --device-mem gives no bytes (device_budget.h): auto, and
+// on a CUDA device no --device-mem at all. None on the CPU by default (the
+// arena is what the memory plan needs) and with a --plan, whose file states
+// the budget it was made for.
 std::optional<DeviceBudget> derived_budget(const TrainOptions &o, const DeviceChoice &choice, int local_ranks) {
     const bool automatic = o.device_mem == "auto";
-    if (!automatic) return std::nullopt;
+    if (!automatic && !(o.device_mem.empty() && choice.cuda)) return std::nullopt;
     if (!o.plan_path.empty()) {
         TESSERA_CHECK(!automatic, "--device-mem auto: --plan ", o.plan_path,
                       " states the budget it was made for; give that --device-mem instead of auto");

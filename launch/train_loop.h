@@ -31,7 +31,9 @@ struct TrainOptions {
     // auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N;
     // the first line of output says which (device_choice.h).
     std::string device = "auto";
-    std::string device_mem;  // empty: exactly what the memory plan needs
+    // Bytes; auto: a limit from the memory available (exec/device_budget.h);
+    // empty: auto on a CUDA device, exactly what the memory plan needs on the cpu.
+    std::string device_mem;
     // Under a --device-mem below what the run needs: advisor (the SwapAdvisor
     // planner), lru or vdnn (the baselines), none (fail instead), or auto
     // (advisor when the budget is too small, nothing otherwise).

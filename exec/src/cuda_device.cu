@@ -204,10 +204,10 @@ public:
                       " bytes; use e.g. --device-mem 8GiB");
         CudaDeviceInfo info = cuda_device_info(index);
         cuda_check(cudaSetDevice(index), "cudaSetDevice");
-        const int64_t total = align_up(arena_bytes, kAlign) + kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
+        const int64_t total = align_up(arena_bytes, kAlign) + kCudaWorkspacesBytes;
         TESSERA_CHECK(total <= info.free_bytes, "cannot allocate the cuda:", index, " arena of ", arena_bytes,
                       " bytes (", format_bytes(arena_bytes), ") plus ",
-                      format_bytes(kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes), " of kernel workspace: ",
+                      format_bytes(kCudaWorkspacesBytes), " of kernel workspace: ",
                       info.name, " has ", format_bytes(info.free_bytes), " free of ", format_bytes(info.total_bytes),
                       "; use a smaller --device-mem");
         void *p = nullptr;

@@ -75,7 +75,7 @@ DeviceBudget cuda_default_budget(int index, int sharing) {
     s.what = detail::concat("cuda:", index, " free");
     s.available = info.free_bytes;
     s.sharing = std::max(1, sharing);
-    s.workspaces = kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
+    s.workspaces = kCudaWorkspacesBytes;
     return budget_from(s);
 }
 

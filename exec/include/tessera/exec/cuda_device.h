@@ -2,7 +2,9 @@
 //
 //   * One arena: a single cudaMalloc holding the budget, followed by a fixed
 //     kernel workspace (im2col columns and cuBLAS's workspace), so that
-//     nothing allocates device memory after start-up.
+//     nothing allocates device memory after start-up. Without --device-mem
+//     the budget is the GPU's free memory less a reserve and these
+//     workspaces (device_budget.h), so arena and workspaces fit it together.
 //   * Four real CUDA streams (non-blocking); the swap streams at the highest
 //     priority the device offers, so a swap-in never queues behind compute.
 //   * Events are CUDA events without timing.
@@ -46,6 +48,9 @@ CudaDeviceInfo cuda_device_info(int index);
 
 inline constexpr int64_t kCudaKernelWorkspaceBytes = int64_t{64} << 20;
 inline constexpr int64_t kCudaBlasWorkspaceBytes = int64_t{32} << 20;
+// Both, allocated beside the arena: a budget from the GPU's free memory
+// (device_budget.h) leaves room for them.
+inline constexpr int64_t kCudaWorkspacesBytes = kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
 
 // Makes CUDA device `index` current for this thread and allocates its arena of
 // exactly `arena_bytes` (plus the fixed workspaces). Throws tessera::Error,
