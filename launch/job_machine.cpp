@@ -5,12 +5,11 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/text.h"
 
 namespace tessera {
 
 namespace {
-
-std::string plural(int n, const char *what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); }
 
 // Why these placements are not nodes of equal size holding consecutive ranks
 // (see the header); empty when they are.
@@ -22,7 +21,7 @@ std::string placement_problem(const std::vector<Communicator::Placement> &p) {
     for (const auto &[node, n] : held) counts += fmt::format("{}node {}: {}", counts.empty() ? "" : ", ", node, n);
     bool equal = ranks % nodes == 0 && static_cast<int>(held.size()) == nodes;
     for (const auto &[node, n] : held) equal = equal && n == ranks / nodes;
-    if (!equal) return fmt::format("its {} hold different numbers of ranks ({})", plural(nodes, "node"), counts);
+    if (!equal) return fmt::format("its {} hold different numbers of ranks ({})", count_of(nodes, "node"), counts);
     const int per_node = ranks / nodes;
     for (int r = 0; r < ranks; r++)
         if (p[r].node != r / per_node)
@@ -35,9 +34,9 @@ std::string placement_problem(const std::vector<Communicator::Placement> &p) {
 // "2 nodes of 2 ranks (--nodes 2)", "one node (4 ranks)": the job's shape as errors say it.
 std::string shape_text(const JobShape &s) {
     std::string declared = s.declared_nodes > 0 ? fmt::format(" (--nodes {})", s.declared_nodes) : "";
-    if (!s.flat_why.empty()) return fmt::format("{} planned flat: {}", plural(s.ranks, "rank"), s.flat_why);
-    if (s.nodes == 1) return fmt::format("one node ({}){}", plural(s.ranks, "rank"), declared);
-    return fmt::format("{} of {}{}", plural(s.nodes, "node"), plural(s.per_node, "rank"), declared);
+    if (!s.flat_why.empty()) return fmt::format("{} planned flat: {}", count_of(s.ranks, "rank"), s.flat_why);
+    if (s.nodes == 1) return fmt::format("one node ({}){}", count_of(s.ranks, "rank"), declared);
+    return fmt::format("{} of {}{}", count_of(s.nodes, "node"), count_of(s.per_node, "rank"), declared);
 }
 
 // Where the machine's shape came from, for the banner.
@@ -54,7 +53,7 @@ std::string source_text(const JobShape &s, const std::string &path) {
 Machine machine_for_shape(const JobShape &s, const std::string &path) {
     Machine m = load_machine(path);
     const std::string described = "--machine " + path + " describes " + machine_str(m);
-    TESSERA_CHECK(m.devices() == s.ranks, described, ", but this job has ", plural(s.ranks, "rank"));
+    TESSERA_CHECK(m.devices() == s.ranks, described, ", but this job has ", count_of(s.ranks, "rank"));
     const int outer = m.levels.front().count;
     if (s.nodes > 1)
         TESSERA_CHECK(outer == s.nodes, described, ": ", outer, " at its outermost level, but this job runs on ",
@@ -83,7 +82,7 @@ JobShape job_shape(const std::vector<Communicator::Placement> &placements, int d
     s.per_node = s.ranks;
     if (declared_nodes > 0) {
         TESSERA_CHECK(s.ranks % declared_nodes == 0, "--nodes ", declared_nodes, ": the job's ",
-                      plural(s.ranks, "rank"), s.ranks == 1 ? " does" : " do", " not split into ", declared_nodes,
+                      count_of(s.ranks, "rank"), s.ranks == 1 ? " does" : " do", " not split into ", declared_nodes,
                       " nodes of the same size; give a --nodes that divides ", s.ranks);
         s.declared_nodes = s.nodes = declared_nodes;
         s.per_node = s.ranks / declared_nodes;

@@ -51,6 +51,10 @@ std::string format_duration(double s) {
     return buf;
 }
 
+std::string count_of(int64_t n, const std::string &noun) {
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 std::string html_escape(const std::string &s) {
     std::string out;
     out.reserve(s.size());

@@ -37,8 +37,6 @@ int64_t mem_available_from_proc() {
          "SIZE or set ", kHostMemEnv);
 }
 
-std::string plural(int n, const char *what) { return detail::concat(n, " ", what, n == 1 ? "" : "s"); }
-
 }  // namespace
 
 int64_t budget_reserve(int64_t available) { return std::max(kMinReserve, available / 10); }
@@ -50,7 +48,7 @@ DeviceBudget budget_from(const BudgetSource &s) {
     DeviceBudget b;
     b.bytes = (s.available - reserve) / s.sharing - s.workspaces;
     b.why = detail::concat("auto: ", s.what, " ", format_bytes(s.available), " less reserve ", format_bytes(reserve));
-    if (s.sharing > 1) b.why += detail::concat(", divided among ", plural(s.sharing, "rank"), " on this host");
+    if (s.sharing > 1) b.why += detail::concat(", divided among ", count_of(s.sharing, "rank"), " on this host");
     if (s.workspaces > 0) b.why += detail::concat(", less ", format_bytes(s.workspaces), " of kernel workspaces");
     TESSERA_CHECK(b.bytes > 0, "no device memory budget is left (", b.why, "); give --device-mem SIZE");
     return b;

@@ -7,6 +7,7 @@
 
 #include "tessera/error.h"
 #include "tessera/program/memory_plan.h"
+#include "tessera/text.h"
 
 namespace tessera {
 
@@ -55,8 +56,8 @@ std::string Program::to_string(const Graph &g) const {
     for (const Instruction &in : instructions) used[static_cast<int>(in.stream)] = true;
     int streams = 0;
     for (bool u : used) streams += u;
-    os << "program: " << instructions.size() << " instructions on " << streams << " stream"
-       << (streams == 1 ? "" : "s") << ", " << num_events << " event" << (num_events == 1 ? "" : "s") << "\n";
+    os << "program: " << instructions.size() << " instructions on " << count_of(streams, "stream") << ", "
+       << count_of(num_events, "event") << "\n";
     for (size_t i = 0; i < instructions.size(); i++) {
         const Instruction &in = instructions[i];
         char head[64];

@@ -57,6 +57,12 @@ TEST(Text, HtmlEscapeAndJoin) {
     EXPECT_EQ(join({}, ", "), "");
 }
 
+TEST(Text, CountsTakeTheirPlural) {
+    EXPECT_EQ(count_of(0, "rank"), "0 ranks");
+    EXPECT_EQ(count_of(1, "rank"), "1 rank");
+    EXPECT_EQ(count_of(7, "node"), "7 nodes");
+}
+
 TEST(Align, AlignUp) {
     static_assert(align_up(0, 64) == 0);
     EXPECT_EQ(align_up(1, 64), 64);

@@ -20,6 +20,10 @@ std::string format_bytes(int64_t bytes);
 // "n/a" for NaN, "inf", and a leading "-" for negative durations.
 std::string format_duration(double seconds);
 
+// `n` and the noun, plural unless n is 1: "1 rank", "3 ranks" (nouns that
+// take an "s").
+std::string count_of(int64_t n, const std::string &noun);
+
 // `s` with &, <, >, " and ' replaced by HTML entities.
 std::string html_escape(const std::string &s);
 
