@@ -3,6 +3,8 @@
 // second host are needed; --nodes; --machine FILE and every mismatch error.
 #include "job_machine.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,10 +36,25 @@ JobMachine from_launch(const std::vector<int> &node_of, int nodes_flag = 0, cons
     return job_machine(job_shape(placements(node_of), nodes_flag), file);
 }
 
-// A machine file in the test's temporary directory.
+// The machine files a test wrote, removed when the test program ends.
+struct MachineFiles : ::testing::Environment {
+    std::vector<std::string> paths;
+    void TearDown() override {
+        for (const std::string &p : paths) std::filesystem::remove(p);
+    }
+};
+MachineFiles *const written =
+    static_cast<MachineFiles *>(::testing::AddGlobalTestEnvironment(new MachineFiles));
+
+// A machine file in the temporary directory, named for this process and test:
+// ctest runs each test case as a process of its own, in parallel.
 std::string machine_file(const std::string &name, const std::string &levels) {
-    const std::string path = (std::filesystem::temp_directory_path() / ("tessera_job_machine_" + name)).string();
+    const std::string test = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("tessera_job_machine_" + std::to_string(getpid()) + "_" + test + "_" + name))
+                                 .string();
     std::ofstream(path) << R"({"name": ")" << name << R"(", "levels": [)" << levels << "]}";
+    written->paths.push_back(path);
     return path;
 }
 const std::string kNode2 = R"({"name": "node", "count": 2, "bandwidth_gbps": 1, "latency_us": 50})";
