@@ -54,8 +54,8 @@ CommNodeKind kind_of(const OpCall &c) {
     TESSERA_CHECK(kind != nullptr, "communication node '", c.name, "' has no string attribute '", kKind, "'");
     for (CommNodeKind k : {CommNodeKind::AllReduce, CommNodeKind::ReduceScatter, CommNodeKind::Redistribute})
         if (*kind == comm_kind_name(k)) return k;
-    TESSERA_CHECK(false, "communication node '", c.name, "' has unknown kind '", *kind,
-                  "' (expected redistribute, all_reduce or reduce_scatter)");
+    fail("communication node '", c.name, "' has unknown kind '", *kind,
+         "' (expected redistribute, all_reduce or reduce_scatter)");
 }
 
 std::string reduce_of(const OpCall &c) {

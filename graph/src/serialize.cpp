@@ -143,17 +143,87 @@ json graph_to_json(const Graph &g) {
             {"outputs", outputs}};
 }
 
+namespace {
+
+TensorId tensor_named(const Graph &g, const std::string &name, const std::string &where) {
+    auto t = g.find_tensor(name);
+    TESSERA_CHECK(t.has_value(), where, ": unknown tensor '", name, "'");
+    return *t;
+}
+
+// The node's outputs as recorded: names and shapes must be what the inputs give.
+void check_outputs(const Graph &g, const json &e, const std::vector<TensorId> &got, const std::string &where) {
+    const json &outs = e.at("outputs");
+    for (size_t k = 0; k < got.size(); k++) {
+        const TensorInfo &t = g.tensor(got[k]);
+        TESSERA_CHECK(t.name == field<std::string>(outs[k], "name", where), where, ": output ", k,
+                      " is recorded as '", outs[k].at("name").get<std::string>(), "' but is '", t.name, "'");
+        Shape recorded = field<Shape>(outs[k], "shape", where);
+        TESSERA_CHECK(recorded == t.type.shape, where, ": output '", t.name, "' is recorded with shape ",
+                      shape_str(recorded), " but the inputs give ", shape_str(t.type.shape));
+    }
+}
+
+// The node's links to other tensors and nodes: updates, flags, forward node, grad_of.
+void link_node(Graph &g, const json &e, const std::vector<TensorId> &got,
+               const std::map<std::string, NodeId> &node_ids, const std::string &where) {
+    for (size_t k = 0; k < got.size(); k++) {
+        const json &u = e.at("updates").at(k);
+        if (!u.is_null()) g.set_updates(got[k], tensor_named(g, u.get<std::string>(), where));
+    }
+    g.set_node_flags(g.num_nodes() - 1, e.value("backward", false), e.value("optimizer", false));
+    if (e.contains("forward")) {
+        std::string fwd = field<std::string>(e, "forward", where);
+        auto f = node_ids.find(fwd);
+        TESSERA_CHECK(f != node_ids.end(), where, ": unknown forward node '", fwd, "'");
+        g.set_forward(g.num_nodes() - 1, f->second);
+    }
+    if (e.contains("grad_of"))
+        for (size_t k = 0; k < got.size() && k < e.at("grad_of").size(); k++) {
+            const json &p = e.at("grad_of").at(k);
+            if (!p.is_null()) g.set_grad_of(got[k], tensor_named(g, p.get<std::string>(), where));
+        }
+}
+
+// Node `e` (nodes[i] of the file), added to `g` after its inputs.
+void add_node_from_json(Graph &g, const json &e, std::string where, std::map<std::string, NodeId> &node_ids) {
+    OpCall call;
+    const std::string op = field<std::string>(e, "op", where);
+    const bool comm = op == "comm";
+    call.kind = comm ? kCommCarrierKind : op_from_name(op);
+    call.name = field<std::string>(e, "name", where);
+    where += " '" + call.name + "'";
+    for (const auto &[k, v] : e.at("attrs").items()) call.attrs.set(k, attr_value(v, where));
+    std::vector<TensorId> in;
+    for (const auto &name : field<std::vector<std::string>>(e, "inputs", where))
+        in.push_back(tensor_named(g, name, where));
+    const json &outs = e.at("outputs");
+    TensorRole role = outs.empty() ? TensorRole::Activation
+                                   : role_from_name(field<std::string>(outs[0], "role", where));
+    std::vector<TensorId> got;
+    if (comm) {
+        TESSERA_CHECK(outs.size() == 1, where, ": a communication node has one output");
+        TensorType type{dtype_from(field<std::string>(outs[0], "dtype", where), where),
+                        field<Shape>(outs[0], "shape", where)};
+        got.push_back(g.add_comm_node(call.name, call.attrs, in, type, role));
+    } else {
+        got = g.add_node(call, in, role);
+    }
+    node_ids[call.name] = g.num_nodes() - 1;
+    TESSERA_CHECK(got.size() == outs.size(), where, ": records ", outs.size(), " outputs, ", op_name(call.kind),
+                  " has ", got.size());
+    check_outputs(g, e, got, where);
+    link_node(g, e, got, node_ids, where);
+}
+
+}  // namespace
+
 Graph graph_from_json(const json &j, const std::string &source) {
     TESSERA_CHECK(j.is_object() && j.value("format", "") == "tessera-graph", source,
                   ": not a Tessera graph (expected \"format\": \"tessera-graph\")");
     TESSERA_CHECK(field<int>(j, "version", source) == 1, source, ": unsupported graph version ",
                   j.at("version").dump(), " (this build reads version 1)");
     Graph g;
-    auto lookup = [&](const std::string &name, const std::string &where) {
-        auto t = g.find_tensor(name);
-        TESSERA_CHECK(t.has_value(), where, ": unknown tensor '", name, "'");
-        return *t;
-    };
     const json &tensors = j.at("tensors");
     TESSERA_CHECK(tensors.is_array(), source, ": 'tensors' must be a list");
     const json &nodes = j.at("nodes");
@@ -171,60 +241,12 @@ Graph graph_from_json(const json &j, const std::string &source) {
     };
     for (size_t i = 0; i < nodes.size(); i++) {
         add_tensors_until(i);
-        const json &e = nodes[i];
-        std::string where = source + ": nodes[" + std::to_string(i) + "]";
-        OpCall call;
-        const std::string op = field<std::string>(e, "op", where);
-        const bool comm = op == "comm";
-        call.kind = comm ? kCommCarrierKind : op_from_name(op);
-        call.name = field<std::string>(e, "name", where);
-        where += " '" + call.name + "'";
-        for (const auto &[k, v] : e.at("attrs").items()) call.attrs.set(k, attr_value(v, where));
-        std::vector<TensorId> in;
-        for (const auto &name : field<std::vector<std::string>>(e, "inputs", where))
-            in.push_back(lookup(name, where));
-        const json &outs = e.at("outputs");
-        TensorRole role = outs.empty() ? TensorRole::Activation
-                                       : role_from_name(field<std::string>(outs[0], "role", where));
-        std::vector<TensorId> got;
-        if (comm) {
-            TESSERA_CHECK(outs.size() == 1, where, ": a communication node has one output");
-            TensorType type{dtype_from(field<std::string>(outs[0], "dtype", where), where),
-                            field<Shape>(outs[0], "shape", where)};
-            got.push_back(g.add_comm_node(call.name, call.attrs, in, type, role));
-        } else {
-            got = g.add_node(call, in, role);
-        }
-        node_ids[call.name] = g.num_nodes() - 1;
-        TESSERA_CHECK(got.size() == outs.size(), where, ": records ", outs.size(), " outputs, ",
-                      op_name(call.kind), " has ", got.size());
-        for (size_t k = 0; k < got.size(); k++) {
-            const TensorInfo &t = g.tensor(got[k]);
-            TESSERA_CHECK(t.name == field<std::string>(outs[k], "name", where), where, ": output ", k,
-                          " is recorded as '", outs[k].at("name").get<std::string>(), "' but is '", t.name, "'");
-            Shape recorded = field<Shape>(outs[k], "shape", where);
-            TESSERA_CHECK(recorded == t.type.shape, where, ": output '", t.name, "' is recorded with shape ",
-                          shape_str(recorded), " but the inputs give ", shape_str(t.type.shape));
-            const json &u = e.at("updates").at(k);
-            if (!u.is_null()) g.set_updates(got[k], lookup(u.get<std::string>(), where));
-        }
-        g.set_node_flags(g.num_nodes() - 1, e.value("backward", false), e.value("optimizer", false));
-        if (e.contains("forward")) {
-            std::string fwd = field<std::string>(e, "forward", where);
-            auto f = node_ids.find(fwd);
-            TESSERA_CHECK(f != node_ids.end(), where, ": unknown forward node '", fwd, "'");
-            g.set_forward(g.num_nodes() - 1, f->second);
-        }
-        if (e.contains("grad_of"))
-            for (size_t k = 0; k < got.size() && k < e.at("grad_of").size(); k++) {
-                const json &p = e.at("grad_of").at(k);
-                if (!p.is_null()) g.set_grad_of(got[k], lookup(p.get<std::string>(), where));
-            }
+        add_node_from_json(g, nodes[i], source + ": nodes[" + std::to_string(i) + "]", node_ids);
     }
     add_tensors_until(nodes.size());
     TESSERA_CHECK(next_tensor == tensors.size(), source, ": tensors[", next_tensor,
                   "] has an 'after_nodes' beyond the node count");
-    for (const auto &[k, v] : j.at("outputs").items()) g.set_output(k, lookup(v.get<std::string>(), source));
+    for (const auto &[k, v] : j.at("outputs").items()) g.set_output(k, tensor_named(g, v.get<std::string>(), source));
     return g;
 }
 
