@@ -10,6 +10,7 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
+#include "tessera/program/verify.h"
 #include "tessera/size.h"
 
 namespace tessera {
@@ -19,37 +20,6 @@ namespace {
 constexpr size_t kMaxCachedPrograms = 8;
 
 using Kind = Instruction::Kind;
-using Clock = std::array<int64_t, kNumStreams>;
-
-std::string describe(const Graph &g, const Instruction &in) {
-    std::string s = instruction_kind_name(in.kind);
-    if (in.kind == Kind::Compute || in.kind == Kind::Collective) s += " '" + g.node(in.node).call.name + "'";
-    if (in.kind == Kind::SwapOut || in.kind == Kind::SwapIn) s += " '" + g.tensor(in.tensor).name + "'";
-    if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) s += " e" + std::to_string(in.event);
-    return s + " on the " + stream_name(in.stream) + " stream";
-}
-
-// An instruction's place in the happens-before order: its stream and that
-// stream's count of instructions up to and including it.
-struct Point {
-    int instr = -1;  // -1: before the step (always seen)
-    int stream = 0;
-    int64_t tick = 0;
-};
-
-// One stay of a storage root in the arena: from its production or swap-in
-// until something else is written over its bytes, it is swapped in
-// elsewhere, or the step ends. Pinned persistent tensors have one stay, all
-// step (born_at -1).
-struct Stay {
-    TensorId root = kNoTensor;
-    int64_t offset = 0, bytes = 0;
-    int born_at = -1;
-    int last_touch = -1;
-    Point writer;                              // the latest write
-    std::array<Point, kNumStreams> touched{};  // per stream, the latest touch
-};
-
 }  // namespace
 
 // One instruction, resolved against the plan: what the stream threads read.
@@ -177,26 +147,6 @@ void Executor::initialize(uint64_t seed) {
 
 // Programs placed by the memory plan alone rely on its lifetimes, which hold
 // for its own order and any subsequence of it; say so early, in those terms.
-void Executor::check_order(const Program &p) const {
-    std::vector<int> plan_pos(graph_.num_nodes(), -1);
-    for (size_t i = 0; i < plan_.order.size(); i++) plan_pos[plan_.order[i]] = static_cast<int>(i);
-    int last_pos = -1;
-    size_t last_instr = 0;
-    for (size_t i = 0; i < p.instructions.size(); i++) {
-        const Instruction &in = p.instructions[i];
-        if (in.kind != Kind::Compute && in.kind != Kind::Collective) continue;
-        const Node &node = graph_.node(in.node);
-        TESSERA_CHECK(plan_pos[in.node] >= 0, "program instruction ", i, " computes '", node.call.name,
-                      "', which is not in the memory plan's order; plan memory for this program's order");
-        TESSERA_CHECK(plan_pos[in.node] > last_pos, "program instruction ", i, " computes '", node.call.name,
-                      "' after '", graph_.node(p.instructions[last_instr].node).call.name, "' (instruction ",
-                      last_instr, "), but the memory plan's order has them the other way round; its tensor "
-                      "lifetimes hold only for its own order, so plan memory for this program's order");
-        last_pos = plan_pos[in.node];
-        last_instr = i;
-    }
-}
-
 Executor::Prepared &Executor::prepare(const Program &p) {
     for (size_t i = 0; i < cache_.size(); i++) {
         if (cache_[i]->program == p) {
@@ -205,259 +155,56 @@ Executor::Prepared &Executor::prepare(const Program &p) {
             return *cache_.back();
         }
     }
-    check_program(graph_, p);
+    std::vector<VerifiedInstruction> verified = verify_program(graph_, p, plan_);
     for (size_t i = 0; i < p.instructions.size(); i++)
         TESSERA_CHECK(p.instructions[i].kind != Kind::Collective || comm_, "program instruction ", i,
                       " runs the collective '", graph_.node(p.instructions[i].node).call.name,
                       "', but the executor has no communicator (set_communicator)");
-    if (p.place.empty()) check_order(p);
 
     auto prep = std::make_unique<Prepared>();
     prep->program = p;
     prep->steps.resize(p.instructions.size());
     for (int e = 0; e < p.num_events; e++) prep->events.push_back(device_.create_event());
-
-    const int nt = graph_.num_tensors();
-    const int64_t arena = plan_.arena_bytes;
-    std::vector<Stay> stays;
-    std::vector<int> stay_of(nt, -1);     // per root: its current stay, -1 when not in the arena
-    std::map<int64_t, int> by_offset;     // the stays with bytes, by offset; they never overlap
-    std::vector<char> host_valid(nt, 0);  // per root: the host region holds its current value
-    std::vector<Point> host_writer(nt), host_reader(nt);
-    std::vector<int> last_write(nt, -1);
-
-    std::array<Clock, kNumStreams> seen{};
-    std::vector<Clock> event_clock(p.num_events);
-    auto has_seen = [&](int s, const Point &pt) { return pt.instr < 0 || seen[s][pt.stream] >= pt.tick; };
-    auto here = [&](int i, int s) { return Point{i, s, seen[s][s]}; };
-    auto where = [&](int i) { return detail::concat("program instruction ", i, " (", describe(graph_, p.instructions[i]), ")"); };
-    auto race = [&](int i, const Point &other) {
-        return detail::concat(": the two would race. Record an event after instruction ", other.instr,
-                              " and wait for it on the ", stream_name(p.instructions[i].stream),
-                              " stream before instruction ", i);
-    };
-    auto name = [&](TensorId t) { return "'" + graph_.tensor(t).name + "'"; };
-
-    auto open_stay = [&](TensorId r, int64_t offset, int64_t bytes, int born_at) {
-        Stay st;
-        st.root = r;
-        st.offset = offset;
-        st.bytes = bytes;
-        st.born_at = born_at;
-        st.last_touch = born_at;
-        stays.push_back(st);
-        int k = static_cast<int>(stays.size()) - 1;
-        stay_of[r] = k;
-        if (bytes > 0) by_offset[offset] = k;
-        return k;
-    };
-    auto close_stay = [&](int k) {
-        Stay &st = stays[k];
-        if (st.born_at >= 0) {
-            prep->steps[st.born_at].born += st.bytes;
-            prep->steps[st.last_touch].died += st.bytes;
-        }
-        if (st.bytes > 0) by_offset.erase(st.offset);
-        if (stay_of[st.root] == k) stay_of[st.root] = -1;
-    };
-    auto touch = [&](int k, int i, int s) {
-        stays[k].last_touch = i;
-        stays[k].touched[s] = here(i, s);
-    };
-    // Everything touched before must be done before it is overwritten.
-    auto check_overwrite = [&](int i, int s, const Stay &old, const std::string &what) {
-        for (int q = 0; q < kNumStreams; q++) {
-            const Point &pt = old.touched[q];
-            if (pt.instr < 0 || pt.instr == i || has_seen(s, pt)) continue;
-            fail(where(i), " ", what, " ", name(old.root), ", which instruction ", pt.instr, " (",
-                 describe(graph_, p.instructions[pt.instr]), ") uses with no event between them", race(i, pt));
-        }
-    };
-    // A new stay of `r` at [offset, +bytes): what it overlaps is gone.
-    auto claim = [&](int i, int s, TensorId r, int64_t offset, int64_t bytes, const std::vector<TensorId> &busy) {
-        if (stay_of[r] >= 0) close_stay(stay_of[r]);
-        std::vector<int> hit;
-        auto it = by_offset.lower_bound(offset);
-        if (it != by_offset.begin()) {
-            auto prev = std::prev(it);
-            if (prev->first + stays[prev->second].bytes > offset) hit.push_back(prev->second);
-        }
-        for (; bytes > 0 && it != by_offset.end() && it->first < offset + bytes; ++it) hit.push_back(it->second);
-        for (int k : hit) {
-            const Stay &old = stays[k];
-            std::string region = detail::concat("arena [", offset, ", ", offset + bytes, ")");
-            TESSERA_CHECK(old.born_at >= 0, where(i), " writes ", name(r), " at ", region, ", over the pinned ",
-                          name(old.root), " at [", old.offset, ", ", old.offset + old.bytes,
-                          "), which must keep its value all step");
-            bool same = old.born_at == i || std::find(busy.begin(), busy.end(), old.root) != busy.end();
-            TESSERA_CHECK(!same, where(i), " writes ", name(r), " at ", region, ", over ", name(old.root), " at [",
-                          old.offset, ", ", old.offset + old.bytes, "), which the same instruction uses");
-            check_overwrite(i, s, old, detail::concat("writes ", name(r), " at ", region, ", over"));
-            close_stay(k);
-        }
-        return open_stay(r, offset, bytes, i);
-    };
-    auto check_slot = [&](int i, TensorId t, int64_t offset, int64_t bytes, const char *what) {
-        TESSERA_CHECK(offset % MemoryPlan::kAlignment == 0, where(i), ": ", what, " ", name(t), " at arena offset ",
-                      offset, ", which is not a multiple of ", MemoryPlan::kAlignment);
-        TESSERA_CHECK(offset + bytes <= arena, where(i), ": ", what, " ", name(t), " at arena offset ", offset, " (",
-                      bytes, " bytes, ending at ", offset + bytes, "), past the arena of ", arena, " bytes");
-    };
-
-    // Pinned persistent tensors are in place before the step starts.
-    for (TensorId r = 0; r < nt; r++) {
-        if (storage_root(graph_, r) != r || !persistent_[r] || host_homed(r) || plan_.offset[r] < 0) continue;
-        open_stay(r, plan_.offset[r], graph_.tensor(r).type.bytes(), -1);
-    }
-    for (TensorId r = 0; r < nt; r++) host_valid[r] = host_homed(r);
-
-    for (size_t ii = 0; ii < p.instructions.size(); ii++) {
-        const int i = static_cast<int>(ii);
-        const Instruction &in = p.instructions[ii];
-        const int s = static_cast<int>(in.stream);
-        Prepared::Step &step = prep->steps[ii];
-        step.kind = in.kind;
-        step.stream = in.stream;
-        step.event = in.event;
-        seen[s][s]++;
-        switch (in.kind) {
-        case Kind::EventRecord: event_clock[in.event] = seen[s]; break;
-        case Kind::EventWait:
-            for (int q = 0; q < kNumStreams; q++) seen[s][q] = std::max(seen[s][q], event_clock[in.event][q]);
-            break;
-        case Kind::Compute:
-        case Kind::Collective: {
-            const Node &node = graph_.node(in.node);
-            step.call = &node.call;
-            step.node = in.node;
-            if (in.kind == Kind::Collective) {
-                TESSERA_CHECK(comm_ != nullptr, where(i), " is a collective, but the executor has no communicator");
-                step.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
-                step.on_device = !device_.host_can_address_arena() && device_comm_ != nullptr &&
-                                 step.collective->is_all_reduce();
-                if (!device_.host_can_address_arena() && !step.on_device) {
-                    step.stage_in = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.inputs[0]).type.bytes()));
-                    step.stage_out =
-                        device_.allocate_host(static_cast<size_t>(graph_.tensor(node.outputs[0]).type.bytes()));
-                }
-            }
-            std::vector<TensorId> in_roots;
-            for (TensorId t : node.inputs) {
-                TensorId r = storage_root(graph_, t);
-                int k = stay_of[r];
-                TESSERA_CHECK(k >= 0, where(i), " reads ", name(t), ", which is not in the arena: ",
-                              host_homed(r) ? "it is host-homed and no swap-in brings it in before"
-                                            : "it was written over, or never produced or swapped in, before");
-                const Point &w = stays[k].writer;
-                TESSERA_CHECK(has_seen(s, w), where(i), " reads ", name(t), ", which instruction ", w.instr, " (",
-                              describe(graph_, p.instructions[w.instr]), ") writes with no event between them",
-                              race(i, w));
-                step.inputs.push_back({device_.arena() + stays[k].offset, graph_.tensor(t).type});
-                step.touch_end = std::max(step.touch_end, stays[k].offset + graph_.tensor(t).type.bytes());
-                in_roots.push_back(r);
-            }
-            std::vector<int> written;
-            for (TensorId t : node.outputs) {
-                TensorId r = storage_root(graph_, t);
-                int64_t bytes = graph_.tensor(t).type.bytes();
-                int k = stay_of[r];
-                bool pinned = k >= 0 && stays[k].born_at < 0;
-                if (r != t || pinned) {
-                    // In place: the stay goes on, with new contents.
-                    TESSERA_CHECK(k >= 0, where(i), " writes ", name(t), " in place of ", name(r),
-                                  ", which is not in the arena");
-                    check_overwrite(i, s, stays[k], detail::concat("writes ", name(t), " over"));
-                } else {
-                    int64_t off = !p.place.empty() && p.place[t] >= 0 ? p.place[t] : plan_.offset[t];
-                    TESSERA_CHECK(off >= 0, where(i), " writes ", name(t),
-                                  ", which has no storage: neither the program's place nor the memory plan gives "
-                                  "it an arena offset");
-                    check_slot(i, t, off, bytes, "writes");
-                    k = claim(i, s, r, off, bytes, in_roots);
-                }
-                host_valid[r] = 0;
-                last_write[r] = i;
-                step.outputs.push_back({device_.arena() + stays[k].offset, graph_.tensor(t).type});
-                step.touch_end = std::max(step.touch_end, stays[k].offset + bytes);
-                written.push_back(k);
-            }
-            for (TensorId r : in_roots) touch(stay_of[r], i, s);
-            for (int k : written) {
-                touch(k, i, s);
-                stays[k].writer = here(i, s);
-            }
-            break;
-        }
-        case Kind::SwapOut:
-        case Kind::SwapIn: {
-            const bool out = in.kind == Kind::SwapOut;
-            const TensorId r = storage_root(graph_, in.tensor);
-            const int64_t bytes = graph_.tensor(r).type.bytes();
-            const int64_t h = plan_.host_offset_of(r);
-            TESSERA_CHECK(h >= 0, where(i), ": ", name(r),
-                          " has no host region in the memory plan (host_offset -1), so it cannot be swapped");
-            TESSERA_CHECK(in.bytes == bytes, where(i), ": moves ", in.bytes, " bytes but ", name(r), " (",
-                          type_str(graph_.tensor(r).type), ") has ", bytes);
-            TESSERA_CHECK(in.host_offset + bytes <= plan_.host_bytes, where(i), ": host offset ", in.host_offset,
-                          " (", bytes, " bytes, ending at ", in.host_offset + bytes, ") is past the host area of ",
-                          plan_.host_bytes, " bytes");
-            TESSERA_CHECK(in.host_offset == h, where(i), ": host offset ", in.host_offset, " is not ", name(r),
-                          "'s host region in the memory plan (", h, ")");
-            std::byte *host = host_.data() + h;
-            if (out) {
-                int k = stay_of[r];
-                TESSERA_CHECK(k >= 0, where(i), ": ", name(r), " is not in the arena, so there is nothing to swap out");
-                TESSERA_CHECK(in.offset < 0 || in.offset == stays[k].offset, where(i), ": expects ", name(r),
-                              " at arena offset ", in.offset, " but it is at ", stays[k].offset);
-                const Point &w = stays[k].writer;
-                TESSERA_CHECK(has_seen(s, w), where(i), " copies ", name(r), ", which instruction ", w.instr, " (",
-                              describe(graph_, p.instructions[w.instr]), ") writes with no event between them",
-                              race(i, w));
-                const Point &rd = host_reader[r];
-                TESSERA_CHECK(has_seen(s, rd), where(i), " overwrites the host copy of ", name(r),
-                              ", which instruction ", rd.instr, " (", describe(graph_, p.instructions[rd.instr]),
-                              ") reads with no event between them", race(i, rd));
-                step.src = device_.arena() + stays[k].offset;
-                step.dst = host;
-                step.touch_end = stays[k].offset + bytes;
-                touch(k, i, s);
-                host_valid[r] = 1;
-                host_writer[r] = here(i, s);
-            } else {
-                check_slot(i, r, in.offset, bytes, "copies");
-                TESSERA_CHECK(host_valid[r], where(i), ": the host region of ", name(r),
-                              " does not hold its current value: ",
-                              last_write[r] >= 0 ? detail::concat("instruction ", last_write[r],
-                                                                  " wrote it after its last swap-out")
-                                                 : std::string("it was never swapped out"));
-                const Point &w = host_writer[r];
-                TESSERA_CHECK(has_seen(s, w), where(i), " reads the host copy of ", name(r), ", which instruction ",
-                              w.instr, " (", describe(graph_, p.instructions[w.instr]),
-                              ") writes with no event between them", race(i, w));
-                int k = claim(i, s, r, in.offset, bytes, {});
-                touch(k, i, s);
-                stays[k].writer = here(i, s);
-                host_reader[r] = here(i, s);
-                step.src = host;
-                step.dst = device_.arena() + in.offset;
-                step.touch_end = in.offset + bytes;
-            }
-            step.copy_bytes = bytes;
-            break;
-        }
-        }
-    }
-    for (TensorId r = 0; r < nt; r++) {
-        if (stay_of[r] >= 0) close_stay(stay_of[r]);
-        TESSERA_CHECK(!host_homed(r) || host_valid[r], "program: the host-homed ", name(r), " is written by instruction ",
-                      last_write[r], " (", describe(graph_, p.instructions[last_write[r]]),
-                      ") but not swapped out after that, so its new value would be lost at the end of the step; "
-                      "swap it out after instruction ", last_write[r]);
-    }
+    for (size_t i = 0; i < p.instructions.size(); i++) resolve_step(p, i, verified[i], *prep);
 
     if (cache_.size() == kMaxCachedPrograms) cache_.erase(cache_.begin());
     cache_.push_back(std::move(prep));
     return *cache_.back();
+}
+
+// One instruction as the stream threads run it: the verifier's offsets as
+// addresses, and a collective with its staging buffers.
+void Executor::resolve_step(const Program &p, size_t i, const VerifiedInstruction &v, Prepared &prep) {
+    const Instruction &in = p.instructions[i];
+    Prepared::Step &step = prep.steps[i];
+    step.kind = in.kind;
+    step.stream = in.stream;
+    step.event = in.event;
+    step.born = v.born;
+    step.died = v.died;
+    step.touch_end = v.touch_end;
+    if (in.kind == Kind::SwapOut || in.kind == Kind::SwapIn) {
+        std::byte *device = device_.arena() + v.arena_offset, *host = host_.data() + v.host_offset;
+        step.src = in.kind == Kind::SwapOut ? static_cast<const void *>(device) : host;
+        step.dst = in.kind == Kind::SwapOut ? static_cast<void *>(host) : device;
+        step.copy_bytes = v.bytes;
+        return;
+    }
+    if (in.kind != Kind::Compute && in.kind != Kind::Collective) return;
+    const Node &node = graph_.node(in.node);
+    step.call = &node.call;
+    step.node = in.node;
+    for (size_t k = 0; k < node.inputs.size(); k++)
+        step.inputs.push_back({device_.arena() + v.inputs[k], graph_.tensor(node.inputs[k]).type});
+    for (size_t k = 0; k < node.outputs.size(); k++)
+        step.outputs.push_back({device_.arena() + v.outputs[k], graph_.tensor(node.outputs[k]).type});
+    if (in.kind != Kind::Collective) return;
+    step.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
+    step.on_device = !device_.host_can_address_arena() && device_comm_ != nullptr && step.collective->is_all_reduce();
+    if (!device_.host_can_address_arena() && !step.on_device) {
+        step.stage_in = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.inputs[0]).type.bytes()));
+        step.stage_out = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.outputs[0]).type.bytes()));
+    }
 }
 
 StepStats Executor::run(const Program &p) {

@@ -24,7 +24,10 @@ Kind kind_from_name(const std::string &name, const std::string &where) {
          "'; expected compute, record, wait, swap-out, swap-in or collective");
 }
 
-std::string describe(const Graph &g, const Instruction &in) {
+
+}  // namespace
+
+std::string describe_instruction(const Graph &g, const Instruction &in) {
     std::ostringstream os;
     os << instruction_kind_name(in.kind);
     if ((in.kind == Kind::Compute || in.kind == Kind::Collective) && in.node >= 0 && in.node < g.num_nodes())
@@ -35,8 +38,6 @@ std::string describe(const Graph &g, const Instruction &in) {
     os << " on the " << stream_name(in.stream) << " stream";
     return os.str();
 }
-
-}  // namespace
 
 const char *instruction_kind_name(Instruction::Kind k) {
     switch (k) {
@@ -214,7 +215,7 @@ void check_program(const Graph &g, const Program &p) {
         const Instruction &in = p.instructions[i];
         int s = static_cast<int>(in.stream);
         TESSERA_CHECK(s >= 0 && s < kNumStreams, "program instruction ", i, ": stream ", s, " does not exist");
-        auto where = [&] { return detail::concat("program instruction ", i, " (", describe(g, in), ")"); };
+        auto where = [&] { return detail::concat("program instruction ", i, " (", describe_instruction(g, in), ")"); };
         seen[s][s]++;
         switch (in.kind) {
         case Kind::Compute:

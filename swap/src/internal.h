@@ -7,14 +7,20 @@
 // reordering needs no rebuilding.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tessera/align.h"
 #include "tessera/graph/graph.h"
 #include "tessera/swap/swap_plan.h"
+#include "tessera/swap/swap_program.h"
 
 namespace tessera::swap_detail {
+
+// What a buffer of `raw` bytes occupies in a slot or the pinned area.
+inline int64_t buffer_bytes(int64_t raw) { return std::max(align_up(raw, kSwapAlignment), kSwapAlignment); }
 
 struct Buffer {
     TensorId root = kNoTensor;
@@ -177,5 +183,10 @@ void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &no
 // while rounding up wastes at most `tolerance` (0.25 = 25%), then merged
 // further until at most `max_classes` remain. tolerance < 0: exact sizes.
 Classes make_classes(const Prepared &p, double tolerance, int max_classes);
+
+// check_swap_plan's first half: the plan's own shape (check_plan.cpp).
+void check_swap_plan_shape(const Graph &g, const SwapPlan &plan, const std::string &source);
+// build_swap_run without its checks (swap_program.cpp).
+SwapRun assemble_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *forward);
 
 }  // namespace tessera::swap_detail

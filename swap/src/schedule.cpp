@@ -109,7 +109,7 @@ static void build_buffers(Prepared &p) {
         Buffer b;
         b.root = r;
         b.raw_bytes = raw[r];
-        b.bytes = std::max<int64_t>(align_up(raw[r], kSwapAlignment), kSwapAlignment);
+        b.bytes = buffer_bytes(raw[r]);
         b.persistent = persist[r];
         b.initial = g.tensor(r).producer == kNoNode;
         buf_of_root[r] = static_cast<int>(p.bufs.size());

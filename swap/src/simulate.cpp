@@ -145,8 +145,7 @@ void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &no
     std::vector<int64_t> bytes(nt, 0), raw(nt, 0);
     for (TensorId t = 0; t < nt; t++) {
         TensorId r = storage_root(g, t);
-        int64_t b = (g.tensor(t).type.bytes() + kSwapAlignment - 1) / kSwapAlignment * kSwapAlignment;
-        bytes[r] = std::max({bytes[r], b, kSwapAlignment});
+        bytes[r] = std::max(bytes[r], swap_detail::buffer_bytes(g.tensor(t).type.bytes()));
         raw[r] = std::max(raw[r], g.tensor(t).type.bytes());
     }
     // Residencies: a buffer is resident from its swap-in's (or producer's)

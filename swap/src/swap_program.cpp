@@ -4,7 +4,9 @@
 #include <array>
 
 #include "tessera/align.h"
+#include "internal.h"
 #include "tessera/error.h"
+#include "tessera/program/verify.h"
 
 namespace tessera {
 
@@ -23,7 +25,10 @@ StreamKind stream_of(const Graph &g, const SwapStep &st) {
 // stream, only for the latest step of that stream it names: streams run in
 // order, so the earlier ones are done by then. That keeps the events to the
 // steps something really waits for.
-Program program_from_plan(const Graph &g, const SwapPlan &plan, const MemoryPlan &memory, const char *which) {
+// `step_of` gets, per instruction, the step it comes from (an event's, the
+// step it follows or precedes).
+Program program_from_plan(const Graph &g, const SwapPlan &plan, const MemoryPlan &memory, const char *which,
+                          std::vector<int> &step_of) {
     const int n = static_cast<int>(plan.steps.size());
     std::vector<StreamKind> stream(n);
     for (int k = 0; k < n; k++) stream[k] = stream_of(g, plan.steps[k]);
@@ -89,34 +94,31 @@ Program program_from_plan(const Graph &g, const SwapPlan &plan, const MemoryPlan
             }
             p.instructions.push_back(Instruction::wait(e, StreamKind::Compute));
         }
+        step_of.resize(p.instructions.size(), k);
     }
     return p;
 }
 
-}  // namespace
-
-SwapRun build_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *forward) {
-    check_swap_plan(g, train, "training swap plan");
-    if (forward) check_swap_plan(g, *forward, "forward swap plan");
-    const int nt = g.num_tensors();
-    for (const SwapPlan *plan : {&train, forward}) {
-        if (!plan) continue;
-        TESSERA_CHECK(static_cast<int>(plan->pinned.size()) == nt && static_cast<int>(plan->produce_at.size()) == nt &&
-                          static_cast<int>(plan->swapped.size()) == nt,
-                      plan == &train ? "training" : "forward", " swap plan: has per-tensor entries for ",
-                      plan->pinned.size(), " tensors but the graph has ", nt, "; the plan was made for another graph");
-    }
+// The two plans agree on their homes.
+void check_plans_agree(const Graph &g, const SwapPlan &train, const SwapPlan *forward) {
     if (forward) {
         TESSERA_CHECK(forward->arena_bytes <= train.arena_bytes, "the forward swap plan needs an arena of ",
                       forward->arena_bytes, " bytes but the training plan's is ", train.arena_bytes,
                       "; plan both for the same budget");
-        for (TensorId r = 0; r < nt; r++)
+        for (TensorId r = 0; r < g.num_tensors(); r++)
             TESSERA_CHECK(forward->pinned[r] == train.pinned[r], "the forward swap plan pins '", g.tensor(r).name,
                           "' at ", forward->pinned[r], " but the training plan at ", train.pinned[r],
                           " (-1: not pinned); plan the forward pass with homes_from = the training plan so that "
                           "both programs see the same tensors");
     }
+}
 
+}  // namespace
+
+namespace swap_detail {
+
+SwapRun assemble_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *forward) {
+    const int nt = g.num_tensors();
     SwapRun run;
     MemoryPlan &m = run.memory;
     m.order = train.order;
@@ -143,8 +145,20 @@ SwapRun build_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *fo
     }
     check_memory_plan(g, m, "memory plan of the swap run");
 
-    run.train = program_from_plan(g, train, m, "training");
-    if (forward) run.forward = program_from_plan(g, *forward, m, "forward");
+    run.train = program_from_plan(g, train, m, "training", run.train_steps);
+    if (forward) run.forward = program_from_plan(g, *forward, m, "forward", run.forward_steps);
+    return run;
+}
+
+}  // namespace swap_detail
+
+SwapRun build_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *forward) {
+    swap_detail::check_swap_plan_shape(g, train, "training swap plan");
+    if (forward) swap_detail::check_swap_plan_shape(g, *forward, "forward swap plan");
+    check_plans_agree(g, train, forward);
+    SwapRun run = swap_detail::assemble_swap_run(g, train, forward);
+    verify_program(g, run.train, run.memory, VerifyNames{"training swap plan", run.train_steps});
+    if (forward) verify_program(g, run.forward, run.memory, VerifyNames{"forward swap plan", run.forward_steps});
     return run;
 }
 

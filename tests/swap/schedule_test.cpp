@@ -241,7 +241,8 @@ TEST(SwapCheck, CatchesBrokenPlans) {
         after.erase(std::find(after.begin(), after.end(), in));
         // Nothing else (a later compute's wait) may order it, so the check names this step or a later one.
         std::string m = check_message(b.g, bad);
-        EXPECT_NE(m.find("before its swap-in (step " + std::to_string(in) + ")"), std::string::npos) << m;
+        EXPECT_NE(m.find("which step " + std::to_string(in) + " (swap-in "), std::string::npos) << m;
+        EXPECT_NE(m.find("writes with no wait between them: the two would race. Make step "), std::string::npos) << m;
         hits++;
         break;
     }
@@ -269,10 +270,11 @@ TEST(SwapCheck, CatchesBrokenPlans) {
         if (!later_in) {
             SwapPlan bad = b.plan;
             remove_step(bad, last_out);
-            EXPECT_EQ(check_message(b.g, bad),
-                      "plan: " + name(w) +
-                          " lives in host memory but the step ends without its latest value there (no swap-out after "
-                          "its last write)");
+            std::string m = check_message(b.g, bad);
+            EXPECT_EQ(m.rfind("plan: the host-homed " + name(w) + " is written by step ", 0), 0u) << m;
+            EXPECT_NE(m.find(" but not swapped out after that, so its new value would be lost at the end of the step"),
+                      std::string::npos)
+                << m;
             hits++;
         }
     }
@@ -287,8 +289,8 @@ TEST(SwapCheck, CatchesBrokenPlans) {
         SwapPlan bad = b.plan;
         remove_step(bad, static_cast<int>(i));
         std::string m = check_message(b.g, bad);
-        EXPECT_TRUE(m.find("overwrites " + name(v) + ", which is still needed") != std::string::npos ||
-                    m.find(name(v) + " has no current copy in host memory") != std::string::npos)
+        EXPECT_TRUE(m.find("reads " + name(v) + ", which is not in the arena: it was written over") != std::string::npos ||
+                    m.find("the host region of " + name(v) + " does not hold its current value") != std::string::npos)
             << m;
         hits++;
         break;

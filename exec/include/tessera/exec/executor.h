@@ -45,6 +45,7 @@
 namespace tessera {
 
 class Communicator;
+struct VerifiedInstruction;
 
 struct StepStats {
     double step_time_s = 0;
@@ -129,7 +130,7 @@ public:
 private:
     struct Prepared;
     Prepared &prepare(const Program &p);
-    void check_order(const Program &p) const;
+    void resolve_step(const Program &p, size_t i, const VerifiedInstruction &v, Prepared &prep);
     // Where `t`'s value is between steps: the arena or the host area.
     std::byte *home(TensorId t, const char *what, bool *in_host);
 

@@ -91,6 +91,9 @@ struct Instruction {
     bool operator==(const Instruction &) const = default;
 };
 const char *instruction_kind_name(Instruction::Kind k);  // "compute", "record", "wait", ...
+// "compute 'fc1' on the compute stream", "swap-in 'x' on the swap-in stream",
+// "wait e3 on the comm stream": how messages name an instruction.
+std::string describe_instruction(const Graph &g, const Instruction &in);
 
 struct Program {
     std::vector<Instruction> instructions;
@@ -131,7 +134,7 @@ std::vector<NodeId> order_for(const Graph &g, const std::vector<NodeId> &order, 
 // wait after a record of its event; swaps with non-negative sizes and offsets.
 // tessera::Error names the instruction. Whether swaps and placements fit the
 // arena and the host area, and whether every tensor is resident when read,
-// the executor checks (it knows the memory plan).
+// verify_program() (program/verify.h) checks against a memory plan.
 void check_program(const Graph &g, const Program &p);
 
 nlohmann::json program_to_json(const Program &p);

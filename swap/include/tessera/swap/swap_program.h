@@ -22,13 +22,18 @@ struct SwapRun {
     MemoryPlan memory;  // arena_bytes = the budget; offsets of the pinned tensors; host_offset, host_bytes
     Program train;
     Program forward;  // empty when no forward plan was given
+    // Per instruction of train and forward, the plan step it comes from (an
+    // event's: the step it waits before or records after).
+    std::vector<int> train_steps, forward_steps;
 };
 
 // Each plan's steps become instructions on the compute, swap-out and swap-in
 // streams (communication nodes: a collective on the comm stream that the
 // compute stream waits for at once), with one event recorded after every step
 // that another stream waits for. Throws tessera::Error when the plans do not
-// fit `g` or disagree on their homes (check_swap_plan()).
+// fit `g` (check_swap_plan()'s checks of their shape), disagree on their
+// homes, or make programs that the verifier of programs (program/verify.h)
+// rejects; messages name the plan's steps.
 SwapRun build_swap_run(const Graph &g, const SwapPlan &train, const SwapPlan *forward = nullptr);
 
 }  // namespace tessera
