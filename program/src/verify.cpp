@@ -126,13 +126,7 @@ void Replay::check_order() const {
 }
 
 int Replay::open_stay(TensorId r, int64_t offset, int64_t bytes, int born_at) {
-    Stay st;
-    st.root = r;
-    st.offset = offset;
-    st.bytes = bytes;
-    st.born_at = born_at;
-    st.last_touch = born_at;
-    stays_.push_back(st);
+    stays_.push_back(Stay{r, offset, bytes, born_at, born_at, Point{}, {}});
     int k = static_cast<int>(stays_.size()) - 1;
     stay_of_[r] = k;
     if (bytes > 0) by_offset_[offset] = k;
