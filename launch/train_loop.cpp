@@ -9,12 +9,14 @@
 
 #include <fmt/format.h>
 
+#include "gpu_sharing.h"
 #include "job_machine.h"
 #include "tensor_store.h"
 #include "trainer.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
+#include "tessera/exec/cuda_uuid.h"
 #include "tessera/exec/device_budget.h"
 #include "tessera/exec/device_choice.h"
 #include "tessera/exec/executor.h"
@@ -73,7 +75,7 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     o.partition_flags.apply(spec.partition);
     if (derived) {
         spec.budget = derived->bytes;
-        spec.budget_is_limit = true;
+        spec.budget_is_limit = derived->limit;
     } else if (!o.device_mem.empty() && o.device_mem != "auto") {
         spec.budget = parse_size(o.device_mem, "--device-mem");
     }
@@ -87,30 +89,24 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     return spec;
 }
 
-// The ranks of this host on the same GPU: all of them for --device cuda:N,
-// otherwise those whose local rank gives the same GPU (device_choice.h).
-int ranks_on_gpu(const TrainOptions &o, const DeviceChoice &choice, int local_ranks) {
-    if (o.device.rfind("cuda:", 0) == 0) return local_ranks;
-    const int gpus = std::max(1, cuda_device_count());
-    int n = 0;
-    for (int r = 0; r < local_ranks; r++) n += r % gpus == choice.index;
-    return std::max(1, n);
-}
-
-// The budget when --device-mem gives no bytes (device_budget.h): auto, and
-// on a CUDA device no --device-mem at all. None on the CPU by default (the
-// arena is what the memory plan needs) and with a --plan, whose file states
-// the budget it was made for.
-std::optional<DeviceBudget> derived_budget(const TrainOptions &o, const DeviceChoice &choice, int local_ranks) {
-    const bool automatic = o.device_mem == "auto";
-    if (!automatic && !(o.device_mem.empty() && choice.cuda)) return std::nullopt;
+// The budget when --device-mem is not simply the arena's bytes
+// (device_budget.h): auto; on a CUDA device no --device-mem at all; and on a
+// CUDA device a SIZE, which counts the workspaces. None on the CPU by default
+// (the arena is what the memory plan needs) and with a --plan and no SIZE,
+// whose file states the budget it was made for.
+std::optional<DeviceBudget> derived_budget(const TrainOptions &o, const DeviceChoice &choice, int local_ranks,
+                                           const GpuSharing &gpus) {
+    const bool automatic = o.device_mem == "auto", sized = !o.device_mem.empty() && !automatic;
+    if (sized) return choice.cuda ? std::optional(cuda_explicit_budget(parse_size(o.device_mem, "--device-mem")))
+                                  : std::nullopt;
+    if (!automatic && !choice.cuda) return std::nullopt;
     if (!o.plan_path.empty()) {
         TESSERA_CHECK(!automatic, "--device-mem auto: --plan ", o.plan_path,
                       " states the budget it was made for; give that --device-mem instead of auto");
         return std::nullopt;
     }
     if (!choice.cuda) return host_auto_budget(local_ranks);
-    return cuda_default_budget(choice.index, ranks_on_gpu(o, choice, local_ranks));
+    return cuda_default_budget(choice.index, gpus.ranks_on_my_gpu);
 }
 
 // The run's device, made when first needed: by the profiling pass when the
@@ -151,21 +147,6 @@ private:
     DeviceChoice choice_;
     std::unique_ptr<Device> device_;
 };
-
-// --comm: whether all-reduces on a CUDA device go through NCCL.
-bool choose_nccl(const std::string &flag, const DeviceChoice &choice, bool sharded, int local_ranks) {
-    TESSERA_CHECK(flag == "auto" || flag == "mpi" || flag == "nccl", "--comm: unknown communicator '", flag,
-                  "'; valid: auto, mpi, nccl");
-    if (flag == "mpi") return false;
-    const int gpus = choice.cuda ? cuda_device_count() : 0;
-    const bool shared = local_ranks > gpus;
-    if (flag == "auto") return sharded && choice.cuda && nccl_available() && !shared;
-    TESSERA_CHECK(choice.cuda, "--comm nccl needs a CUDA device; this run is on the cpu (use --comm mpi)");
-    TESSERA_CHECK(nccl_available(), "--comm nccl: this build has no NCCL; use --comm mpi");
-    TESSERA_CHECK(!shared, "--comm nccl: ", local_ranks, " ranks on this host share ", gpus, " GPU",
-                  gpus == 1 ? "" : "s", ", and NCCL refuses two ranks on one GPU; use --comm mpi");
-    return sharded;
-}
 
 std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profile_s) {
     const SwapPlan &t = run.swaps->train;
@@ -236,11 +217,14 @@ TrainResult run_training(const TrainOptions &o) {
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", ranks) : "")
                   << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n") << std::flush;
-    const std::optional<DeviceBudget> budget = derived_budget(o, choice, local_ranks);
+    // Every rank takes part in the gather, on a GPU or not.
+    const GpuSharing gpus =
+        gpu_sharing(gather_gpu_uuids(o.comm, choice.cuda ? cuda_device_uuid(choice.index) : GpuUuid{}), rank);
+    const std::optional<DeviceBudget> budget = derived_budget(o, choice, local_ranks, gpus);
     if (root && budget)
         std::cout << fmt::format("tessera-train: budget {} ({})\n", format_bytes(budget->bytes), budget->why)
                   << std::flush;
-    const bool use_nccl = choose_nccl(o.comm_backend, choice, sharded, local_ranks);
+    const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus);
     DeviceSlot slot(choice);
     const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root, budget), slot.profiler(root));
     Device &device = slot.get(run.arena);

@@ -67,6 +67,18 @@ DeviceBudget host_auto_budget(int local_ranks) {
     return budget_from(s);
 }
 
+DeviceBudget cuda_explicit_budget(int64_t size) {
+    DeviceBudget b;
+    b.bytes = size - kCudaWorkspacesBytes;
+    b.limit = false;
+    b.why = detail::concat("--device-mem ", format_bytes(size), " less ", format_bytes(kCudaWorkspacesBytes),
+                           " of kernel workspaces");
+    TESSERA_CHECK(b.bytes > 0, "--device-mem ", format_bytes(size), " leaves no arena on a CUDA device: the kernel "
+                  "and cuBLAS workspaces take ", format_bytes(kCudaWorkspacesBytes), " of it; give more than ",
+                  format_bytes(kCudaWorkspacesBytes));
+    return b;
+}
+
 DeviceBudget cuda_default_budget(int index, int sharing) {
     const CudaDeviceInfo info = cuda_device_info(index);
     BudgetSource s;

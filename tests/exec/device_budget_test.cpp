@@ -50,6 +50,18 @@ TEST(DeviceBudget, NothingLeftNamesTheNumbersAndTheWayOut) {
               std::string::npos);
 }
 
+TEST(DeviceBudget, CudaSizeCountsTheWorkspaces) {
+    const DeviceBudget b = cuda_explicit_budget(4 * GiB);
+    EXPECT_EQ(b.bytes, 4 * GiB - kCudaWorkspacesBytes);
+    EXPECT_EQ(kCudaWorkspacesBytes, 96 * MiB);
+    EXPECT_FALSE(b.limit);  // the arena is exactly this, as under --device-mem on the cpu
+    EXPECT_EQ(b.why, "--device-mem 4.00 GiB less 96.0 MiB of kernel workspaces");
+    EXPECT_TRUE(budget_from(source(10 * GiB)).limit);
+    EXPECT_EQ(error_of([] { cuda_explicit_budget(96 * MiB); }),
+              "--device-mem 96.0 MiB leaves no arena on a CUDA device: the kernel and cuBLAS workspaces take 96.0 "
+              "MiB of it; give more than 96.0 MiB");
+}
+
 TEST(DeviceBudget, HostLimitFromTheEnvironment) {
     ScopedEnv env("TESSERA_HOST_MEM_AVAILABLE", "20GiB");
     const DeviceBudget b = host_auto_budget(2);

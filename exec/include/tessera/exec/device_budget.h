@@ -1,6 +1,7 @@
 // The memory budget a run trains under when it is not given in bytes:
 // `--device-mem auto` on any device, and no --device-mem at all on a CUDA
-// device, whose memory is fixed.
+// device, whose memory is fixed. (And on CUDA an explicit --device-mem SIZE,
+// which counts the workspaces: cuda_explicit_budget below.)
 //
 // Such a budget is a limit, not an arena size. A run whose memory plan fits
 // gets an arena of exactly what the plan needs; one that does not swaps
@@ -36,6 +37,9 @@ struct BudgetSource {
 
 struct DeviceBudget {
     int64_t bytes = 0;
+    // A limit (auto, the CUDA default: the arena is what the plan needs, up
+    // to `bytes`), or the arena's exact size (--device-mem SIZE on CUDA).
+    bool limit = true;
     // "auto: MemAvailable 15.2 GiB less reserve 1.52 GiB, shared by 2 ranks"
     std::string why;
 };
@@ -51,6 +55,12 @@ DeviceBudget budget_from(const BudgetSource &source);
 // this host. Throws tessera::Error when TESSERA_HOST_MEM_AVAILABLE is not a
 // size or /proc/meminfo cannot be read.
 DeviceBudget host_auto_budget(int local_ranks);
+
+// `--device-mem SIZE` on a CUDA device: SIZE is all the device memory the
+// run allocates, workspaces included (as PyTorch's memory fraction caps its
+// workspaces too), so the arena is SIZE less kCudaWorkspacesBytes, exactly.
+// Throws tessera::Error when SIZE leaves no arena.
+DeviceBudget cuda_explicit_budget(int64_t size);
 
 // The default budget of CUDA device `index`, shared by `sharing` ranks.
 // Throws tessera::Error when the device is not usable.
