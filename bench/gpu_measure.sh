@@ -13,7 +13,9 @@
 #
 # Usage: bench/gpu_measure.sh [BUILD_DIR=build] [OUT_DIR=gpu-results] [extra args for gpu_vs_pytorch.py]
 # Writes OUT_DIR/results.md (and the raw outputs beside it). Needs a GPU,
-# CUDA 13, python3 with torch; a build with TESSERA_CUDA on.
+# CUDA 13, python3 with torch; a build with TESSERA_CUDA on. Exits 1, saying
+# why, when any GPU test fails or skips, or no GPU kernel case ran: then it
+# measures nothing.
 set -uo pipefail
 BUILD="${1:-build}"
 OUT="${2:-gpu-results}"
@@ -39,6 +41,7 @@ R="$OUT/results.md"
 
 echo "== 1. GPU tests" >&2
 "$BUILD/tests/exec_cuda_device_test" 2>&1 | tee "$OUT/gpu_tests.txt" >&2
+tests_rc=${PIPESTATUS[0]}
 {
   echo "## 1. Correctness: GPU tests"
   echo
@@ -47,6 +50,26 @@ echo "== 1. GPU tests" >&2
   echo '```'
   echo
 } >> "$R"
+# This machine has a GPU (nvidia-smi said so above), so every GPU test must
+# have run and passed: a test that skipped here, or a kernel check that ran
+# no case, is a failure, whatever the exit code says. The measurements below
+# mean nothing on a device that fails them.
+cases=$(grep -oE "^[0-9]+ GPU kernel cases checked" "$OUT/gpu_tests.txt" | grep -oE "^[0-9]+" | tail -1)
+skipped=$(grep -cE "^\[  SKIPPED \] [A-Za-z_]+\.[A-Za-z_]+ \(" "$OUT/gpu_tests.txt")
+failed=$(grep -cE "^\[  FAILED  \] [A-Za-z_]+\.[A-Za-z_]+ \(" "$OUT/gpu_tests.txt")
+why=""
+[ "$tests_rc" -ne 0 ] && why="$why; exec_cuda_device_test exited with $tests_rc"
+[ "$failed" -gt 0 ] && why="$why; $failed test(s) failed"
+[ "$skipped" -gt 0 ] && why="$why; $skipped test(s) skipped on a machine with a GPU ($GPU)"
+[ "${cases:-0}" -eq 0 ] && why="$why; no GPU kernel case ran"
+if [ -n "$why" ]; then
+  msg="the GPU tests did not all pass${why}; see $OUT/gpu_tests.txt. No measurements were taken"
+  echo "**FAILED**: $msg." >> "$R"
+  echo "gpu_measure: $msg" >&2
+  exit 1
+fi
+echo "All GPU tests passed ($cases GPU kernel cases)." >> "$R"
+echo >> "$R"
 
 echo "== 2. zoo losses, cuda against cpu" >&2
 {

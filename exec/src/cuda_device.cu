@@ -11,6 +11,7 @@
 
 #include "gpu/ops.h"
 #include "tessera/align.h"
+#include "tessera/comm/watchdog.h"
 #include "tessera/error.h"
 #include "tessera/size.h"
 
@@ -135,7 +136,10 @@ public:
     CudaStream(StreamKind kind, int priority) : kind_(kind) {
         cuda_check(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority), "cudaStreamCreateWithPriority");
     }
-    ~CudaStream() override { cudaStreamDestroy(s_); }
+    ~CudaStream() override {
+        cudaStreamDestroy(s_);
+        take_stream_error(s_);  // a later stream may get the same handle
+    }
 
     StreamKind kind() const override { return kind_; }
     cudaStream_t get() const { return s_; }
@@ -149,6 +153,9 @@ public:
     void wait(Event &event) override {
         cuda_check(cudaStreamWaitEvent(s_, cuda_event(event), 0), "cudaStreamWaitEvent");
     }
+    // Reports, in this order, an error of host work, one of an operation a
+    // library issued onto this stream and found failed later (an NCCL
+    // all-reduce's watchdog: comm/watchdog.h), and CUDA's own.
     void synchronize() override {
         cudaError_t rc = cudaStreamSynchronize(s_);
         std::exception_ptr error;
@@ -157,7 +164,9 @@ public:
             std::swap(error, error_);
             failed_ = false;
         }
+        const std::string issued = take_stream_error(s_);
         if (error) rethrow_stream_error(kind_, error);
+        if (!issued.empty()) rethrow_stream_error(kind_, std::make_exception_ptr(Error(issued)));
         if (rc != cudaSuccess) {
             try {
                 cuda_check(rc, "cudaStreamSynchronize");
@@ -224,14 +233,10 @@ public:
                 streams_[i] = std::make_unique<CudaStream>(kind, swap ? greatest : least);
             }
             blas_check(cublasCreate(&blas_), "cublasCreate");
-            // Exact fp32 GEMMs (no TF32), as on the CPU, and cuBLAS's scratch
-            // from the arena allocation rather than its own.
+            // Exact fp32 GEMMs (no TF32), as on the CPU.
             blas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-            blas_check(cublasSetWorkspace(blas_, base_ + align_up(arena_bytes, kAlign) + kCudaKernelWorkspaceBytes,
-                                          static_cast<size_t>(kCudaBlasWorkspaceBytes)),
-                       "cublasSetWorkspace");
-            blas_stream_ = cuda_stream(StreamKind::Compute);
-            blas_check(cublasSetStream(blas_, blas_stream_), "cublasSetStream");
+            handoff_ = std::make_unique<CudaEvent>();
+            use_stream_for_ops(cuda_stream(StreamKind::Compute));
         } catch (...) {
             release();
             throw;
@@ -259,11 +264,8 @@ public:
     void launch_op(StreamKind s, const OpCall &call, const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs) override {
         cudaStream_t stream = cuda_stream(s);
-        if (stream != blas_stream_) {
-            blas_check(cublasSetStream(blas_, stream), "cublasSetStream");
-            blas_stream_ = stream;
-        }
-        gpu::CudaExec ex(stream, blas_, reinterpret_cast<float *>(base_ + align_up(arena_bytes_, kAlign)),
+        use_stream_for_ops(stream);
+        gpu::CudaExec ex(stream, blas_, reinterpret_cast<float *>(kernel_workspace()),
                          static_cast<size_t>(kCudaKernelWorkspaceBytes));
         gpu::run_op(ex, call, inputs, outputs);
     }
@@ -279,10 +281,10 @@ public:
 
 protected:
     void do_copy_to_device(void *dst_dev, const void *src_host, size_t bytes) override {
-        cuda_check(cudaMemcpy(dst_dev, src_host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to the device");
+        copy_and_wait(dst_dev, src_host, bytes, cudaMemcpyHostToDevice, "cudaMemcpyAsync to the device");
     }
     void do_copy_to_host(void *dst_host, const void *src_dev, size_t bytes) override {
-        cuda_check(cudaMemcpy(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to the host");
+        copy_and_wait(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync to the host");
     }
     void do_copy_async(StreamKind s, void *dst, const void *src, size_t bytes, CopyDirection dir) override {
         cuda_check(cudaMemcpyAsync(dst, src, bytes,
@@ -299,9 +301,46 @@ protected:
 private:
     cudaStream_t cuda_stream(StreamKind s) { return streams_.at(static_cast<size_t>(s))->get(); }
 
+    // The two workspaces follow the arena in its allocation.
+    std::byte *kernel_workspace() const { return base_ + align_up(arena_bytes_, kAlign); }
+    std::byte *blas_workspace() const { return kernel_workspace() + kCudaKernelWorkspaceBytes; }
+
+    // Makes `stream` the one operators' kernels and GEMMs run on. cuBLAS's
+    // stream and workspace are set together, here and nowhere else:
+    // cublasSetStream resets the workspace to cuBLAS's own pool, which
+    // allocates outside the arena, so the arena's slice is handed back after
+    // every change of stream. Both workspaces are one per device, so two
+    // streams must never run operators at once: the new stream first waits
+    // for what the old one was given (only the compute stream runs operators
+    // in a program, so this happens outside steps, if ever).
+    void use_stream_for_ops(cudaStream_t stream) {
+        if (stream == blas_stream_) return;
+        if (blas_stream_ != nullptr) {
+            cuda_check(cudaEventRecord(handoff_->get(), blas_stream_), "cudaEventRecord");
+            cuda_check(cudaStreamWaitEvent(stream, handoff_->get(), 0), "cudaStreamWaitEvent");
+        }
+        blas_check(cublasSetStream(blas_, stream), "cublasSetStream");
+        blas_check(cublasSetWorkspace(blas_, blas_workspace(), static_cast<size_t>(kCudaBlasWorkspaceBytes)),
+                   "cublasSetWorkspace");
+        blas_stream_ = stream;
+    }
+
+    // A blocking copy: issued on the compute stream, then waited for. A plain
+    // cudaMemcpy runs on the legacy default stream, which the four
+    // non-blocking streams do not wait for, and from pageable memory it may
+    // return before the DMA has finished, so a kernel issued next on the
+    // compute stream could read stale bytes. On the compute stream the copy
+    // also follows the compute work already queued.
+    void copy_and_wait(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *what) {
+        cudaStream_t s = cuda_stream(StreamKind::Compute);
+        cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, s), what);
+        cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize after a blocking copy");
+    }
+
     void release() {
         if (blas_) cublasDestroy(blas_);
         blas_ = nullptr;
+        handoff_.reset();
         for (auto &s : streams_) s.reset();
         if (base_) cudaFree(base_);
         base_ = nullptr;
@@ -313,10 +352,29 @@ private:
     std::byte *base_ = nullptr;
     std::array<std::unique_ptr<CudaStream>, kNumStreams> streams_;
     cublasHandle_t blas_ = nullptr;
-    cudaStream_t blas_stream_ = nullptr;
+    cudaStream_t blas_stream_ = nullptr;  // the stream operators last ran on
+    std::unique_ptr<CudaEvent> handoff_;  // use_stream_for_ops' event
 };
 
 }  // namespace
+
+CudaProbe probe_cuda() {
+    CudaProbe p;
+    int n = 0;
+    const cudaError_t rc = cudaGetDeviceCount(&n);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();  // clear it, as cuda_device_count() does
+        p.error = static_cast<int>(rc);
+        p.error_name = cudaGetErrorName(rc);
+        p.error_text = cudaGetErrorString(rc);
+    } else {
+        p.device_count = n;
+    }
+    // Both answer without a device; a failure leaves 0.
+    cudaDriverGetVersion(&p.driver_version);
+    cudaRuntimeGetVersion(&p.runtime_version);
+    return p;
+}
 
 int cuda_device_count() {
     int n = 0;
@@ -360,13 +418,13 @@ CudaDeviceInfo cuda_device_info(int index) {
     info.name = prop.name;
     info.major = prop.major;
     info.minor = prop.minor;
-    int current = 0;
-    cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+    // The free memory needs a context on `index`. Switching back afterwards
+    // would make one on the previous device too (cudaSetDevice makes the
+    // primary context since CUDA 12): on device 0, for every rank of a host.
+    // So `index` stays current (cuda_device.h).
     cuda_check(cudaSetDevice(index), "cudaSetDevice");
     size_t free_b = 0, total_b = 0;
-    cudaError_t rc = cudaMemGetInfo(&free_b, &total_b);
-    cudaSetDevice(current);
-    cuda_check(rc, "cudaMemGetInfo");
+    cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     info.free_bytes = static_cast<int64_t>(free_b);
     info.total_bytes = static_cast<int64_t>(total_b);
     return info;

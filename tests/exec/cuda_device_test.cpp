@@ -1,13 +1,18 @@
 // The CUDA device on a real GPU (label gpu): every GPU kernel against the CPU
-// kernel, the streams and events, the copies, the errors, and training on the
-// device against training on the CPU. Every test skips when no GPU is usable.
+// kernel, the streams and events, the copies, cuBLAS's workspace, the errors,
+// and training on the device against training on the CPU. Every test opens
+// with TESSERA_REQUIRE_GPU() (require_gpu.h): it skips without a GPU or a
+// driver, and fails where CUDA is installed but cannot be used.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "gpu_cases/cases.h"
+#include "require_gpu.h"
+#include "tessera/comm/watchdog.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/cuda_device.h"
@@ -22,15 +27,10 @@
 namespace tessera::test {
 namespace {
 
-#define REQUIRE_GPU()                                                                      \
-    do {                                                                                   \
-        if (cuda_device_count() == 0) GTEST_SKIP() << "no GPU: " << cuda_unavailable_reason(); \
-    } while (0)
-
 int64_t align(int64_t b) { return (b + 255) / 256 * 256; }
 
 TEST(CudaDevice, EveryKernelMatchesTheCpuKernel) {
-    REQUIRE_GPU();
+    TESSERA_REQUIRE_GPU();
     auto dev = make_cuda_device(0, int64_t{256} << 20);
     int checked = 0;
     for (const GpuCase &c : all_gpu_cases()) {
@@ -85,7 +85,7 @@ TEST(CudaDevice, EveryKernelMatchesTheCpuKernel) {
 }
 
 TEST(CudaDevice, StreamsOrderWorkThroughEventsAndCopiesRoundTrip) {
-    REQUIRE_GPU();
+    TESSERA_REQUIRE_GPU();
     auto dev = make_cuda_device(0, int64_t{64} << 20);
     const size_t n = 1 << 20;
     PinnedBuffer a = dev->allocate_host(n * 4), b = dev->allocate_host(n * 4);
@@ -111,7 +111,7 @@ TEST(CudaDevice, StreamsOrderWorkThroughEventsAndCopiesRoundTrip) {
 }
 
 TEST(CudaDevice, HostWorkErrorsAreReportedWithTheirStream) {
-    REQUIRE_GPU();
+    TESSERA_REQUIRE_GPU();
     auto dev = make_cuda_device(0, 1 << 20);
     bool later_ran = false;
     dev->stream(StreamKind::Comm).enqueue([] { fail("peer went away"); });
@@ -127,7 +127,7 @@ TEST(CudaDevice, HostWorkErrorsAreReportedWithTheirStream) {
 }
 
 TEST(CudaDevice, AnArenaLargerThanTheGpuIsAClearError) {
-    REQUIRE_GPU();
+    TESSERA_REQUIRE_GPU();
     CudaDeviceInfo info = cuda_device_info(0);
     try {
         make_cuda_device(0, info.total_bytes + (int64_t{1} << 30));
@@ -142,6 +142,102 @@ TEST(CudaDevice, AnArenaLargerThanTheGpuIsAClearError) {
     auto dev = make_cuda_device(0, 1 << 20);
     std::vector<std::byte> host(64);
     EXPECT_THROW(dev->copy_to_device(dev->arena() + (1 << 20), host.data(), 64), Error);
+}
+
+// Blocking copies from pageable memory are complete when they return: a
+// kernel issued right after on the compute stream reads the new bytes. (A
+// plain cudaMemcpy runs on the legacy stream, which the non-blocking compute
+// stream does not wait for, and may return before its DMA has finished.)
+TEST(CudaDevice, BlockingCopiesAreCompleteWhenTheyReturn) {
+    TESSERA_REQUIRE_GPU();
+    const int64_t n = int64_t{16} << 20;  // 64 MiB: long enough for a DMA to lag
+    auto dev = make_cuda_device(0, 2 * n * 4);
+    TensorType t{DType::F32, {n}};
+    std::byte *x = dev->arena(), *y = dev->arena() + n * 4;
+    OpCall relu{OpKind::Relu, "relu", {}};
+    std::vector<TensorRef> ins{{x, t}}, outs{{y, t}};
+    std::vector<float> host(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+    for (int round = 0; round < 4; round++) {
+        const float sign = round % 2 == 0 ? 1.0f : -1.0f;  // every round changes every output
+        for (size_t i = 0; i < host.size(); i++) host[i] = sign * static_cast<float>(i % 1000 + 1 + round);
+        dev->copy_to_device(x, host.data(), host.size() * 4);
+        dev->launch_op(StreamKind::Compute, relu, ins, outs);  // at once, no synchronize between
+        dev->synchronize();
+        dev->copy_to_host(got.data(), y, got.size() * 4);
+        size_t wrong = 0;
+        for (size_t i = 0; i < host.size(); i++) wrong += got[i] != std::max(host[i], 0.0f);
+        ASSERT_EQ(wrong, 0u) << "round " << round;
+    }
+}
+
+// cuBLAS works in the arena's slice on every stream: a change of stream
+// (cublasSetStream resets cuBLAS's workspace to its own pool, which
+// allocates) is followed by cublasSetWorkspace, so GEMMs on another stream
+// allocate no device memory.
+TEST(CudaDevice, CublasAllocatesNothingOutsideTheArena) {
+    TESSERA_REQUIRE_GPU();
+    const int64_t m = 64, n = 64, k = int64_t{1} << 15, batch = 4;  // a long reduction: split-K wants a workspace
+    TensorType a{DType::F32, {m, k}}, b{DType::F32, {k, n}}, c{DType::F32, {m, n}};
+    TensorType ba{DType::F32, {batch, m, k}}, bb{DType::F32, {batch, k, n}}, bc{DType::F32, {batch, m, n}};
+    const int64_t bytes = align(ba.bytes()) + align(bb.bytes()) + align(bc.bytes());
+    auto dev = make_cuda_device(0, bytes);
+    std::vector<float> ones(static_cast<size_t>(batch * k * std::max(m, n)), 1.0f / 1024);
+    std::byte *pa = dev->arena(), *pb = pa + align(ba.bytes()), *pc = pb + align(bb.bytes());
+    dev->copy_to_device(pa, ones.data(), static_cast<size_t>(ba.bytes()));
+    dev->copy_to_device(pb, ones.data(), static_cast<size_t>(bb.bytes()));
+    OpCall mm{OpKind::Matmul, "mm", {}}, bmm{OpKind::BatchMatmul, "bmm", {}};
+    const std::vector<TensorRef> mm_in{{pa, a}, {pb, b}}, mm_out{{pc, c}}, bmm_in{{pa, ba}, {pb, bb}},
+        bmm_out{{pc, bc}};
+    auto gemms = [&](StreamKind s) {
+        dev->launch_op(s, mm, mm_in, mm_out);
+        dev->launch_op(s, bmm, bmm_in, bmm_out);
+    };
+    gemms(StreamKind::Compute);  // loads the kernels, which takes device memory of its own
+    dev->synchronize();
+    const int64_t free_before = cuda_device_info(0).free_bytes;
+    for (StreamKind s : {StreamKind::SwapIn, StreamKind::Compute, StreamKind::SwapOut, StreamKind::Comm}) gemms(s);
+    dev->synchronize();
+    const int64_t free_after = cuda_device_info(0).free_bytes;
+    // cuBLAS's own pool takes 4 MiB or more per stream; allocations come in 2 MiB pages.
+    EXPECT_LT(free_before - free_after, int64_t{4} << 20)
+        << "free memory went from " << free_before << " to " << free_after << " bytes";
+    std::vector<float> got(static_cast<size_t>(m * n));
+    dev->copy_to_host(got.data(), pc, got.size() * 4);
+    EXPECT_FLOAT_EQ(got[0], static_cast<float>(k) / (1024.0f * 1024.0f));
+}
+
+// An error a library reports against a stream after issuing onto it (the NCCL
+// all-reduce's watchdog, comm/watchdog.h) is rethrown by the stream's
+// synchronize, naming the stream, as an error of host work is; once.
+TEST(CudaDevice, ErrorsReportedAgainstAStreamAreRethrownWhenItIsSynchronized) {
+    TESSERA_REQUIRE_GPU();
+    auto dev = make_cuda_device(0, 1 << 20);
+    const std::string timeout = "rank 1: all_reduce over ranks [0,1] timed out after 2 s waiting for the other members";
+    report_stream_error(dev->native_stream(StreamKind::Comm), timeout);
+    try {
+        dev->synchronize();
+        FAIL() << "no error";
+    } catch (const Error &e) {
+        EXPECT_EQ(std::string(e.what()), "on the comm stream: " + timeout);
+    }
+    dev->synchronize();
+}
+
+// Every device is described; each description is read on a thread of its own
+// (cuda_device_info leaves the device it read free memory on current, never
+// switching back: switching back made a context on device 0 for every rank).
+TEST(CudaDevice, EveryDeviceIsDescribed) {
+    TESSERA_REQUIRE_GPU();
+    for (int i = cuda_device_count() - 1; i >= 0; i--) {
+        std::thread([i] {
+            const CudaDeviceInfo info = cuda_device_info(i);
+            EXPECT_EQ(info.index, i);
+            EXPECT_FALSE(info.name.empty());
+            EXPECT_GE(info.major, 5);
+            EXPECT_GT(info.free_bytes, 0);
+            EXPECT_LE(info.free_bytes, info.total_bytes);
+        }).join();
+    }
 }
 
 // ---- training on the device against training on the CPU ----
@@ -167,7 +263,7 @@ std::vector<float> losses(Executor &ex, const Program &p, int steps) {
 }
 
 TEST(CudaDevice, EveryModelTrainsLikeOnTheCpu) {
-    REQUIRE_GPU();
+    TESSERA_REQUIRE_GPU();
     for (const char *spec : {"mlp:hidden=64", "cnn:channels=4,hidden=16", "lstm:hidden=32,seq=4,vocab=50",
                              "transformer:layers=1,d_model=32,heads=2,seq=8,vocab=50",
                              "wresnet:depth=10,base=4,image=16"}) {
@@ -186,7 +282,7 @@ TEST(CudaDevice, EveryModelTrainsLikeOnTheCpu) {
 }
 
 TEST(CudaDevice, SwappedTrainingIsBitIdenticalToUnswappedOnTheGpu) {
-    REQUIRE_GPU();
+    TESSERA_REQUIRE_GPU();
     Graph g = training_graph("mlp:layers=20,hidden=64", 16);
     std::vector<NodeId> order = default_order(g);
     MemoryPlan full = plan_memory(g, order);

@@ -119,8 +119,12 @@ public:
     // cudaStream_t) without waiting: it runs after the stream's earlier work,
     // and later work on the stream sees its result. Counted like all_reduce
     // when issued. Returns false, doing nothing, when this backend cannot (only
-    // NCCL can); the caller then stages through host memory. No watchdog: a
-    // peer that never joins stalls the stream.
+    // NCCL can); the caller then stages through host memory. Its watchdog runs
+    // on a thread of its own: past timeout() from when the stream reaches the
+    // all-reduce, or on an asynchronous error, it reports the error against the
+    // stream (watchdog.h: the device rethrows it when it synchronizes the
+    // stream), aborts the all-reduce so the stream drains, and breaks this
+    // communicator.
     virtual bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) { return false; }
     // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
     virtual void all_gather(const void *in, void *out, size_t bytes_each, const Group &g);

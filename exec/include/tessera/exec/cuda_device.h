@@ -37,13 +37,41 @@ std::string cuda_unavailable_reason();
 // installed), or "" when the build has no CUDA. Needs no GPU.
 std::string cuda_versions();
 
+// What cudaGetDeviceCount answered, raw, so that a caller can tell a machine
+// with no GPU (or no driver at all) from a GPU that CUDA cannot use (a driver
+// older than the runtime, a driver/runtime mismatch): cuda_device_count() is 0
+// in every one of these cases. Needs no GPU and makes no context.
+struct CudaProbe {
+    bool built = true;        // false: this build has no CUDA
+    int error = 0;            // cudaGetDeviceCount's cudaError_t; 0 is cudaSuccess
+    std::string error_name;   // "cudaErrorNoDevice"; "" on success
+    std::string error_text;   // "no CUDA-capable device is detected"
+    int device_count = 0;
+    int driver_version = 0;   // cudaDriverGetVersion: 0 when no driver is installed (libcuda.so.1 absent)
+    int runtime_version = 0;  // cudaRuntimeGetVersion, e.g. 13000
+};
+#ifdef TESSERA_HAVE_CUDA
+CudaProbe probe_cuda();
+#else
+inline CudaProbe probe_cuda() {
+    CudaProbe p;
+    p.built = false;
+    return p;
+}
+#endif
+
 struct CudaDeviceInfo {
     int index = 0;
     std::string name;  // "NVIDIA H100 80GB HBM3"
     int major = 0, minor = 0;  // compute capability
     int64_t total_bytes = 0, free_bytes = 0;
 };
-// Throws tessera::Error when `index` is not a usable device.
+// The name, compute capability and memory of device `index`. The name and
+// capability need no context; the free memory does, so this makes `index`
+// the calling thread's current device (creating its context, as
+// make_cuda_device will) and leaves it so: call it only for the device this
+// process is going to use. Throws tessera::Error when `index` is not a
+// usable device.
 CudaDeviceInfo cuda_device_info(int index);
 
 inline constexpr int64_t kCudaKernelWorkspaceBytes = int64_t{64} << 20;
