@@ -1,7 +1,9 @@
 // Internal: the table of generated kernels. tools/kernelc.cpp writes one
-// kernels_<family>_table.cpp per family, which defines kernels_<family>().
+// kernels_<family>_table.cpp per family, which defines kernels_<family>(), and
+// kernel_targets.cpp, which defines kernel_targets().
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include <HalideRuntime.h>
@@ -10,9 +12,21 @@
 
 namespace tessera::lang::gen {
 
+// A Halide target the kernels were compiled for (TESSERA_HALIDE_TARGET, one
+// entry per comma-separated target, in the order they are tried).
+struct KernelTarget {
+    const char *name;                // "x86-64-linux-avx-avx2-f16c-fma-sse41"
+    std::vector<uint64_t> features;  // as halide_can_use_target_features() takes them
+};
+const std::vector<KernelTarget> &kernel_targets();
+// The index in kernel_targets() of the target that runs (cpu_runtime.h's
+// halide_kernel_target()); throws tessera::Error when this CPU runs none.
+int chosen_kernel_target();
+
+// `call` runs the kernel compiled for kernel_targets()[target].
 struct KernelEntry {
     const char *name;
-    int (*call)(halide_buffer_t **in, const Scalars &s, halide_buffer_t **out);
+    int (*call)(int target, halide_buffer_t **in, const Scalars &s, halide_buffer_t **out);
     int num_inputs, num_outputs;
 };
 

@@ -173,7 +173,7 @@ void call_kernel(const std::string &plain_name, const std::vector<KernelArg> &pl
     for (const auto &a : in) ib.push_back(&views.emplace_back(a).buf);
     for (const auto &a : out) ob.push_back(&views.emplace_back(a).buf);
     last_halide_error.clear();
-    int rc = k.call(ib.data(), s, ob.data());
+    int rc = k.call(gen::chosen_kernel_target(), ib.data(), s, ob.data());
     TESSERA_INTERNAL_ASSERT(rc == 0, "kernel ", name, " failed with code ", rc, ": ", last_halide_error);
 }
 

@@ -21,10 +21,30 @@
 // counts a mean divides by, and the block's origin ("origin_in<i>_<d>") for
 // indices compared with data.
 //
-// Usage: tessera-kernelc --family F --target T --out-dir D
-//        tessera-kernelc --runtime --target T --out-dir D
+// Several targets. --target takes a comma-separated list, fastest first and a
+// portable baseline last (TESSERA_HALIDE_TARGET; "host" is this machine's CPU).
+// Every kernel is compiled once per target, as "<name>__t<i>" in
+// kernels_<family>_t<i>.o, and its adaptor calls the one the runtime chose: the
+// first target whose features halide_can_use_target_features() finds on the
+// CPU (lang/src/cpu_runtime.cpp). This is Halide's multi-target scheme
+// (compile_multitarget) with the choice made once per process for every kernel
+// rather than cached per function by a wrapper, so that all kernels run the same
+// target and a test can choose again. A target identical to an earlier one is
+// not compiled again; its adaptor entry calls the earlier one. The runtime is
+// compiled once, for the features all the targets share (as
+// compile_multitarget does), so that it runs wherever the baseline runs.
+//
+// Usage: tessera-kernelc --family F --target T[,T...] --part I --out-dir D
+//            (kernels_F_tI.o and kernels_F_tI.h: the family for target I)
+//        tessera-kernelc --family F --target T[,T...] --table --out-dir D
+//            (kernels_F_table.cpp and kernels_F.h: the adaptors and the header)
+//        tessera-kernelc --runtime --target T[,T...] --out-dir D
+//            (halide_runtime.o and kernel_targets.cpp: the targets' names and features)
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "../defs/defs.h"
 
@@ -126,9 +146,49 @@ private:
     std::map<std::string, Param<float>> floats_;
 };
 
-Target parse_target(const std::string &s) {
-    return s == "host" ? get_host_target() : Target(s);
+// TESSERA_HALIDE_TARGET resolved: the targets in the order they are tried, and
+// for each the first one identical to it (itself when it is the first).
+struct KernelTargets {
+    std::vector<Target> list;
+    std::vector<int> first_same;
+};
+
+KernelTargets parse_targets(const std::string &spec) {
+    KernelTargets ts;
+    std::stringstream in(spec);
+    for (std::string s; std::getline(in, s, ',');) {
+        if (s.empty()) throw std::runtime_error("--target '" + spec + "' has an empty target");
+        Target t = s == "host" ? get_host_target() : Target(s);
+        if (!ts.list.empty() && (t.os != ts.list[0].os || t.arch != ts.list[0].arch || t.bits != ts.list[0].bits))
+            throw std::runtime_error("--target '" + spec + "': every target must have the same arch-bits-os, and " +
+                                     t.to_string() + " differs from " + ts.list[0].to_string());
+        int same = static_cast<int>(ts.list.size());
+        for (int j = 0; j < same; j++)
+            if (ts.list[j] == t) {
+                same = j;
+                break;
+            }
+        ts.first_same.push_back(same);
+        ts.list.push_back(t);
+    }
+    if (ts.list.empty()) throw std::runtime_error("--target is empty");
+    return ts;
 }
+
+// arch-bits-os and the features every target has: the runtime must run
+// wherever any of the kernels' targets does.
+Target shared_target(const std::vector<Target> &list) {
+    Target shared(list[0].os, list[0].arch, list[0].bits);
+    for (int f = 0; f < Target::FeatureEnd; f++) {
+        auto feature = static_cast<Target::Feature>(f);
+        if (feature == Target::NoRuntime) continue;
+        if (std::all_of(list.begin(), list.end(), [&](const Target &t) { return t.has_feature(feature); }))
+            shared.set_feature(feature);
+    }
+    return shared;
+}
+
+std::string part_suffix(int part) { return "__t" + std::to_string(part); }
 
 // Fails the build when a staged kernel still computes a stage it was given:
 // the description used a stage's Func after stage() instead of its result.
@@ -143,20 +203,31 @@ void check_uses_provided(const std::vector<Func> &outputs, const KernelCtx &ctx,
     }
 }
 
-// Collects the modules of one family and the adaptors and table that call them.
+// Collects one family's kernels: for one target, their modules (`part` >= 0);
+// for the table (`part` < 0), the adaptors that call the chosen target's
+// version of each and the table of them.
 struct FamilyOut {
+    const KernelTargets &targets;
+    int part = -1;
     std::vector<Module> modules;
     std::ostringstream table, adaptors;
 
-    void add(const std::string &fn, KernelCtx &ctx, const std::vector<Func> &outputs, const Target &target) {
+    void add(const std::string &fn, KernelCtx &ctx, const std::vector<Func> &outputs) {
         std::vector<std::string> call_args;
         std::vector<Argument> args = ctx.arguments(call_args);
         for (size_t k = 0; k < outputs.size(); k++) call_args.push_back("out[" + std::to_string(k) + "]");
-        Pipeline p(outputs);
-        std::cerr << "  kernel " << fn << "\n";
-        modules.push_back(p.compile_to_module(args, fn, target));
-        adaptors << "int call_" << fn << "(halide_buffer_t **in, const Scalars &s, halide_buffer_t **out) {\n"
-                 << "    return " << fn << "(";
+        if (part >= 0) {
+            std::cerr << "  kernel " << fn << "\n";
+            Pipeline p(outputs);
+            modules.push_back(p.compile_to_module(args, fn + part_suffix(part), ctx.target()));
+            return;
+        }
+        adaptors << "int call_" << fn << "(int target, halide_buffer_t **in, const Scalars &s, "
+                 << "halide_buffer_t **out) {\n    static constexpr decltype(&" << fn << part_suffix(0)
+                 << ") by_target[] = {";
+        for (size_t t = 0; t < targets.list.size(); t++)
+            adaptors << (t ? ", " : "") << "&" << fn << part_suffix(targets.first_same[t]);
+        adaptors << "};\n    return by_target[target](";
         for (size_t k = 0; k < call_args.size(); k++) adaptors << (k ? ", " : "") << call_args[k];
         adaptors << ");\n}\n\n";
         table << "        {\"" << fn << "\", &call_" << fn << ", " << ctx.num_inputs() << ", " << outputs.size()
@@ -170,7 +241,7 @@ void compile_variant(const Description &d, const KernelVariant &kv, const Target
     std::string fn = std::string("tk_") + tessera::op_name(d.op) + (kv.suffix.empty() ? "" : "_" + kv.suffix);
     KernelCtx ctx(kv.structural, target);
     OpDef def = d.define(ctx);
-    out.add(fn, ctx, def.outputs, target);
+    out.add(fn, ctx, def.outputs);
     const int m = static_cast<int>(ctx.stages().size());
     if (m == 0) return;
     for (int p = 0; p <= m; p++) {
@@ -179,37 +250,83 @@ void compile_variant(const Description &d, const KernelVariant &kv, const Target
         std::vector<Func> outputs = p < m ? std::vector<Func>{staged.stages()[p]} : sd.outputs;
         std::string name = fn + (p < m ? "__s" + std::to_string(p) : std::string("__fin"));
         check_uses_provided(outputs, staged, p, name);
-        out.add(name, staged, outputs, target);
+        out.add(name, staged, outputs);
     }
 }
 
-int compile_family(const std::string &family, const Target &base, const std::string &dir) {
-    Target target = base.with_feature(Target::NoRuntime);
-    FamilyOut out;
+void collect_family(const std::string &family, const Target &target, FamilyOut &out) {
     for (const Description &d : descriptions()) {
         if (tessera::op_info(d.op).family != family) continue;
         for (const KernelVariant &kv : d.kernels) compile_variant(d, kv, target, out);
     }
+}
+
+// kernels_<family>_t<part>.o and .h: the family compiled for one target. A
+// target identical to an earlier one, or a family with no kernels yet, still
+// produces a valid object (holding one unused function).
+int compile_part(const std::string &family, const KernelTargets &targets, int part, const std::string &dir) {
+    if (part < 0 || part >= static_cast<int>(targets.list.size()))
+        throw std::runtime_error("--part " + std::to_string(part) + " is not one of the " +
+                                 std::to_string(targets.list.size()) + " targets");
+    Target target = targets.list[part].with_feature(Target::NoRuntime);
+    FamilyOut out{targets, part};
+    if (targets.first_same[part] == part) collect_family(family, target, out);
+    std::string base_name = dir + "/kernels_" + family + "_t" + std::to_string(part);
     std::vector<Module> &modules = out.modules;
-    std::ostringstream &table = out.table, &adaptors = out.adaptors;
-    std::string base_name = dir + "/kernels_" + family;
     if (modules.empty()) {
-        // A family with no kernels yet still produces a valid (empty) object.
-        std::ofstream(base_name + ".h") << "#pragma once\n";
-        Func dummy("tk_empty_" + family);
+        std::string name = "tk_unused_" + family + part_suffix(part);
+        Func dummy(name);
         Var x;
         dummy(x) = 0;
-        modules.push_back(dummy.compile_to_module({}, "tk_empty_" + family, target));
+        modules.push_back(dummy.compile_to_module({}, name, target));
     }
-    Module linked = link_modules("kernels_" + family, modules);
+    Module linked = link_modules("kernels_" + family + "_t" + std::to_string(part), modules);
     linked.compile({{OutputFileType::object, base_name + ".o"}, {OutputFileType::c_header, base_name + ".h"}});
+    return 0;
+}
+
+// kernels_<family>_table.cpp and kernels_<family>.h: the adaptors, and the
+// header that declares every target's kernels.
+int write_table(const std::string &family, const KernelTargets &targets, const std::string &dir) {
+    FamilyOut out{targets};
+    collect_family(family, targets.list.back(), out);
+    std::string base_name = dir + "/kernels_" + family;
+    std::ofstream h(base_name + ".h");
+    h << "// Generated by tessera-kernelc. Do not edit.\n#pragma once\n";
+    if (!out.table.str().empty())
+        for (size_t t = 0; t < targets.list.size(); t++)
+            if (targets.first_same[t] == static_cast<int>(t)) h << "#include \"kernels_" << family << "_t" << t << ".h\"\n";
     std::ofstream cpp(base_name + "_table.cpp");
     cpp << "// Generated by tessera-kernelc. Do not edit.\n"
         << "#include \"kernel_table.h\"\n#include \"kernels_" << family << ".h\"\n\n"
-        << "namespace tessera::lang::gen {\n\nnamespace {\n\n" << adaptors.str() << "}  // namespace\n\n"
+        << "namespace tessera::lang::gen {\n\nnamespace {\n\n" << out.adaptors.str() << "}  // namespace\n\n"
         << "const std::vector<KernelEntry> &kernels_" << family << "() {\n"
-        << "    static const std::vector<KernelEntry> table = {\n" << table.str() << "    };\n"
+        << "    static const std::vector<KernelEntry> table = {\n" << out.table.str() << "    };\n"
         << "    return table;\n}\n\n}  // namespace tessera::lang::gen\n";
+    return h && cpp ? 0 : 1;
+}
+
+// halide_runtime.o, for the features every target shares, and
+// kernel_targets.cpp: each target's name and its features as
+// halide_can_use_target_features() takes them.
+int compile_runtime(const KernelTargets &targets, const std::string &dir) {
+    compile_standalone_runtime(dir + "/halide_runtime.o", shared_target(targets.list));
+    constexpr int words = (Target::FeatureEnd + 63) / 64;
+    std::ofstream cpp(dir + "/kernel_targets.cpp");
+    cpp << "// Generated by tessera-kernelc. Do not edit.\n#include \"kernel_table.h\"\n\n"
+        << "static_assert((halide_target_feature_end + 63) / 64 == " << words
+        << ", \"tessera-kernelc and HalideRuntime.h disagree on the target features\");\n\n"
+        << "namespace tessera::lang::gen {\n\nconst std::vector<KernelTarget> &kernel_targets() {\n"
+        << "    static const std::vector<KernelTarget> targets = {\n";
+    for (const Target &t : targets.list) {
+        uint64_t bits[words] = {};
+        for (int f = 0; f < Target::FeatureEnd; f++)
+            if (t.has_feature(static_cast<Target::Feature>(f))) bits[f / 64] |= uint64_t(1) << (f % 64);
+        cpp << "        {\"" << t.to_string() << "\", {";
+        for (int w = 0; w < words; w++) cpp << (w ? ", " : "") << "0x" << std::hex << bits[w] << std::dec << "ull";
+        cpp << "}},\n";
+    }
+    cpp << "    };\n    return targets;\n}\n\n}  // namespace tessera::lang::gen\n";
     return cpp ? 0 : 1;
 }
 
@@ -217,28 +334,29 @@ int compile_family(const std::string &family, const Target &base, const std::str
 
 int main(int argc, char **argv) {
     std::string family, target = "host", dir = ".";
-    bool runtime = false;
+    bool runtime = false, table = false;
+    int part = 0;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--family" && i + 1 < argc) family = argv[++i];
         else if (a == "--target" && i + 1 < argc) target = argv[++i];
         else if (a == "--out-dir" && i + 1 < argc) dir = argv[++i];
+        else if (a == "--part" && i + 1 < argc) part = std::atoi(argv[++i]);
         else if (a == "--runtime") runtime = true;
+        else if (a == "--table") table = true;
         else {
             std::cerr << "tessera-kernelc: unknown argument '" << a << "'\n";
             return 2;
         }
     }
     try {
-        if (runtime) {
-            compile_standalone_runtime(dir + "/halide_runtime.o", parse_target(target));
-            return 0;
-        }
+        KernelTargets targets = parse_targets(target);
+        if (runtime) return compile_runtime(targets, dir);
         if (family.empty()) {
             std::cerr << "tessera-kernelc: --family or --runtime is required\n";
             return 2;
         }
-        return compile_family(family, parse_target(target), dir);
+        return table ? write_table(family, targets, dir) : compile_part(family, targets, part, dir);
     } catch (const std::exception &e) {
         std::cerr << "tessera-kernelc: " << e.what() << "\n";
         return 1;

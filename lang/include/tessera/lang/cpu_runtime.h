@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tessera {
 
@@ -17,9 +18,18 @@ int openblas_threads();  // the pool OpenBLAS uses now
 // "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64": its
 // version, build options and the core it detected (openblas_get_config).
 std::string openblas_config();
-// The Halide target the ahead-of-time kernels were compiled for, with the
-// features it resolved "host" to ("x86-64-linux-avx-avx2-fma-..."): read from
-// a compiled kernel's metadata, so it is what runs.
+// The Halide targets the ahead-of-time kernels were compiled for
+// (TESSERA_HALIDE_TARGET, "host" resolved to this build machine's features),
+// in the order they are tried: the fastest first, a portable baseline last.
+std::vector<std::string> halide_kernel_targets();
+// The one that runs ("x86-64-linux-avx-avx2-f16c-fma-sse41"): the first of
+// them whose features this CPU has, as the Halide runtime's
+// halide_can_use_target_features() reports them, chosen once, at the first
+// kernel call (or here). Every kernel runs that target. When this CPU has none
+// of them it says so, and a kernel call throws tessera::Error.
 std::string halide_kernel_target();
+// Chooses again. For tests: after installing a hook with Halide's
+// halide_set_custom_can_use_target_features(), and never while kernels run.
+void choose_halide_kernel_target();
 
 }  // namespace tessera
