@@ -172,9 +172,7 @@ std::string partition_banner(const JobMachine &machine, const RunPlan &run, cons
                      run.lowered->comm_nodes, format_bytes(run.lowered->comm_bytes),
                      format_bytes(run.partition->lowered_comm_bytes()));
     if (choice.cuda)
-        s += nccl ? "collectives: all-reduces on the GPU through NCCL, the rest staged through pinned host memory "
-                    "over MPI\n"
-                  : "collectives: staged through pinned host memory over MPI\n";
+        s += nccl ? "collectives: on the GPU through NCCL\n" : "collectives: staged through pinned host memory over MPI\n";
     return s;
 }
 

@@ -163,4 +163,100 @@ void Collective::redistribute(Communicator &comm, const std::byte *in, std::byte
     for (const auto &[region, frame] : local_) copy_box(in, in_box_, out, frame, region, elem_);
 }
 
+// ---------------------------------------------------------------------------
+// On device memory, through a communicator that issues onto streams.
+
+namespace {
+
+// Fails naming the collective when the communicator could not issue it.
+void issued(bool ok, const Communicator &comm, const std::string &name, const char *what) {
+    TESSERA_CHECK(ok, "communication node '", name, "': the device communicator (", comm.backend(), ") cannot ",
+                  what, " on a stream; use NCCL (--comm nccl), or --comm mpi to stage through host memory");
+}
+
+}  // namespace
+
+std::vector<Group> Collective::groups() const {
+    if (kind_ == Kind::Redistribute || group_.size() == world_) return {};
+    return {group_};
+}
+
+void Collective::enqueue(Device &dev, StreamKind s, Communicator &comm, const std::byte *in, std::byte *out) const {
+    switch (kind_) {
+    case Kind::AllReduce: enqueue_all_reduce(dev, s, comm, in, out); return;
+    case Kind::ReduceScatter: enqueue_reduce_scatter(dev, s, comm, in, out); return;
+    case Kind::Redistribute: enqueue_redistribute(dev, s, comm, in, out); return;
+    }
+}
+
+void Collective::enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
+                                    std::byte *out) const {
+    const size_t n = static_cast<size_t>(in_box_.elements());
+    if (in != out) dev.copy_in_arena_async(s, out, in, n * elem_);
+    void *stream = dev.native_stream(s);
+    if (f64_) issued(comm.enqueue_all_reduce_f64(reinterpret_cast<double *>(out), n, group_, stream), comm, name_,
+                     "all-reduce doubles");
+    else if (reduce_ == ReduceOp::Max)
+        issued(comm.enqueue_all_reduce_max(reinterpret_cast<float *>(out), n, group_, stream), comm, name_,
+               "all-reduce by maximum");
+    else issued(comm.enqueue_all_reduce(reinterpret_cast<float *>(out), n, group_, stream), comm, name_, "all-reduce");
+}
+
+// In rounds: round r packs elements [r*c, (r+1)*c) of every member's chunk
+// (c: the workspace's send half over the group), and reduce-scatters them
+// into the same elements of this rank's output.
+void Collective::enqueue_reduce_scatter(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
+                                        std::byte *out) const {
+    const int64_t k = group_.size();
+    const int64_t c = std::max<int64_t>(1, static_cast<int64_t>(dev.comm_workspace_bytes() / 2 / elem_) / k);
+    const size_t most = *std::max_element(chunk_counts_.begin(), chunk_counts_.end());
+    std::byte *packed = dev.comm_workspace();
+    const int me = group_.index_of(rank_);
+    for (int64_t first = 0; first < static_cast<int64_t>(most); first += c) {
+        std::vector<size_t> counts(chunks_.size());
+        int64_t at = 0;
+        for (size_t j = 0; j < chunks_.size(); j++) {
+            const int64_t left = static_cast<int64_t>(chunk_counts_[j]) - first;
+            counts[j] = static_cast<size_t>(std::clamp<int64_t>(left, 0, c));
+            dev.copy_box_async(s, {in, in_box_, false, packed + at * elem_, Box{}, true, chunks_[j], elem_, first,
+                                   static_cast<int64_t>(counts[j])});
+            at += static_cast<int64_t>(counts[j]);
+        }
+        std::byte *mine = counts[me] > 0 ? out + first * static_cast<int64_t>(elem_) : out;
+        issued(comm.enqueue_reduce_scatter(reinterpret_cast<const float *>(packed), reinterpret_cast<float *>(mine),
+                                           counts, group_, dev.native_stream(s)),
+               comm, name_, "reduce-scatter");
+    }
+}
+
+// The pairwise rounds of redistribute(), each piece in chunks of at most half
+// the workspace: chunk j of the piece sent to rank + s and of the piece
+// received from rank - s go together, packed from the input and unpacked
+// into the output by box copies.
+void Collective::enqueue_redistribute(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
+                                      std::byte *out) const {
+    const size_t half = dev.comm_workspace_bytes() / 2;
+    const int64_t c = std::max<int64_t>(1, static_cast<int64_t>(half / elem_));
+    std::byte *send_ws = dev.comm_workspace(), *recv_ws = send_ws + half;
+    for (int round = 1; round < world_; round++) {
+        const int dst = (rank_ + round) % world_, src = (rank_ - round + world_) % world_;
+        const CommPiece *send = send_to_[dst] >= 0 ? &sends_[send_to_[dst]] : nullptr;
+        const CommPiece *recv = recv_from_[src] >= 0 ? &recvs_[recv_from_[src]] : nullptr;
+        const int64_t ns = send ? send->box.elements() : 0, nr = recv ? recv->box.elements() : 0;
+        for (int64_t first = 0; first < std::max(ns, nr); first += c) {
+            const int64_t cs = std::clamp<int64_t>(ns - first, 0, c), cr = std::clamp<int64_t>(nr - first, 0, c);
+            std::vector<Communicator::Transfer> sends, recvs;
+            if (cs > 0) {
+                dev.copy_box_async(s, {in, in_box_, false, send_ws, Box{}, true, send->box, elem_, first, cs});
+                sends.push_back({dst, send_ws, static_cast<size_t>(cs) * elem_});
+            }
+            if (cr > 0) recvs.push_back({src, recv_ws, static_cast<size_t>(cr) * elem_});
+            issued(comm.enqueue_exchange(sends, recvs, dev.native_stream(s)), comm, name_, "send and receive");
+            if (cr > 0) dev.copy_box_async(s, {recv_ws, Box{}, true, out, out_box_, false, recv->box, elem_, first, cr});
+        }
+    }
+    for (const auto &[region, frame] : local_)
+        dev.copy_box_async(s, {in, in_box_, false, out, frame, false, region, elem_, 0, region.elements()});
+}
+
 }  // namespace tessera

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/exec/device.h"
 #include "tessera/graph/box.h"
 #include "tessera/graph/comm_attrs.h"
 #include "tessera/graph/graph.h"
@@ -23,17 +24,27 @@ public:
 
     // `in` and `out` are the node's input and output buffers (host memory).
     void run(Communicator &comm, const std::byte *in, std::byte *out);
+    // The same on device memory, issued onto `stream` of `dev` without
+    // waiting, through a communicator that runs collectives on streams
+    // (NCCL): all-reduces in place in the output; redistributions and
+    // reduce-scatters pack their pieces into the device's comm workspace with
+    // box copies, in chunks of at most half of it each way, and unpack what
+    // arrives. Throws tessera::Error when `comm` cannot issue onto a stream.
+    void enqueue(Device &dev, StreamKind stream, Communicator &comm, const std::byte *in, std::byte *out) const;
+    // The communicator groups enqueue() uses beyond the world (sub-groups),
+    // for the communicator to make before the first step.
+    std::vector<Group> groups() const;
 
     int64_t bytes() const { return bytes_; }  // what lowering says this rank sends
-    // A sum all-reduce needs no host-side copies, so a device communicator can
-    // run it on device memory: its group and element count.
-    bool is_all_reduce() const { return kind_ == Kind::AllReduce && reduce_ == ReduceOp::Sum && !f64_; }
-    const Group &group() const { return group_; }
-    size_t elements() const { return static_cast<size_t>(in_box_.elements()); }
 
 private:
     enum class Kind : uint8_t { Redistribute, AllReduce, ReduceScatter };
     void redistribute(Communicator &comm, const std::byte *in, std::byte *out);
+    void enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const std::byte *in, std::byte *out) const;
+    void enqueue_reduce_scatter(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
+                                std::byte *out) const;
+    void enqueue_redistribute(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
+                              std::byte *out) const;
     // The constructor's steps: each kind's attributes, checked against the buffers.
     void check_box(const Box &b, const Box &frame, const char *what) const;
     void take_pieces(const std::vector<CommPiece> &pieces, const char *what, const Box &frame,

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "gpu/box_copy.h"
 #include "tessera/error.h"
 #include "tessera/size.h"
 
@@ -89,6 +90,22 @@ void Device::copy_in_arena_async(StreamKind s, void *dst, const void *src, size_
 
 void Device::do_copy_in_arena_async(StreamKind s, void *dst, const void *src, size_t bytes) {
     stream(s).enqueue([dst, src, bytes] { std::memmove(dst, src, bytes); });
+}
+
+void Device::copy_box_async(StreamKind s, const BoxCopyArgs &copy) {
+    if (copy.count == 0) return;
+    do_copy_box_async(s, copy);
+}
+
+void Device::do_copy_box_async(StreamKind s, const BoxCopyArgs &copy) {
+    stream(s).enqueue([k = gpu::box_copy(copy), n = copy.count] {
+        for (int64_t i = 0; i < n; i++) k(i);
+    });
+}
+
+std::byte *Device::comm_workspace() {
+    if (comm_workspace_.empty()) comm_workspace_.resize(comm_workspace_bytes());
+    return comm_workspace_.data();
 }
 
 int64_t Device::arena_offset(const void *p, size_t bytes, const char *what) {

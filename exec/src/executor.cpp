@@ -42,7 +42,7 @@ struct Executor::Prepared {
         // input is copied to `stage_in`, the collective runs on host memory,
         // and `stage_out` is copied back (pinned, allocated once per program).
         PinnedBuffer stage_in, stage_out;
-        bool on_device = false;  // an all-reduce on device memory through the device communicator
+        bool on_device = false;  // a collective on device memory through the device communicator
         std::chrono::steady_clock::time_point started{};  // set on the stream thread when timing
     };
     Program program;  // the cache key
@@ -156,9 +156,10 @@ Executor::Prepared &Executor::prepare(const Program &p) {
         }
     }
     std::vector<VerifiedInstruction> verified = verify_program(graph_, p, plan_);
+    const bool device_collectives = device_comm_ != nullptr && !device_.host_can_address_arena();
     for (size_t i = 0; i < p.instructions.size(); i++)
-        TESSERA_CHECK(p.instructions[i].kind != Kind::Collective || comm_, "program instruction ", i,
-                      " runs the collective '", graph_.node(p.instructions[i].node).call.name,
+        TESSERA_CHECK(p.instructions[i].kind != Kind::Collective || comm_ || device_collectives,
+                      "program instruction ", i, " runs the collective '", graph_.node(p.instructions[i].node).call.name,
                       "', but the executor has no communicator (set_communicator)");
 
     auto prep = std::make_unique<Prepared>();
@@ -199,8 +200,15 @@ void Executor::resolve_step(const Program &p, size_t i, const VerifiedInstructio
     for (size_t k = 0; k < node.outputs.size(); k++)
         step.outputs.push_back({device_.arena() + v.outputs[k], graph_.tensor(node.outputs[k]).type});
     if (in.kind != Kind::Collective) return;
-    step.collective = std::make_unique<Collective>(graph_, in.node, comm_->rank(), comm_->size());
-    step.on_device = !device_.host_can_address_arena() && device_comm_ != nullptr && step.collective->is_all_reduce();
+    step.on_device = !device_.host_can_address_arena() && device_comm_ != nullptr;
+    const Communicator &comm = step.on_device ? *device_comm_ : *comm_;
+    step.collective = std::make_unique<Collective>(graph_, in.node, comm.rank(), comm.size());
+    if (step.on_device) {
+        // Made now, in program order on every rank, not while a step's
+        // collectives are in flight on the comm stream.
+        for (const Group &g : step.collective->groups()) device_comm_->prepare_group(g);
+        device_.comm_workspace();
+    }
     if (!device_.host_can_address_arena() && !step.on_device) {
         step.stage_in = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.inputs[0]).type.bytes()));
         step.stage_out = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.outputs[0]).type.bytes()));
@@ -251,14 +259,9 @@ StepStats Executor::run(const Program &p) {
                 break;
             case Kind::Collective:
                 if (st.on_device) {
-                    const size_t n = st.collective->elements();
-                    if (st.inputs[0].data != st.outputs[0].data)
-                        device_.copy_in_arena_async(st.stream, st.outputs[0].data, st.inputs[0].data, n * 4);
-                    TESSERA_CHECK(device_comm_->enqueue_all_reduce(static_cast<float *>(st.outputs[0].data), n,
-                                                                   st.collective->group(),
-                                                                   device_.native_stream(st.stream)),
-                                  "the device communicator (", device_comm_->backend(),
-                                  ") cannot all-reduce device memory on a stream; use NCCL, or no device communicator");
+                    st.collective->enqueue(device_, st.stream, *device_comm_,
+                                           static_cast<const std::byte *>(st.inputs[0].data),
+                                           static_cast<std::byte *>(st.outputs[0].data));
                     break;
                 }
                 if (st.stage_in.data() == nullptr) {

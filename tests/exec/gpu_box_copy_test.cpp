@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -29,11 +30,9 @@ void check_copy(const Box &from, const Box &to, const Box &region, size_t elem, 
     for (std::byte &b : src) b = static_cast<std::byte>(rng());
     for (size_t i = 0; i < want.size(); i++) want[i] = got[i] = static_cast<std::byte>(i * 7);
     copy_box(src.data(), from, want.data(), to, region, elem);
-    int64_t n = -1;
-    const gpu::BoxCopy k = gpu::box_copy(src.data(), from, got.data(), to, region, elem, &n);
-    EXPECT_EQ(n, region.elements());
+    BoxCopyArgs a{src.data(), from, false, got.data(), to, false, region, elem, 0, region.elements()};
     gpu::HostExec ex(0);
-    ex.for_each(n, k);
+    ex.for_each(a.count, gpu::box_copy(a));
     EXPECT_EQ(got, want) << "from " << from.str() << " to " << to.str() << " region " << region.str() << ", "
                          << elem << "-byte elements";
 }
@@ -57,11 +56,32 @@ TEST(GpuBoxCopy, WholeBuffersAndAScalar) {
     check_copy(whole, whole, whole, 4, rng);
     Box scalar = Box::whole({});
     check_copy(scalar, scalar, scalar, 8, rng);
-    int64_t n = -1;
-    Box empty = whole;
-    empty.hi[1] = empty.lo[1];
-    gpu::box_copy(nullptr, whole, nullptr, whole, empty, 4, &n);
-    EXPECT_EQ(n, 0);
+}
+
+// Chunks of a region packed into a dense run and unpacked again, as a
+// collective's send and receive do: the run holds the region's elements in
+// row-major order, and unpacking every chunk rebuilds copy_box's result.
+TEST(GpuBoxCopy, ChunksPackAndUnpackInRegionOrder) {
+    std::mt19937 rng(11);
+    const Box from = Box::whole({5, 6, 7}), to{{1, 0, 2}, {6, 4, 9}};
+    const Box region{{1, 1, 2}, {5, 4, 7}};
+    std::vector<float> src(static_cast<size_t>(from.elements())), want(static_cast<size_t>(to.elements()), -1.0f);
+    for (float &v : src) v = static_cast<float>(rng() % 1000);
+    std::vector<float> got = want, packed_whole(static_cast<size_t>(region.elements()));
+    copy_box(src.data(), from, want.data(), to, region, 4);
+    copy_box(src.data(), from, packed_whole.data(), region, region, 4);
+    gpu::HostExec ex(0);
+    const int64_t n = region.elements(), chunk = 7;
+    for (int64_t first = 0; first < n; first += chunk) {
+        const int64_t count = std::min(chunk, n - first);
+        std::vector<float> run(static_cast<size_t>(count));
+        BoxCopyArgs pack{src.data(), from, false, run.data(), Box{}, true, region, 4, first, count};
+        ex.for_each(count, gpu::box_copy(pack));
+        EXPECT_EQ(run, std::vector<float>(packed_whole.begin() + first, packed_whole.begin() + first + count));
+        BoxCopyArgs unpack{run.data(), Box{}, true, got.data(), to, false, region, 4, first, count};
+        ex.for_each(count, gpu::box_copy(unpack));
+    }
+    EXPECT_EQ(got, want);
 }
 
 }  // namespace

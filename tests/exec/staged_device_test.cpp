@@ -28,7 +28,10 @@ namespace {
 
 class StagedCpuDevice final : public Device {
 public:
-    explicit StagedCpuDevice(int64_t arena) : cpu_(arena) {}
+    // A comm workspace of `comm_bytes` (default: the device default) lets a
+    // test force collectives on device memory into many small chunks.
+    explicit StagedCpuDevice(int64_t arena, size_t comm_bytes = kDefaultCommWorkspaceBytes)
+        : cpu_(arena), comm_bytes_(comm_bytes) {}
     std::string name() const override { return "staged-cpu"; }
     int64_t arena_bytes() const override { return cpu_.arena_bytes(); }
     std::byte *arena() override { return cpu_.arena(); }
@@ -37,6 +40,7 @@ public:
     Stream &stream(StreamKind kind) override { return cpu_.stream(kind); }
     std::unique_ptr<Event> create_event() override { return cpu_.create_event(); }
     void *native_stream(StreamKind kind) override { return &cpu_.stream(kind); }
+    size_t comm_workspace_bytes() const override { return comm_bytes_; }
 
 protected:
     void do_copy_to_device(void *dst, const void *src, size_t bytes) override {
@@ -46,27 +50,75 @@ protected:
 
 private:
     CpuDevice cpu_;
+    size_t comm_bytes_;
 };
 
-// Stands in for NCCL: all-reduces issued onto the stream that native_stream()
-// gave (here the CPU device's Stream), run there by a host communicator.
+// Stands in for NCCL: collectives issued onto the stream that native_stream()
+// gave (here the CPU device's Stream), run there by a host communicator on
+// the buffers as they are then (the staged device's "device memory" is host
+// memory). It records what was issued, and whether a sub-group's collective
+// came before the group was prepared.
 class OnStreamCommunicator final : public Communicator {
 public:
     explicit OnStreamCommunicator(Communicator &inner) : Communicator(inner.rank(), inner.size()), inner_(inner) {}
     const char *backend() const override { return "on-stream"; }
+    // Each counted when issued, as NCCL counts: the host algorithms' bytes.
     bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *stream) override {
-        issued++;
-        static_cast<Stream *>(stream)->enqueue([this, data, count, g] { inner_.all_reduce(data, count, g); });
-        return true;
+        counted(CommOp::AllReduce, all_reduce_bytes(count, g));
+        return issue("all_reduce", g, stream, [=, this] { inner_.all_reduce(data, count, g); });
     }
-    int issued = 0;
+    bool enqueue_all_reduce_f64(double *data, size_t count, const Group &g, void *stream) override {
+        counted(CommOp::AllReduce, 2 * all_reduce_bytes(count, g));
+        return issue("all_reduce_f64", g, stream, [=, this] { inner_.all_reduce_f64(data, count, g); });
+    }
+    bool enqueue_all_reduce_max(float *data, size_t count, const Group &g, void *stream) override {
+        counted(CommOp::AllReduce, all_reduce_bytes(count, g));
+        return issue("all_reduce_max", g, stream, [=, this] { inner_.all_reduce(data, count, g, ReduceOp::Max); });
+    }
+    bool enqueue_reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g,
+                                void *stream) override {
+        counted(CommOp::ReduceScatter, g.size() == 1 ? 0 : reduce_scatter_bytes(counts, g.index_of(rank())));
+        return issue("reduce_scatter", g, stream, [=, this] { inner_.reduce_scatter(in, out, counts, g); });
+    }
+    bool enqueue_exchange(const std::vector<Transfer> &sends, const std::vector<Transfer> &recvs,
+                          void *stream) override {
+        if (sends.size() > 1 || recvs.size() > 1) fail("the stand-in sends and receives one piece at a time");
+        counted(CommOp::SendRecv, sends.empty() ? 0 : static_cast<int64_t>(sends[0].bytes));
+        return issue("exchange", world_group(), stream, [=, this] {
+            if (!sends.empty() && !recvs.empty())
+                inner_.sendrecv(sends[0].data, sends[0].bytes, sends[0].peer, recvs[0].data, recvs[0].bytes,
+                                recvs[0].peer);
+            else if (!sends.empty()) inner_.send(sends[0].data, sends[0].bytes, sends[0].peer);
+            else if (!recvs.empty()) inner_.recv(recvs[0].data, recvs[0].bytes, recvs[0].peer);
+        });
+    }
+    void prepare_group(const Group &g) override { prepared.push_back(g.ranks); }
+
+    std::map<std::string, int> issued;  // by operation
+    std::vector<std::vector<int>> prepared;
+    bool unprepared_group = false;  // a sub-group's collective before its prepare_group
 
 protected:
     void exchange(const void *, size_t, int, void *, size_t, int, CommOp, const Group &) override {
-        fail("the on-stream communicator only all-reduces");
+        fail("the on-stream communicator only issues onto streams");
     }
 
 private:
+    int64_t all_reduce_bytes(size_t count, const Group &g) const {
+        return g.size() == 1 ? 0 : algorithm_bytes(CommOp::AllReduce, count, g.size(), g.index_of(rank()));
+    }
+    void counted(CommOp op, int64_t bytes) {
+        count_call(op);
+        count(op, bytes);
+    }
+    template <class Work>
+    bool issue(const char *op, const Group &g, void *stream, Work work) {
+        issued[op]++;
+        if (g.size() < size() && std::find(prepared.begin(), prepared.end(), g.ranks) == prepared.end())
+            unprepared_group = true;
+        static_cast<Stream *>(stream)->enqueue(work);
+        return true;
+    }
     Communicator &inner_;
 };
 
@@ -146,73 +198,121 @@ TEST(StagedDevice, SwappedTrainingMatchesTheCpuDeviceAndCountsTheSame) {
 
 // Two ranks in threads: every collective of the staged device goes device ->
 // pinned host -> communicator -> pinned host -> device; with a device
-// communicator, all-reduces instead run on device memory, issued onto the comm
-// stream. Each is bit-identical to the plain CPU device.
-enum class Comm { Cpu, Staged, StagedWithDeviceComm };
+// communicator, every collective instead runs on device memory, issued onto
+// the comm stream (all-reduces in place; redistributions and reduce-scatters
+// packed and unpacked by box copies through the comm workspace), and the
+// executor gets no host communicator at all, so nothing can stage. A comm
+// workspace of 256 bytes forces every piece into many chunks. Each is
+// bit-identical to the plain CPU device, and counts the planned bytes.
+enum class Comm { Cpu, Staged, DeviceComm, DeviceCommSmallChunks };
 
-void check_partitioned(PartitionStrategy strategy, bool expect_all_reduce) {
-    Graph g = training_graph("mlp:hidden=64", 8);
+struct DeviceCommRecord {
+    std::map<std::string, int> issued;
+    size_t groups_prepared = 0;
+    bool groups_prepared_first = true;
+};
+
+TrainRun train_rank(const Graph &g, const Plan &plan, int r, Comm mode, Communicator &comm, int64_t &planned,
+                    DeviceCommRecord &record) {
+    DeviceGraph dg = lower(g, plan, r);
+    planned = dg.comm_bytes;
+    std::vector<NodeId> order = default_order(dg.graph);
+    MemoryPlan mp = plan_memory(dg.graph, order);
+    std::unique_ptr<Device> dev;
+    if (mode == Comm::Cpu) dev = std::make_unique<CpuDevice>(mp.arena_bytes);
+    else if (mode == Comm::DeviceCommSmallChunks) dev = std::make_unique<StagedCpuDevice>(mp.arena_bytes, 256);
+    else dev = std::make_unique<StagedCpuDevice>(mp.arena_bytes);
+    OnStreamCommunicator on_stream(comm);
+    Executor ex(dg.graph, *dev, mp);
+    const bool device_comm = mode == Comm::DeviceComm || mode == Comm::DeviceCommSmallChunks;
+    if (device_comm) ex.set_device_communicator(&on_stream);
+    else ex.set_communicator(&comm);
+    TrainRun run = train(ex, build_program(dg.graph, order), 3, r);
+    record.issued = on_stream.issued;
+    record.groups_prepared = on_stream.prepared.size();
+    record.groups_prepared_first = !on_stream.unprepared_group;
+    return run;
+}
+
+// Trains `spec` partitioned over `ranks` threads in every mode; returns what
+// the device communicator issued on rank 0 (and, under "prepared groups",
+// how many sub-groups it was asked to make before the first step).
+std::map<std::string, int> check_partitioned(const std::string &spec, PartitionStrategy strategy, int ranks = 2) {
+    Graph g = training_graph(spec, 8);
     PartitionOptions po;
     po.strategy = strategy;
     po.executable = true;
-    Plan plan = partition(g, flat_machine(2), po);
+    Plan plan = partition(g, flat_machine(ranks), po);
     std::map<Comm, std::vector<TrainRun>> runs;
-    std::vector<int64_t> planned(2);
-    std::vector<int> issued(2);
-    for (Comm mode : {Comm::Cpu, Comm::Staged, Comm::StagedWithDeviceComm}) {
-        auto comms = make_thread_communicators(2);
+    std::vector<int64_t> planned(ranks);
+    std::map<Comm, std::vector<DeviceCommRecord>> records;
+    for (Comm mode : {Comm::Cpu, Comm::Staged, Comm::DeviceComm, Comm::DeviceCommSmallChunks}) {
+        auto comms = make_thread_communicators(ranks);
         std::vector<std::thread> threads;
-        std::vector<std::string> errors(2);
-        runs[mode].resize(2);
-        for (int r = 0; r < 2; r++)
+        std::vector<std::string> errors(ranks);
+        runs[mode].resize(ranks);
+        records[mode].resize(ranks);
+        for (int r = 0; r < ranks; r++)
             threads.emplace_back([&, r] {
                 try {
-                    DeviceGraph dg = lower(g, plan, r);
-                    planned[r] = dg.comm_bytes;
-                    std::vector<NodeId> order = default_order(dg.graph);
-                    MemoryPlan mp = plan_memory(dg.graph, order);
-                    std::unique_ptr<Device> dev;
-                    if (mode == Comm::Cpu) dev = std::make_unique<CpuDevice>(mp.arena_bytes);
-                    else dev = std::make_unique<StagedCpuDevice>(mp.arena_bytes);
-                    OnStreamCommunicator on_stream(*comms[r]);
-                    Executor ex(dg.graph, *dev, mp);
-                    ex.set_communicator(comms[r].get());
-                    if (mode == Comm::StagedWithDeviceComm) ex.set_device_communicator(&on_stream);
-                    runs[mode][r] = train(ex, build_program(dg.graph, order), 3, r);
-                    if (mode == Comm::StagedWithDeviceComm) issued[r] = on_stream.issued;
+                    runs[mode][r] = train_rank(g, plan, r, mode, *comms[r], planned[r], records[mode][r]);
                 } catch (const std::exception &e) {
                     errors[r] = e.what();
                 }
             });
         for (auto &t : threads) t.join();
-        for (int r = 0; r < 2; r++) ASSERT_EQ(errors[r], "") << "rank " << r;
+        for (int r = 0; r < ranks; r++) EXPECT_EQ(errors[r], "") << "rank " << r << " mode " << int(mode);
     }
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < ranks; r++) {
         SCOPED_TRACE("rank " + std::to_string(r));
-        ASSERT_GT(planned[r], 0);
-        if (expect_all_reduce) {
-            EXPECT_GT(issued[r], 0);
-        }
+        EXPECT_GT(planned[r], 0);
+        EXPECT_TRUE(records[Comm::DeviceComm][r].groups_prepared_first);
+        // 256 bytes of workspace cut the pieces into more chunks.
+        const std::map<std::string, int> &whole = records[Comm::DeviceComm][r].issued,
+                                          &small = records[Comm::DeviceCommSmallChunks][r].issued;
+        for (const char *op : {"exchange", "reduce_scatter"})
+            if (whole.count(op)) EXPECT_GT(small.at(op), whole.at(op)) << op;
         const std::vector<TrainRun> &want = runs[Comm::Cpu];
-        for (Comm mode : {Comm::Staged, Comm::StagedWithDeviceComm}) {
+        for (Comm mode : {Comm::Staged, Comm::DeviceComm, Comm::DeviceCommSmallChunks}) {
             const std::vector<TrainRun> &got = runs[mode];
-            ASSERT_EQ(want[r].values.size(), got[r].values.size());
-            for (size_t k = 0; k < want[r].values.size(); k++)
+            EXPECT_EQ(want[r].values.size(), got[r].values.size()) << "mode " << int(mode);
+            for (size_t k = 0; k < std::min(want[r].values.size(), got[r].values.size()); k++)
                 EXPECT_TRUE(want[r].values[k] == got[r].values[k]) << "mode " << int(mode) << " value " << k;
-            for (size_t s = 0; s < got[r].stats.size(); s++) {
+            for (size_t s = 0; s < std::min(want[r].stats.size(), got[r].stats.size()); s++) {
                 EXPECT_EQ(got[r].stats[s].comm_bytes, planned[r]) << "mode " << int(mode) << " step " << s;
                 EXPECT_EQ(got[r].stats[s].arena_high_water, want[r].stats[s].arena_high_water) << "step " << s;
             }
         }
     }
+    std::map<std::string, int> issued = records[Comm::DeviceComm][0].issued;
+    issued["prepared groups"] = static_cast<int>(records[Comm::DeviceComm][0].groups_prepared);
+    return issued;
 }
 
-TEST(StagedDevice, TofuPartitionedTrainingStagesCollectivesThroughHostMemory) {
-    check_partitioned(PartitionStrategy::Tofu, false);
+TEST(StagedDevice, TofuPartitionedTrainingRunsEveryCollectiveOnDeviceMemory) {
+    std::map<std::string, int> issued = check_partitioned("mlp:hidden=64", PartitionStrategy::Tofu);
+    EXPECT_GT(issued["exchange"] + issued["reduce_scatter"], 0);
+}
+
+// Four ranks cut twice: collectives over pairs, whose groups the device
+// communicator makes when the program is prepared, before any is issued.
+TEST(StagedDevice, SubGroupsAreMadeBeforeTheFirstStep) {
+    std::map<std::string, int> issued = check_partitioned("mlp:hidden=64", PartitionStrategy::Tofu, 4);
+    EXPECT_GT(issued["prepared groups"], 0);
 }
 
 TEST(StagedDevice, DataParallelAllReducesRunOnDeviceMemoryThroughTheDeviceCommunicator) {
-    check_partitioned(PartitionStrategy::DataParallel, true);
+    std::map<std::string, int> issued = check_partitioned("mlp:hidden=64", PartitionStrategy::DataParallel);
+    EXPECT_GT(issued["all_reduce"], 0);
+}
+
+// Batch norm's statistics all-reduce in double; Tofu's plan for the CNN over
+// three ranks redistributes unevenly.
+TEST(StagedDevice, CnnCollectivesOfEveryKindRunOnDeviceMemory) {
+    std::map<std::string, int> data = check_partitioned("cnn:channels=4,hidden=16", PartitionStrategy::DataParallel);
+    EXPECT_GT(data["all_reduce_f64"], 0);
+    std::map<std::string, int> tofu = check_partitioned("cnn:channels=4,hidden=16", PartitionStrategy::Tofu, 3);
+    EXPECT_GT(tofu["exchange"] + tofu["reduce_scatter"] + tofu["all_reduce"], 0);
 }
 
 }  // namespace

@@ -126,6 +126,38 @@ public:
     // stream), aborts the all-reduce so the stream drains, and breaks this
     // communicator.
     virtual bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) { return false; }
+    // Every other collective of device memory, on a stream in the same way
+    // (false, doing nothing, where the backend cannot), each counted like its
+    // host form when issued: an all-reduce of doubles (a sum), of floats by
+    // maximum, the reduce-scatter of unequal chunks, and a batch of
+    // point-to-point transfers that run together (a redistribution's;
+    // counted under SendRecv, the bytes sent). A batch's transfers with one
+    // peer match that peer's in issue order.
+    struct Transfer {
+        int peer = -1;  // a world rank, never this rank
+        void *data = nullptr;
+        size_t bytes = 0;
+    };
+    virtual bool enqueue_all_reduce_f64(double *data, size_t count, const Group &g, void *cuda_stream) {
+        return false;
+    }
+    virtual bool enqueue_all_reduce_max(float *data, size_t count, const Group &g, void *cuda_stream) {
+        return false;
+    }
+    virtual bool enqueue_reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts,
+                                        const Group &g, void *cuda_stream) {
+        return false;
+    }
+    virtual bool enqueue_exchange(const std::vector<Transfer> &sends, const std::vector<Transfer> &recvs,
+                                  void *cuda_stream) {
+        return false;
+    }
+    // Makes whatever `g` needs before its first collective (NCCL: the
+    // sub-group's communicator, collectively over its members). Call it on
+    // every member, in the same order, before the first step: no collective
+    // may be in flight, since making one may use the bootstrap communicator
+    // (MPI) from this thread. Collectives on a group not prepared fail.
+    virtual void prepare_group(const Group &g) {}
     // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
     virtual void all_gather(const void *in, void *out, size_t bytes_each, const Group &g);
     // `in` holds g.size() chunks of `count_each` floats; member j receives the sum of chunk j.

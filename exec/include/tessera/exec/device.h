@@ -50,6 +50,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/graph/box.h"
 #include "tessera/lang/kernels.h"
 #include "tessera/program/stream.h"  // StreamKind
 
@@ -122,6 +123,23 @@ struct MemoryCounters {
     bool operator==(const MemoryCounters &) const = default;
 };
 
+// One box copy on a device (Device::copy_box_async): elements [first,
+// first + count) of `region`, in its row-major order, from a buffer holding
+// box `from` into one holding box `to` (copy_box's arguments, graph/box.h).
+// A side marked packed is instead a dense run of just those `count`
+// elements: a collective's send or receive chunk. Elements of 4 or 8 bytes.
+struct BoxCopyArgs {
+    const void *src = nullptr;
+    Box from;
+    bool src_packed = false;
+    void *dst = nullptr;
+    Box to;
+    bool dst_packed = false;
+    Box region;
+    size_t elem = 4;
+    int64_t first = 0, count = 0;
+};
+
 class Device {
 public:
     Device() = default;
@@ -168,6 +186,21 @@ public:
     // The default enqueues a memcpy; a CUDA device issues a device-to-device
     // cudaMemcpyAsync.
     void copy_in_arena_async(StreamKind stream, void *dst, const void *src, size_t bytes);
+    // A box copy (BoxCopyArgs) in device memory, in stream order: how a
+    // collective packs and unpacks its pieces on the device. Both sides must
+    // stay valid until the stream has run it. The default enqueues the GPU
+    // kernel's body as a loop (exec/src/gpu/box_copy.h); a CUDA device
+    // launches it.
+    void copy_box_async(StreamKind stream, const BoxCopyArgs &copy);
+    // Device memory beside the arena where the comm stream's collectives pack
+    // their pieces: comm_workspace_bytes() bytes, made on first use, for the
+    // comm stream alone. The default is host memory (for devices whose arena
+    // the host can address, and tests); a CUDA device carves it from its
+    // workspaces.
+    virtual std::byte *comm_workspace();
+    virtual size_t comm_workspace_bytes() const { return kDefaultCommWorkspaceBytes; }
+    static constexpr size_t kDefaultCommWorkspaceBytes = size_t{32} << 20;
+
     // Host memory for copy_async(); throws tessera::Error when the host has
     // too little.
     virtual PinnedBuffer allocate_host(size_t bytes);
@@ -196,6 +229,7 @@ protected:
     virtual void do_copy_to_host(void *dst_host, const void *src_dev, size_t bytes) = 0;
     virtual void do_copy_async(StreamKind stream, void *dst, const void *src, size_t bytes, CopyDirection dir);
     virtual void do_copy_in_arena_async(StreamKind stream, void *dst, const void *src, size_t bytes);
+    virtual void do_copy_box_async(StreamKind stream, const BoxCopyArgs &copy);
 
 private:
     // Offset of [p, p + bytes) in the arena; throws when it is not inside.
@@ -203,6 +237,7 @@ private:
 
     std::atomic<int64_t> live_{0}, peak_{0}, high_water_{0};
     std::atomic<int64_t> swap_out_{0}, swap_in_{0}, comm_{0};
+    std::vector<std::byte> comm_workspace_;  // the default comm_workspace()
 };
 
 }  // namespace tessera

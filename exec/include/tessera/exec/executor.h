@@ -102,11 +102,13 @@ public:
     // The communicator that collective instructions use; it must outlive the
     // executor. Its rank and size must be those the graph was lowered for.
     void set_communicator(Communicator *comm) { comm_ = comm; }
-    // On a device whose arena the host cannot address (CUDA), all-reduces go to
-    // this communicator instead, on device memory, issued onto the comm stream
-    // (Communicator::enqueue_all_reduce: NCCL); every other collective still
-    // stages through host memory with set_communicator()'s. Same ranks; it
-    // must outlive the executor. Set it before the first run.
+    // On a device whose arena the host cannot address (CUDA), every
+    // collective goes to this communicator instead, on device memory, issued
+    // onto the comm stream (NCCL: all-reduces in place; redistributions and
+    // reduce-scatters packed and unpacked by box copies through the device's
+    // comm workspace). Without it they stage through host memory with
+    // set_communicator()'s. Same ranks; it must outlive the executor. Set it
+    // before the first run: sub-groups are made when a program is prepared.
     void set_device_communicator(Communicator *comm) { device_comm_ = comm; }
 
     // Changes a node's attribute between runs (e.g. an optimizer's lr, for a
