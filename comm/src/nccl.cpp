@@ -3,8 +3,10 @@
 //
 // Set-up: rank 0 of the bootstrap communicator (MPI) makes an ncclUniqueId and
 // broadcasts it over the bootstrap; every rank then joins with
-// ncclCommInitRankConfig. Sub-groups get their own ncclComm on first use, the
-// same way over the group's members only (the group's first rank makes the id,
+// ncclCommInitRankConfig. Sub-groups get their own ncclComm when the executor
+// prepares a program (prepare_group: before the first step, never while
+// collectives are in flight), or else on first use, the same way over the
+// group's members only (the group's first rank makes the id,
 // and its NCCL ranks follow the group's order, so all_gather and
 // reduce_scatter use group order). ncclCommSplit would be cheaper but is
 // collective over the whole parent communicator, and a group's collective is
@@ -24,7 +26,8 @@
 // says "waiting for the other members". Asynchronous NCCL errors (a peer died,
 // a network error) are turned into errors the same way.
 //
-// enqueue_all_reduce issues onto the caller's stream and returns at once, so
+// The enqueue_ operations (all-reduces of floats and doubles, reduce-scatters,
+// batches of sends and receives) issue onto the caller's stream and return at once, so
 // nobody waits there. A watchdog thread does instead (StreamWatchdog below):
 // it watches each such all-reduce through two events recorded around it, from
 // when the stream reaches it, and on a timeout or an asynchronous error reports
@@ -137,6 +140,35 @@ struct GroupComm {
     }
 };
 
+// Equal chunks: one ncclReduceScatter. Unequal chunks: one reduce per chunk
+// to its owner, in one group call (only the owner's `out` is written).
+ncclResult_t reduce_scatter_call(const float *in, float *out, const std::vector<size_t> &counts, ncclComm_t comm,
+                                 cudaStream_t stream) {
+    if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; }))
+        return ncclReduceScatter(in, out, counts[0], ncclFloat, ncclSum, comm, stream);
+    ncclResult_t rc = ncclGroupStart();
+    size_t offset = 0;
+    for (size_t j = 0; j < counts.size() && rc == ncclSuccess; j++) {
+        rc = ncclReduce(in + offset, out, counts[j], ncclFloat, ncclSum, static_cast<int>(j), comm, stream);
+        offset += counts[j];
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+}
+
+// A batch of sends and receives, in one group call so that NCCL runs them
+// together whatever order the peers post theirs in.
+ncclResult_t exchange_call(const std::vector<Communicator::Transfer> &sends,
+                           const std::vector<Communicator::Transfer> &recvs, ncclComm_t comm, cudaStream_t stream) {
+    ncclResult_t rc = ncclGroupStart();
+    for (size_t i = 0; i < sends.size() && rc == ncclSuccess; i++)
+        rc = ncclSend(sends[i].data, sends[i].bytes, ncclUint8, sends[i].peer, comm, stream);
+    for (size_t i = 0; i < recvs.size() && rc == ncclSuccess; i++)
+        rc = ncclRecv(recvs[i].data, recvs[i].bytes, ncclUint8, recvs[i].peer, comm, stream);
+    const ncclResult_t end = ncclGroupEnd();
+    return rc != ncclSuccess ? rc : end;
+}
+
 class NcclCommunicator final : public Communicator {
 public:
     NcclCommunicator(Communicator &bootstrap, int device)
@@ -168,7 +200,24 @@ public:
         this->count(op, algorithm_bytes(op, count, g.size(), g.index_of(rank())));
     }
 
-    bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) override;
+    bool enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) override {
+        return enqueue_reduction(data, count, ncclFloat, ncclSum, g, cuda_stream);
+    }
+    bool enqueue_all_reduce_f64(double *data, size_t count, const Group &g, void *cuda_stream) override {
+        return enqueue_reduction(data, count, ncclDouble, ncclSum, g, cuda_stream);
+    }
+    bool enqueue_all_reduce_max(float *data, size_t count, const Group &g, void *cuda_stream) override {
+        return enqueue_reduction(data, count, ncclFloat, ncclMax, g, cuda_stream);
+    }
+    bool enqueue_reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g,
+                                void *cuda_stream) override;
+    bool enqueue_exchange(const std::vector<Transfer> &sends, const std::vector<Transfer> &recvs,
+                          void *cuda_stream) override;
+    // The group's NCCL communicator, made now (collectively over its members).
+    void prepare_group(const Group &g) override {
+        check_usable(g, CommOp::AllReduce);
+        begin(g, CommOp::AllReduce);
+    }
 
     void all_gather(const void *in, void *out, size_t bytes_each, const Group &g) override {
         const CommOp op = CommOp::AllGather;
@@ -222,13 +271,11 @@ protected:
                   CommOp op, const Group &g) override {
         check_usable(g, op);
         use_device();
-        issue(world_, "ncclSend/ncclRecv", op, [&](ncclComm_t comm) {
-            ncclResult_t rc = ncclGroupStart();
-            if (dst >= 0 && rc == ncclSuccess) rc = ncclSend(send_buf, send_bytes, ncclUint8, dst, comm, stream_.s);
-            if (src >= 0 && rc == ncclSuccess) rc = ncclRecv(recv_buf, recv_bytes, ncclUint8, src, comm, stream_.s);
-            const ncclResult_t end = ncclGroupEnd();
-            return rc != ncclSuccess ? rc : end;
-        });
+        std::vector<Transfer> sends, recvs;
+        if (dst >= 0) sends.push_back({dst, const_cast<void *>(send_buf), send_bytes});
+        if (src >= 0) recvs.push_back({src, recv_buf, recv_bytes});
+        issue(world_, "ncclSend/ncclRecv", op,
+              [&](ncclComm_t comm) { return exchange_call(sends, recvs, comm, stream_.s); });
         wait(world_, op);
     }
 
@@ -242,6 +289,9 @@ private:
         CommOp op;
         DeadlineWatch watch;
     };
+
+    bool enqueue_reduction(void *data, size_t count, ncclDataType_t type, ncclRedOp_t red, const Group &g,
+                           void *cuda_stream);
 
     // The calling thread may not be the one that made this communicator, and
     // the current CUDA device is per thread.
@@ -468,24 +518,8 @@ void NcclCommunicator::reduce_scatter(const float *in, float *out, const std::ve
     for (size_t c : counts) total += c;
     if (total == 0) return;
     GroupComm &c = begin(g, op);
-    if (std::all_of(counts.begin(), counts.end(), [&](size_t n) { return n == counts[0]; })) {
-        issue(c, "ncclReduceScatter", op, [&](ncclComm_t comm) {
-            return ncclReduceScatter(in, out, counts[0], ncclFloat, ncclSum, comm, stream_.s);
-        });
-    } else {
-        // Unequal chunks: one reduce per chunk to its owner, in one group call
-        // (only the owner's `out` is written).
-        issue(c, "ncclReduce", op, [&](ncclComm_t comm) {
-            ncclResult_t rc = ncclGroupStart();
-            size_t offset = 0;
-            for (int j = 0; j < k && rc == ncclSuccess; j++) {
-                rc = ncclReduce(in + offset, out, counts[j], ncclFloat, ncclSum, j, comm, stream_.s);
-                offset += counts[j];
-            }
-            const ncclResult_t end = ncclGroupEnd();
-            return rc != ncclSuccess ? rc : end;
-        });
-    }
+    issue(c, "ncclReduceScatter", op,
+          [&](ncclComm_t comm) { return reduce_scatter_call(in, out, counts, comm, stream_.s); });
     wait(c, op);
     this->count(op, reduce_scatter_bytes(counts, me));
 }
@@ -523,7 +557,10 @@ void NcclCommunicator::all_to_all(const void *in, void *out, size_t bytes_each, 
 
 // Issued onto the caller's stream and not waited for: the watchdog thread
 // watches it, so the caller's thread and its stream go on at once.
-bool NcclCommunicator::enqueue_all_reduce(float *data, size_t count, const Group &g, void *cuda_stream) {
+// An all-reduce in place on the caller's stream, watched; counted like the
+// host ring with elements of `type`'s size.
+bool NcclCommunicator::enqueue_reduction(void *data, size_t count, ncclDataType_t type, ncclRedOp_t red,
+                                         const Group &g, void *cuda_stream) {
     const CommOp op = CommOp::AllReduce;
     check_usable(g, op);
     count_call(op);
@@ -531,8 +568,42 @@ bool NcclCommunicator::enqueue_all_reduce(float *data, size_t count, const Group
     auto stream = static_cast<cudaStream_t>(cuda_stream);
     GroupComm &c = begin(g, op);
     issue_watched(c, "ncclAllReduce", op, stream,
-                  [&](ncclComm_t comm) { return ncclAllReduce(data, data, count, ncclFloat, ncclSum, comm, stream); });
-    this->count(op, algorithm_bytes(op, count, g.size(), g.index_of(rank())));
+                  [&](ncclComm_t comm) { return ncclAllReduce(data, data, count, type, red, comm, stream); });
+    const int64_t ring = algorithm_bytes(op, count, g.size(), g.index_of(rank()));
+    this->count(op, type == ncclDouble ? 2 * ring : ring);
+    return true;
+}
+
+bool NcclCommunicator::enqueue_reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts,
+                                              const Group &g, void *cuda_stream) {
+    const CommOp op = CommOp::ReduceScatter;
+    check_usable(g, op);
+    count_call(op);
+    TESSERA_CHECK(counts.size() == static_cast<size_t>(g.size()), "rank ", rank(), ": reduce_scatter over ranks ",
+                  g.str(), " got ", counts.size(), " chunk sizes for ", g.size(), " members");
+    if (g.size() == 1 || std::all_of(counts.begin(), counts.end(), [](size_t n) { return n == 0; })) return true;
+    auto stream = static_cast<cudaStream_t>(cuda_stream);
+    GroupComm &c = begin(g, op);
+    issue_watched(c, "ncclReduceScatter", op, stream,
+                  [&](ncclComm_t comm) { return reduce_scatter_call(in, out, counts, comm, stream); });
+    this->count(op, reduce_scatter_bytes(counts, g.index_of(rank())));
+    return true;
+}
+
+// Point to point over the world communicator, whose NCCL ranks are the world ranks.
+bool NcclCommunicator::enqueue_exchange(const std::vector<Transfer> &sends, const std::vector<Transfer> &recvs,
+                                        void *cuda_stream) {
+    const CommOp op = CommOp::SendRecv;
+    check_usable(world_.group, op);
+    count_call(op);
+    if (sends.empty() && recvs.empty()) return true;
+    auto stream = static_cast<cudaStream_t>(cuda_stream);
+    use_device();
+    issue_watched(world_, "ncclSend/ncclRecv", op, stream,
+                  [&](ncclComm_t comm) { return exchange_call(sends, recvs, comm, stream); });
+    int64_t sent = 0;
+    for (const Transfer &t : sends) sent += static_cast<int64_t>(t.bytes);
+    this->count(op, sent);
     return true;
 }
 

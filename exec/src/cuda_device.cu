@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "gpu/box_copy.h"
 #include "gpu/ops.h"
 #include "tessera/align.h"
 #include "tessera/comm/watchdog.h"
@@ -298,10 +299,20 @@ protected:
         cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(s)), "cudaMemcpyAsync");
     }
 
+    // The box copy's kernel on the stream: no cuBLAS and no kernel workspace.
+    void do_copy_box_async(StreamKind s, const BoxCopyArgs &copy) override {
+        gpu::CudaExec ex(cuda_stream(s), blas_, nullptr, 0);
+        ex.for_each(copy.count, gpu::box_copy(copy));
+    }
+
+public:
+    std::byte *comm_workspace() override { return blas_workspace() + kCudaBlasWorkspaceBytes; }
+    size_t comm_workspace_bytes() const override { return static_cast<size_t>(kCudaCommWorkspaceBytes); }
+
 private:
     cudaStream_t cuda_stream(StreamKind s) { return streams_.at(static_cast<size_t>(s))->get(); }
 
-    // The two workspaces follow the arena in its allocation.
+    // The three workspaces (kernel, cuBLAS, comm) follow the arena in its allocation.
     std::byte *kernel_workspace() const { return base_ + align_up(arena_bytes_, kAlign); }
     std::byte *blas_workspace() const { return kernel_workspace() + kCudaKernelWorkspaceBytes; }
 

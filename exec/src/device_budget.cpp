@@ -73,8 +73,8 @@ DeviceBudget cuda_explicit_budget(int64_t size) {
     b.limit = false;
     b.why = detail::concat("--device-mem ", format_bytes(size), " less ", format_bytes(kCudaWorkspacesBytes),
                            " of kernel workspaces");
-    TESSERA_CHECK(b.bytes > 0, "--device-mem ", format_bytes(size), " leaves no arena on a CUDA device: the kernel "
-                  "and cuBLAS workspaces take ", format_bytes(kCudaWorkspacesBytes), " of it; give more than ",
+    TESSERA_CHECK(b.bytes > 0, "--device-mem ", format_bytes(size), " leaves no arena on a CUDA device: the kernel, "
+                  "cuBLAS and communication workspaces take ", format_bytes(kCudaWorkspacesBytes), " of it; give more than ",
                   format_bytes(kCudaWorkspacesBytes));
     return b;
 }

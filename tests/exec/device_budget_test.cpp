@@ -53,13 +53,13 @@ TEST(DeviceBudget, NothingLeftNamesTheNumbersAndTheWayOut) {
 TEST(DeviceBudget, CudaSizeCountsTheWorkspaces) {
     const DeviceBudget b = cuda_explicit_budget(4 * GiB);
     EXPECT_EQ(b.bytes, 4 * GiB - kCudaWorkspacesBytes);
-    EXPECT_EQ(kCudaWorkspacesBytes, 96 * MiB);
+    EXPECT_EQ(kCudaWorkspacesBytes, 128 * MiB);  // kernel 64, cuBLAS 32, comm 32
     EXPECT_FALSE(b.limit);  // the arena is exactly this, as under --device-mem on the cpu
-    EXPECT_EQ(b.why, "--device-mem 4.00 GiB less 96.0 MiB of kernel workspaces");
+    EXPECT_EQ(b.why, "--device-mem 4.00 GiB less 128 MiB of kernel workspaces");
     EXPECT_TRUE(budget_from(source(10 * GiB)).limit);
-    EXPECT_EQ(error_of([] { cuda_explicit_budget(96 * MiB); }),
-              "--device-mem 96.0 MiB leaves no arena on a CUDA device: the kernel and cuBLAS workspaces take 96.0 "
-              "MiB of it; give more than 96.0 MiB");
+    EXPECT_EQ(error_of([] { cuda_explicit_budget(128 * MiB); }),
+              "--device-mem 128 MiB leaves no arena on a CUDA device: the kernel, cuBLAS and communication "
+              "workspaces take 128 MiB of it; give more than 128 MiB");
 }
 
 TEST(DeviceBudget, HostLimitFromTheEnvironment) {

@@ -76,9 +76,12 @@ CudaDeviceInfo cuda_device_info(int index);
 
 inline constexpr int64_t kCudaKernelWorkspaceBytes = int64_t{64} << 20;
 inline constexpr int64_t kCudaBlasWorkspaceBytes = int64_t{32} << 20;
-// Both, allocated beside the arena: a budget from the GPU's free memory
-// (device_budget.h) leaves room for them.
-inline constexpr int64_t kCudaWorkspacesBytes = kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes;
+// Where collectives on the comm stream pack their pieces (Device::comm_workspace).
+inline constexpr int64_t kCudaCommWorkspaceBytes = int64_t{32} << 20;
+// All three, allocated beside the arena: a budget from the GPU's free memory
+// (device_budget.h) or --device-mem leaves room for them.
+inline constexpr int64_t kCudaWorkspacesBytes = kCudaKernelWorkspaceBytes + kCudaBlasWorkspaceBytes +
+                                                kCudaCommWorkspaceBytes;
 
 // Makes CUDA device `index` current for this thread and allocates its arena of
 // exactly `arena_bytes` (plus the fixed workspaces). Throws tessera::Error,
