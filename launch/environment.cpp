@@ -72,8 +72,8 @@ std::string environment_report(int threads_flag) {
     std::ostringstream os;
     os << "tessera: " TESSERA_VERSION " (git " TESSERA_GIT_DESCRIBE " when configured, " TESSERA_BUILD_TYPE " build)\n";
     os << "compiler: " TESSERA_CXX_COMPILER << (*TESSERA_CUDA_COMPILER ? "; CUDA: " TESSERA_CUDA_COMPILER : "") << "\n";
-    os << "halide: " TESSERA_HALIDE_VERSION "; CPU kernels compiled for " << halide_kernel_target()
-       << " (TESSERA_HALIDE_TARGET=" TESSERA_HALIDE_TARGET_SETTING ")\n";
+    os << "halide: " TESSERA_HALIDE_VERSION "; CPU kernels for " << halide_kernel_target()
+       << " (the first this CPU runs of TESSERA_HALIDE_TARGET=" TESSERA_HALIDE_TARGET_SETTING ")\n";
     os << "openblas: " << openblas_config() << "\n";
     os << "mpi: " << or_not_built(mpi_library_version(), "TESSERA_MPI=OFF") << "\n";
     os << "cuda: " << or_not_built(cuda_versions(), "no CUDA toolkit found, or TESSERA_CUDA=OFF") << "\n";

@@ -21,7 +21,7 @@ rc=$?
 [ $rc = 0 ] || { echo "FAIL env-without-gpu: exit $rc: $out"; fail=1; }
 for line in "^tessera: [0-9]+\.[0-9]+\.[0-9]+ \(git .+ when configured, .* build\)$" \
             "^compiler: .+" \
-            "^halide: 14[0-9.]*; CPU kernels compiled for [a-z0-9_]+-[a-z0-9_]+-.+ \(TESSERA_HALIDE_TARGET=.+\)$" \
+            "^halide: 14[0-9.]*; CPU kernels for [a-z0-9_]+-[a-z0-9_]+-.+ \(the first this CPU runs of TESSERA_HALIDE_TARGET=.+\)$" \
             "^openblas: OpenBLAS [0-9]+\.[0-9]+" \
             "^mpi: (Open MPI v[0-9.]+|MPICH|.*not in this build)" \
             "^cuda: (runtime [0-9.]+, driver ([0-9.]+|none)|not in this build .*)$" \
