@@ -225,11 +225,7 @@ StepStats Executor::run(const Program &p) {
     if (before.live_bytes != persistent_bytes_) device_.add_live_bytes(persistent_bytes_ - before.live_bytes);
     device_.reset_peak();
     before = device_.counters();
-
-    auto comm_total = [&] {
-        return (comm_ ? comm_->counters().total() : 0) + (device_comm_ ? device_comm_->counters().total() : 0);
-    };
-    const int64_t comm_before = comm_total();
+    const int64_t comm_before = comm_bytes_so_far();
     // The counters follow the steps on their streams where host work on a
     // stream is cheap (CPU). Elsewhere (CUDA) each would stall its stream, so
     // the same bookkeeping is replayed on the host after the step, in program
@@ -238,71 +234,7 @@ StepStats Executor::run(const Program &p) {
     const bool on_stream = device_.cheap_stream_host_work();
     auto t0 = std::chrono::steady_clock::now();
     try {
-        for (Prepared::Step &st : prep.steps) {
-            Stream &s = device_.stream(st.stream);
-            switch (st.kind) {
-            case Kind::Compute:
-                if (on_stream || timing_)
-                    s.enqueue([dev = &device_, step = &st, timing = timing_, on_stream] {
-                        if (on_stream) {
-                            dev->add_live_bytes(step->born);
-                            dev->note_arena_use(step->touch_end);
-                        }
-                        if (timing) step->started = std::chrono::steady_clock::now();
-                    });
-                device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
-                if (timing_)
-                    s.enqueue([step = &st, times = node_time_.data()] {
-                        times[step->node] =
-                            std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
-                    });
-                break;
-            case Kind::Collective:
-                if (st.on_device) {
-                    st.collective->enqueue(device_, st.stream, *device_comm_,
-                                           static_cast<const std::byte *>(st.inputs[0].data),
-                                           static_cast<std::byte *>(st.outputs[0].data));
-                    break;
-                }
-                if (st.stage_in.data() == nullptr) {
-                    s.enqueue([dev = &device_, comm = comm_, step = &st] {
-                        dev->add_live_bytes(step->born);
-                        dev->note_arena_use(step->touch_end);
-                        step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
-                                              static_cast<std::byte *>(step->outputs[0].data));
-                    });
-                    break;
-                }
-                device_.copy_async(st.stream, st.stage_in.data(), st.inputs[0].data, st.stage_in.size(),
-                                   CopyDirection::DeviceToHost);
-                s.enqueue([dev = &device_, comm = comm_, step = &st, on_stream] {
-                    if (on_stream) {
-                        dev->add_live_bytes(step->born);
-                        dev->note_arena_use(step->touch_end);
-                    }
-                    step->collective->run(*comm, step->stage_in.data(), step->stage_out.data());
-                });
-                device_.copy_async(st.stream, st.outputs[0].data, st.stage_out.data(), st.stage_out.size(),
-                                   CopyDirection::HostToDevice);
-                break;
-            case Kind::SwapOut:
-            case Kind::SwapIn: {
-                bool in = st.kind == Kind::SwapIn;
-                if (on_stream)
-                    s.enqueue([dev = &device_, step = &st, in] {
-                        dev->add_live_bytes(step->born);
-                        if (in) dev->add_swap_in_bytes(step->copy_bytes);
-                        else dev->add_swap_out_bytes(step->copy_bytes);
-                    });
-                device_.copy_async(st.stream, st.dst, st.src, static_cast<size_t>(st.copy_bytes),
-                                   in ? CopyDirection::HostToDevice : CopyDirection::DeviceToHost);
-                break;
-            }
-            case Kind::EventRecord: s.record(*prep.events[st.event]); break;
-            case Kind::EventWait: s.wait(*prep.events[st.event]); break;
-            }
-            if (st.died && on_stream) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
-        }
+        for (size_t i = 0; i < prep.steps.size(); i++) issue_step(prep, i, on_stream);
     } catch (...) {
         // Work already queued points into `prep`: let it finish before unwinding.
         try {
@@ -313,14 +245,7 @@ StepStats Executor::run(const Program &p) {
     }
     device_.synchronize();
     auto t1 = std::chrono::steady_clock::now();
-    if (!on_stream)
-        for (const Prepared::Step &st : prep.steps) {
-            device_.add_live_bytes(st.born);
-            device_.note_arena_use(st.touch_end);
-            if (st.kind == Kind::SwapIn) device_.add_swap_in_bytes(st.copy_bytes);
-            if (st.kind == Kind::SwapOut) device_.add_swap_out_bytes(st.copy_bytes);
-            device_.add_live_bytes(-st.died);
-        }
+    if (!on_stream) replay_counters(prep);
 
     MemoryCounters after = device_.counters();
     StepStats stats;
@@ -329,8 +254,98 @@ StepStats Executor::run(const Program &p) {
     stats.arena_high_water = after.arena_high_water;
     stats.swap_out_bytes = after.swap_out_bytes - before.swap_out_bytes;
     stats.swap_in_bytes = after.swap_in_bytes - before.swap_in_bytes;
-    stats.comm_bytes = after.comm_bytes - before.comm_bytes + comm_total() - comm_before;
+    stats.comm_bytes = after.comm_bytes - before.comm_bytes + comm_bytes_so_far() - comm_before;
     return stats;
+}
+
+int64_t Executor::comm_bytes_so_far() const {
+    return (comm_ ? comm_->counters().total() : 0) + (device_comm_ ? device_comm_->counters().total() : 0);
+}
+
+// Issues step i onto its stream, with the counters' bookkeeping on the
+// stream when `on_stream`.
+void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
+    Prepared::Step &st = prep.steps[i];
+    Stream &s = device_.stream(st.stream);
+    auto arrive = [&] {
+        if (on_stream)
+            s.enqueue([dev = &device_, step = &st] {
+                dev->add_live_bytes(step->born);
+                dev->note_arena_use(step->touch_end);
+            });
+    };
+    switch (st.kind) {
+    case Kind::Compute: issue_compute(prep, i, on_stream); break;
+    case Kind::Collective:
+        if (st.on_device) {
+            arrive();
+            st.collective->enqueue(device_, st.stream, *device_comm_, static_cast<const std::byte *>(st.inputs[0].data),
+                                   static_cast<std::byte *>(st.outputs[0].data));
+        } else if (st.stage_in.data() == nullptr) {
+            arrive();
+            s.enqueue([comm = comm_, step = &st] {
+                step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
+                                      static_cast<std::byte *>(step->outputs[0].data));
+            });
+        } else {
+            device_.copy_async(st.stream, st.stage_in.data(), st.inputs[0].data, st.stage_in.size(),
+                               CopyDirection::DeviceToHost);
+            arrive();
+            s.enqueue([comm = comm_, step = &st] {
+                step->collective->run(*comm, step->stage_in.data(), step->stage_out.data());
+            });
+            device_.copy_async(st.stream, st.outputs[0].data, st.stage_out.data(), st.stage_out.size(),
+                               CopyDirection::HostToDevice);
+        }
+        break;
+    case Kind::SwapOut:
+    case Kind::SwapIn: issue_swap(prep, i, on_stream); break;
+    case Kind::EventRecord: s.record(*prep.events[st.event]); break;
+    case Kind::EventWait: s.wait(*prep.events[st.event]); break;
+    }
+    if (st.died && on_stream) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
+}
+
+void Executor::issue_compute(Prepared &prep, size_t i, bool on_stream) {
+    Prepared::Step &st = prep.steps[i];
+    Stream &s = device_.stream(st.stream);
+    if (on_stream || timing_)
+        s.enqueue([dev = &device_, step = &st, timing = timing_, on_stream] {
+            if (on_stream) {
+                dev->add_live_bytes(step->born);
+                dev->note_arena_use(step->touch_end);
+            }
+            if (timing) step->started = std::chrono::steady_clock::now();
+        });
+    device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
+    if (timing_)
+        s.enqueue([step = &st, times = node_time_.data()] {
+            times[step->node] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
+        });
+}
+
+void Executor::issue_swap(Prepared &prep, size_t i, bool on_stream) {
+    Prepared::Step &st = prep.steps[i];
+    const bool in = st.kind == Kind::SwapIn;
+    if (on_stream)
+        device_.stream(st.stream).enqueue([dev = &device_, step = &st, in] {
+            dev->add_live_bytes(step->born);
+            if (in) dev->add_swap_in_bytes(step->copy_bytes);
+            else dev->add_swap_out_bytes(step->copy_bytes);
+        });
+    device_.copy_async(st.stream, st.dst, st.src, static_cast<size_t>(st.copy_bytes),
+                       in ? CopyDirection::HostToDevice : CopyDirection::DeviceToHost);
+}
+
+// The streams' bookkeeping, in program order, after the step.
+void Executor::replay_counters(const Prepared &prep) {
+    for (const Prepared::Step &st : prep.steps) {
+        device_.add_live_bytes(st.born);
+        device_.note_arena_use(st.touch_end);
+        if (st.kind == Kind::SwapIn) device_.add_swap_in_bytes(st.copy_bytes);
+        if (st.kind == Kind::SwapOut) device_.add_swap_out_bytes(st.copy_bytes);
+        device_.add_live_bytes(-st.died);
+    }
 }
 
 }  // namespace tessera

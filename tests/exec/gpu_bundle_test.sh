@@ -10,7 +10,8 @@
 # runs are packed, and that the packed tessera-train starts.
 #
 # Usage: gpu_bundle_test.sh BUILD_DIR SOURCE_DIR CUDA_ENABLED(1|0) BENCH_ENABLED(1|0)
-# Exit 77 (skipped) for a build without CUDA or without the benchmarks.
+# Exit 77 (skipped) for a build without CUDA or without the benchmarks, and
+# for one whose kernels are for this CPU alone (after checking the refusal).
 set -uo pipefail
 BUILD="$1"
 SRC="$2"
@@ -25,6 +26,19 @@ scripts=(bench/gpu_measure.sh bench/gpu_vs_pytorch.py)
 
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
+# A build whose kernels are for this CPU alone (TESSERA_HALIDE_TARGET ending in
+# host, as a build folder configured before the portable default keeps): the
+# script must refuse it, saying why; there is nothing more to check.
+target="$(sed -n 's/^TESSERA_HALIDE_TARGET:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)"
+if [ "${target##*,}" = host ]; then
+  if out=$(bash "$SRC/scripts/gpu_bundle.sh" "$BUILD" "$tmp/gpu-bundle.tar.gz" 2>&1) ||
+     ! grep -q "compiled for this machine's CPU only" <<<"$out" || [ -e "$tmp/gpu-bundle.tar.gz" ]; then
+    echo "FAIL: gpu_bundle.sh should refuse a build with TESSERA_HALIDE_TARGET=$target, writing nothing; it said: $out"
+    exit 1
+  fi
+  echo "SKIP: this build's kernels are for this CPU only (TESSERA_HALIDE_TARGET=$target); the bundle refuses it (checked)"
+  exit 77
+fi
 if ! bash "$SRC/scripts/gpu_bundle.sh" "$BUILD" "$tmp/gpu-bundle.tar.gz"; then
   echo "FAIL: scripts/gpu_bundle.sh failed"
   exit 1

@@ -133,6 +133,11 @@ private:
     struct Prepared;
     Prepared &prepare(const Program &p);
     void resolve_step(const Program &p, size_t i, const VerifiedInstruction &v, Prepared &prep);
+    void issue_step(Prepared &prep, size_t i, bool on_stream);
+    void issue_compute(Prepared &prep, size_t i, bool on_stream);
+    void issue_swap(Prepared &prep, size_t i, bool on_stream);
+    void replay_counters(const Prepared &prep);
+    int64_t comm_bytes_so_far() const;
     // Where `t`'s value is between steps: the arena or the host area.
     std::byte *home(TensorId t, const char *what, bool *in_host);
 
