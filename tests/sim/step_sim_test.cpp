@@ -273,6 +273,34 @@ TEST(StepSim, RedistributeRunsPairwiseRounds) {
     EXPECT_EQ(s.slowest_rank, 0);
 }
 
+// 2 nodes x 2 GPUs: rank 0 sends 100 floats (400 bytes) to rank 1 in round 1
+// (inside its node: 0.01 + 400 / 100 = 4.01 s) and to rank 2 in round 2
+// (across the nodes: 1 + 400 / 10 = 41 s, from 4.01, when rank 0 reaches round
+// 2). Rank 3 takes part in nothing.
+TEST(StepSim, RedistributeChargesEachPairItsOwnLink) {
+    std::vector<Graph> graphs(4);
+    std::vector<Program> programs;
+    std::vector<RankProgram> ranks;
+    for (int r = 0; r < 4; r++) {
+        CommAttrs a;
+        a.kind = CommNodeKind::Redistribute;
+        a.world = 4;
+        if (r == 0) a.sends = {{1, Box{{0}, {100}}}, {2, Box{{100}, {200}}}};
+        if (r == 1 || r == 2) a.recvs = {{0, Box{{0}, {100}}}};
+        a.bytes = r == 0 ? 800 : 0;
+        Graph &g = graphs[r];
+        comm(g, "move", a, data(g, "x", 200));
+        programs.push_back(program_of(g));
+    }
+    for (int r = 0; r < 4; r++) ranks.push_back({&graphs[r], &programs[r], times(graphs[r], {})});
+    StepSimOptions opt;
+    opt.machine = Machine{"2x2", {LinkLevel{"node", 2, 10, 1}, LinkLevel{"gpu", 2, 100, 0.01}}};
+    const StepPrediction s = simulate_step(ranks, opt);
+    const double end[] = {45.01, 4.01, 45.01, 0};
+    for (int r = 0; r < 4; r++) EXPECT_NEAR(s.ranks[r].step_s, end[r], 1e-9) << "rank " << r;
+    EXPECT_NEAR(s.ranks[2].times[0].start_s, 4.01, 1e-9);
+}
+
 TEST(StepSimError, RankCountMustMatchTheMachine) {
     Graph g;
     relu(g, "a", data(g, "x"));
