@@ -190,6 +190,12 @@ int64_t piece_bytes(const SimCollective &c, size_t m, const std::vector<CommPiec
 
 // Every member of a redistribution receives what its peers send it, piece for piece.
 void check_pieces_match(const SimCollective &c) {
+    const int w = static_cast<int>(c.members.size());  // every rank, in rank order
+    for (int m = 0; m < w; m++)
+        for (const auto *pieces : {&c.attrs[m].sends, &c.attrs[m].recvs})
+            for (const CommPiece &p : *pieces)
+                TESSERA_CHECK(p.peer >= 0 && p.peer < w && p.peer != m, "step simulator: communication node '",
+                              c.name, "' on rank ", m, " names peer ", p.peer, " (the job has ", w, " ranks)");
     for (size_t m = 0; m < c.members.size(); m++)
         for (const CommPiece &s : c.attrs[m].sends) {
             const int64_t sent = s.box.elements() * c.elem[m];

@@ -340,6 +340,25 @@ TEST(StepSimError, AMemberWithoutTheCollectiveIsADeadlock) {
                  "never run it");
 }
 
+// Rank 0 sends to rank 1, which expects nothing from it.
+TEST(StepSimError, AnUnmatchedSendIsADeadlock) {
+    std::vector<Graph> graphs(2);
+    std::vector<Program> programs;
+    for (int r = 0; r < 2; r++) {
+        CommAttrs a;
+        a.kind = CommNodeKind::Redistribute;
+        a.world = 2;
+        if (r == 0) a.sends = {{1, Box{{0}, {4}}}};
+        a.bytes = r == 0 ? 16 : 0;
+        comm(graphs[r], "move", a, data(graphs[r], "x"));
+        programs.push_back(program_of(graphs[r]));
+    }
+    StepSimOptions opt;
+    opt.machine = flat(2, 100, 0);
+    expect_error([&] { simulate_step({{&graphs[0], &programs[0], {0}}, {&graphs[1], &programs[1], {0}}}, opt); },
+                 "communication node 'move': rank 0 sends 16 bytes to rank 1, which receives nothing from it");
+}
+
 // Rank 0 runs "one" then "two", rank 1 "two" then "one": each waits for the other.
 TEST(StepSimError, CollectivesInADifferentOrderDeadlock) {
     std::vector<Graph> graphs(2);
