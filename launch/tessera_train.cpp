@@ -154,6 +154,9 @@ int main(int argc, char **argv) {
     add_output_flags(app, o);
     bool no_eval = false;
     app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
+    app.add_flag("--simulate-steps", o.simulate_steps,
+                 "Time every operator inside each step (cpu) and add the whole-step simulator's prediction of that "
+                 "step to its metrics line (simulated_step_time_s), beside the measured step_time_s");
     add_parallel_flags(app, o);
     double comm_timeout = 60;
     int threads = 0;

@@ -231,7 +231,10 @@ TrainResult run_training(const TrainOptions &o) {
     // work on a stream stalls it (CUDA), timing every operator would slow the
     // very steps it measures, so there it is off and the metric is absent.
     // Plans from --plan carry no profiled times to fill in what a step did not time.
-    const bool timed = run.swaps && !run.swaps->times.node_time_s.empty() && device.cheap_stream_host_work();
+    TESSERA_CHECK(!o.simulate_steps || device.cheap_stream_host_work(), "--simulate-steps times operators on their "
+                  "streams, which only the cpu device does cheaply; this run is on ", device.name());
+    const bool timed =
+        (run.swaps && !run.swaps->times.node_time_s.empty() && device.cheap_stream_host_work()) || o.simulate_steps;
     ex.set_node_timing(timed);
     std::unique_ptr<Communicator> nccl = use_nccl ? make_nccl_communicator(*o.comm, choice.index) : nullptr;
     if (nccl) ex.set_device_communicator(nccl.get());
@@ -241,7 +244,9 @@ TrainResult run_training(const TrainOptions &o) {
     else store = std::make_unique<DirectStore>(ex);
     const DataSplit data = load_data(o, run.model);
     if (root) print_banner(o, run, machine, data, choice, use_nccl, slot.profile_s);
-    return train(TrainSession{o, run, ex, *store, data, rank, timed});
+    std::unique_ptr<StepPredictor> predictor;
+    if (o.simulate_steps) predictor = std::make_unique<StepPredictor>(run, sharded ? o.comm : nullptr, rank);
+    return train(TrainSession{o, run, ex, *store, data, rank, timed, predictor.get()});
 }
 
 }  // namespace tessera

@@ -46,6 +46,9 @@ struct TrainOptions {
     std::string progress = "auto";  // auto | bar | lines | none
     int64_t log_every = 0;          // plain-line interval in steps; 0: ten per epoch
     bool eval = true;
+    // Time every operator inside each step and put the whole-step simulator's
+    // prediction of that step in its metrics line (step_prediction.h).
+    bool simulate_steps = false;
     // Partitioned training: with a communicator of more than one rank (mpirun),
     // every rank plans the same partition (tofu, data, owt or equalchop) and
     // runs its lowered graph. Rank 0 reports and writes files.

@@ -341,12 +341,18 @@ private:
                             {"swap_out_bytes", stats.swap_out_bytes},
                             {"swap_in_bytes", stats.swap_in_bytes}};
         if (run_.sharded()) line["planned_comm_bytes"] = run_.lowered->comm_bytes;
+        if (s_.predictor) {
+            const StepPrediction p = s_.predictor->predict(s_.executor.node_times());
+            line["simulated_step_time_s"] = p.step_s;
+            line["simulated_exposed_comm_s"] = p.ranks[static_cast<size_t>(p.slowest_rank)].exposed_comm_s;
+            line["simulated_exposed_swap_s"] = p.ranks[static_cast<size_t>(p.slowest_rank)].exposed_swap_s;
+        }
         if (!run_.swaps) return line;
         // The plan's prediction from the profiling pass, and the same plan
         // re-simulated with the times the operators took in this step: the
         // difference between the two is the profiler's, the rest the simulator's.
         line["predicted_step_time_s"] = run_.swaps->train.time_s;
-        if (s_.timed) {
+        if (s_.timed && !run_.swaps->times.node_time_s.empty()) {
             const OpTimes &profiled = run_.swaps->times;
             std::vector<double> in_step = s_.executor.node_times();
             for (size_t n = 0; n < in_step.size(); n++)

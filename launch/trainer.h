@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "step_prediction.h"
 #include "tensor_store.h"
 #include "train_loop.h"
 #include "tessera/exec/executor.h"
@@ -32,6 +33,7 @@ struct TrainSession {
     const DataSplit &data;
     int rank = 0;         // 0 for a single process
     bool timed = false;   // the executor times each operator (for re-simulating the swap plan)
+    StepPredictor *predictor = nullptr;  // --simulate-steps: the whole-step simulator, on every rank
 };
 
 // The step count of the whole run: --steps, or --epochs (default 1) of batches.

@@ -99,6 +99,23 @@ assert last < first, (first, last)
 PY
 echo "ok   metrics-format"
 
+# --simulate-steps: each step's line carries the whole-step simulator's
+# prediction from the operator times of that step. One rank, no swapping:
+# one stream, so the prediction is the sum of the operator times and no more
+# than the measured step, and nothing is exposed.
+expect simulate-steps 0 "summary:" -- "$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --simulate-steps --metrics "$TMP/sim.jsonl"
+python3 - "$TMP/sim.jsonl" <<'PY' || { echo "FAIL simulate-steps"; fail=1; }
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+assert len(steps) == 4, steps
+for r in steps:
+    assert 0 < r["simulated_step_time_s"] <= r["step_time_s"], r
+    assert r["simulated_exposed_comm_s"] == 0 and r["simulated_exposed_swap_s"] == 0, r
+PY
+"$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --metrics "$TMP/plain.jsonl" >/dev/null 2>&1
+grep -q simulated "$TMP/plain.jsonl" && { echo "FAIL simulate-steps: a plain run carries simulated times"; fail=1; }
+echo "ok   simulate-steps"
+
 # ---- checkpoints and resume ---------------------------------------------------
 # The reference: 300 uninterrupted steps with a checkpoint at the end.
 RES=(--model mlp:layers=3,hidden=256,input=64,classes=8 --data synthetic --synthetic-size 2048 --batch 32 --seed 7
