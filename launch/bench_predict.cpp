@@ -1,0 +1,160 @@
+#include "bench_predict.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "tessera/error.h"
+#include "tessera/models/zoo.h"
+#include "tessera/partition/lower.h"
+#include "tessera/pipeline/run_plan.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/program/program.h"
+#include "tessera/sim/step_sim.h"
+
+namespace tessera {
+
+namespace {
+
+// What one rank runs, and what it needs: the inputs of simulate_step.
+struct RankRun {
+    Graph graph;
+    Program program;
+    std::vector<double> node_s;
+    int64_t arena_bytes = 0;
+    int64_t comm_bytes = 0;
+};
+
+RankRun rank_run(Graph graph, int64_t comm_bytes, const RooflineDevice &device) {
+    RankRun r;
+    r.graph = std::move(graph);
+    const std::vector<NodeId> order = default_order(r.graph);
+    r.program = build_program(r.graph, order);
+    r.node_s = roofline_node_times(r.graph, device);
+    r.arena_bytes = plan_memory(r.graph, order).arena_bytes;
+    r.comm_bytes = comm_bytes;
+    return r;
+}
+
+// Simulates the ranks' step and fills the row's times, bytes and memory.
+void simulate_into(const std::vector<RankRun> &runs, const Machine &machine, const BenchContext &ctx, BenchRow &row) {
+    std::vector<RankProgram> ranks;
+    ranks.reserve(runs.size());
+    for (const RankRun &r : runs) ranks.push_back({&r.graph, &r.program, r.node_s});
+    StepSimOptions opt;
+    opt.machine = machine;
+    opt.swap_in_bandwidth = opt.swap_out_bandwidth = ctx.device.host_bytes_per_s;
+    opt.batch = ctx.batch;
+    const StepPrediction p = simulate_step(ranks, opt);
+    const RankStepTime &slow = p.ranks.at(p.slowest_rank);
+    row.devices = machine.devices();
+    row.step_s = p.step_s;
+    row.throughput = p.throughput;
+    row.slowest_rank = p.slowest_rank;
+    row.compute_s = slow.compute_s;
+    row.exposed_comm_s = slow.exposed_comm_s;
+    row.exposed_swap_s = slow.exposed_swap_s;
+    row.idle_s = slow.idle_s;
+    row.comm_bytes = 0;
+    row.memory_bytes = 0;
+    for (const RankRun &r : runs) {
+        row.comm_bytes += r.comm_bytes;
+        row.memory_bytes = std::max(row.memory_bytes, r.arena_bytes);
+    }
+}
+
+void say(const BenchContext &ctx, const std::string &text) {
+    if (ctx.progress) ctx.progress(text);
+}
+
+// The partition options every bench row plans with: executable (so that it
+// lowers), and weights replicable (so that `data` keeps whole weights and
+// all-reduces their gradients, and Tofu may choose to).
+PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy) {
+    PartitionOptions o;
+    o.strategy = strategy;
+    o.model = model;
+    o.executable = true;
+    o.replicate_weights = true;
+    return o;
+}
+
+}  // namespace
+
+Graph bench_training_graph(const std::string &model, int64_t batch) {
+    RunSpec spec;
+    spec.model = model;
+    spec.batch = batch;
+    spec.log_stages = false;
+    return std::move(build_training_model(spec).graph);
+}
+
+BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx) {
+    say(ctx, fmt::format("{} on one device", model));
+    std::vector<RankRun> runs;
+    runs.push_back(rank_run(training, 0, ctx.device));
+    BenchRow row;
+    row.model = model;
+    row.strategy = "single";
+    simulate_into(runs, flat_machine(1), ctx, row);
+    return row;
+}
+
+BenchRow predict_partitioned(const std::string &model, const Graph &training, const Machine &machine,
+                             PartitionStrategy strategy, const BenchContext &ctx) {
+    const std::string name = partition_strategy_name(strategy);
+    if (machine.devices() == 1) {
+        BenchRow row = predict_single(model, training, ctx);
+        row.strategy = name;
+        return row;
+    }
+    const int n = machine.devices();
+    say(ctx, fmt::format("{} on {} devices: partitioning", name, n));
+    const Plan plan = partition(training, machine, bench_partition_options(model, strategy));
+    std::vector<RankRun> runs;
+    runs.reserve(static_cast<size_t>(n));
+    for (int r = 0; r < n; r++) {
+        say(ctx, fmt::format("{} on {} devices: lowering rank {} of {}", name, n, r + 1, n));
+        DeviceGraph dg = lower(training, plan, r);
+        runs.push_back(rank_run(std::move(dg.graph), dg.comm_bytes, ctx.device));
+    }
+    say(ctx, fmt::format("{} on {} devices: simulating the step", name, n));
+    BenchRow row;
+    row.model = model;
+    row.strategy = name;
+    simulate_into(runs, machine, ctx, row);
+    return row;
+}
+
+void fill_speedups(std::vector<BenchRow> &rows, const BenchRow &single) {
+    for (BenchRow &r : rows) {
+        r.speedup = r.step_s > 0 ? single.step_s / r.step_s : 0;
+        r.efficiency = r.speedup / r.devices;
+    }
+}
+
+Machine machine_scaled_to(const Machine &like, int devices) {
+    TESSERA_CHECK(devices >= 1, "a device count must be at least 1, got ", devices);
+    if (like.devices() == devices) return like;
+    TESSERA_CHECK(!like.levels.empty(), "machine '", like.name, "' has no levels");
+    std::vector<LinkLevel> kept(like.levels.size());
+    int left = devices;
+    for (size_t i = like.levels.size(); i-- > 1;) {  // innermost first; the outermost takes the rest
+        int take = std::min(left, like.levels[i].count);
+        while (left % take != 0) take--;
+        kept[i] = like.levels[i];
+        kept[i].count = take;
+        left /= take;
+    }
+    kept[0] = like.levels[0];
+    kept[0].count = left;
+    Machine m;
+    m.name = fmt::format("{} scaled to {} devices", like.name, devices);
+    for (const LinkLevel &l : kept)
+        if (l.count > 1) m.levels.push_back(l);
+    if (m.levels.empty()) m.levels.push_back(like.levels.back()), m.levels.back().count = 1;
+    return m;
+}
+
+}  // namespace tessera

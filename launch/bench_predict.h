@@ -1,0 +1,79 @@
+// tessera-bench's predictions: one training step of a model on N devices with
+// one partition strategy, predicted from what every rank would run.
+//
+// For N > 1 the model's training graph is partitioned (executable, so that it
+// lowers; weights may be replicated, so that `data` is data parallelism as
+// PyTorch DDP runs it), every rank's graph is lowered, ordered (default_order)
+// and built into a program (build_program: collectives on the comm stream,
+// overlapping the compute that does not need them), its operators timed by
+// the roofline model, and its memory planned (plan_memory). simulate_step
+// (sim/) then runs all ranks' programs together over the machine's link
+// levels; the slowest rank sets the step. N = 1 is the training graph itself
+// on one device, with no partition: the reference for speed-ups.
+//
+// Everything here is a prediction from a roofline and an alpha-beta model, not
+// a measurement. No swapping: each rank's memory is what its program needs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tessera/graph/graph.h"
+#include "tessera/partition/machine.h"
+#include "tessera/partition/partition.h"
+#include "tessera/swap/roofline.h"
+
+namespace tessera {
+
+// One predicted configuration: a model, N devices and a strategy.
+struct BenchRow {
+    std::string model;      // canonical spec
+    int devices = 1;
+    std::string strategy;   // tofu, data, owt, equalchop; "single" for one device
+    double step_s = 0;      // the slowest rank's step
+    double throughput = 0;  // samples per second
+    double speedup = 1;     // against the same model on one device
+    double efficiency = 1;  // speedup / devices
+    int64_t comm_bytes = 0;    // per step, summed over the ranks (what lowering counts)
+    int64_t memory_bytes = 0;  // the largest rank's arena (plan_memory, default order)
+    int slowest_rank = 0;
+    double compute_s = 0, exposed_comm_s = 0, exposed_swap_s = 0, idle_s = 0;  // of the slowest rank
+    bool operator==(const BenchRow &) const = default;
+};
+
+// What every prediction of one run shares.
+struct BenchContext {
+    RooflineDevice device;    // operator times and the host link
+    int64_t batch = 128;      // the global batch: each step of the job trains on this many samples
+    // Called with a line saying what is being done ("tofu on 8 devices: lowering
+    // rank 3 of 8"); may be empty.
+    std::function<void(const std::string &)> progress;
+};
+
+// The model's training graph (models/ and graph/: the model, its backward pass
+// and SGD's updates), as tessera-plan and tessera-train build it.
+Graph bench_training_graph(const std::string &model, int64_t batch);
+
+// One device, no partition.
+BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx);
+
+// N = machine.devices() devices with `strategy`. With one device this is
+// predict_single under the strategy's name. speedup and efficiency are left
+// for the caller (fill_speedups).
+BenchRow predict_partitioned(const std::string &model, const Graph &training, const Machine &machine,
+                             PartitionStrategy strategy, const BenchContext &ctx);
+
+// Sets every row's speedup (single.step_s / step_s) and efficiency (speedup / devices).
+void fill_speedups(std::vector<BenchRow> &rows, const BenchRow &single);
+
+// The machine of N devices in the manner of `like`: the inner levels keep
+// their speeds and are filled up to their counts in `like` (each count the
+// largest divisor of what is left that does not exceed it), and the outermost
+// level takes the rest, at its speed. Levels left with one part are dropped.
+// So 2x8-nvlink at 4 devices is one node of 4 GPUs on NVLink, at 64 it is 8
+// nodes of 8. A `like` of exactly N devices is returned as it is.
+Machine machine_scaled_to(const Machine &like, int devices);
+
+}  // namespace tessera

@@ -1,0 +1,311 @@
+// tessera-bench: predicted training steps, for every strategy, from what each
+// rank would run (bench_predict.h: partition, lowering, programs, roofline
+// operator times, the whole-step simulator).
+//
+//   scaling --model SPEC --devices 1,2,4,8 | --machine FILE
+//       one model over device counts: a row per count and strategy;
+//   models --family wresnet|rnn --devices 8 | --machine FILE
+//       a model family over its sizes at one machine (Tofu's evaluation): a
+//       row per model and strategy, plus one device, and Tofu's step against
+//       the best alternative.
+//
+// Exit codes: 0 success, 1 a user error (unknown model, family or strategy, a
+// bad device count, an unreadable machine file, an unwritable output), 2 a
+// usage error (unknown mode or flag, flags that do not go together), 3 an
+// internal error (a bug: please report it).
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "bench_predict.h"
+#include "bench_report.h"
+#include "tessera/atomic_file.h"
+#include "tessera/error.h"
+#include "tessera/models/zoo.h"
+#include "tessera/partition/machine.h"
+#include "tessera/progress.h"
+#include "tessera/swap/roofline.h"
+#include "tessera/text.h"
+
+namespace {
+
+// A combination of flags that does not go together: exit code 2.
+struct UsageError {
+    std::string message;
+};
+
+// Every flag of both modes.
+struct BenchArgs {
+    std::string model, family, devices_text, machine_path, roofline = "cpu", strategies, sizes, format = "table",
+                                                                           out_path;
+    int64_t batch = 128;
+};
+
+std::vector<std::string> split_list(const std::string &text) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (true) {
+        size_t comma = text.find(',', start);
+        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+        out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
+        if (comma == std::string::npos) return out;
+        start = comma + 1;
+    }
+}
+
+int parse_positive(const std::string &text, const std::string &flag) {
+    size_t used = 0;
+    long v = 0;
+    try {
+        v = std::stol(text, &used);
+    } catch (const std::exception &) {
+        used = 0;
+    }
+    TESSERA_CHECK(used == text.size() && !text.empty() && v >= 1 && v <= 65536, flag, ": '", text,
+                  "' is not a device count (a positive integer up to 65536)");
+    return static_cast<int>(v);
+}
+
+std::vector<tessera::PartitionStrategy> parse_strategies(const std::string &text) {
+    std::vector<tessera::PartitionStrategy> out;
+    for (const std::string &name : split_list(text)) {
+        TESSERA_CHECK(name != "brute", "--strategies: brute tries every assignment and is for small graphs only; "
+                                       "give tofu, data, owt or equalchop");
+        try {
+            out.push_back(tessera::partition_strategy_from_name(name));
+        } catch (const tessera::Error &e) {
+            tessera::fail("--strategies: ", e.what());
+        }
+    }
+    return out;
+}
+
+tessera::RooflineDevice read_roofline(const std::string &name) {
+    try {
+        return tessera::roofline_device(name);
+    } catch (const tessera::Error &e) {
+        tessera::fail("--roofline: ", e.what());
+    }
+}
+
+// Progress on stderr once the work has taken a second: on a terminal one line
+// redrawn in place, elsewhere a line every 5 s.
+class BenchProgress {
+public:
+    BenchProgress()
+        : line_(tessera::stderr_is_terminal(), tessera::stderr_is_terminal() ? 0.2 : 5.0, std::cerr),
+          start_(std::chrono::steady_clock::now()) {}
+    void operator()(const std::string &text) {
+        const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        if (elapsed >= 1) line_.show(fmt::format("tessera-bench: {} ({:.0f} s)", text, elapsed));
+    }
+
+private:
+    tessera::ProgressLine line_;
+    std::chrono::steady_clock::time_point start_;
+};
+
+tessera::BenchHeader header_for(const std::string &mode, const std::string &what, const tessera::Machine &m,
+                                const BenchArgs &a) {
+    return {mode, what, tessera::machine_str(m), tessera::machine_links_str(m), a.roofline, a.batch};
+}
+
+std::string report(const BenchArgs &a, const tessera::BenchHeader &h, const std::vector<tessera::BenchRow> &rows) {
+    return a.format == "json" ? tessera::bench_json(h, rows) : tessera::bench_table(h, rows);
+}
+
+// ---- scaling ----
+
+// The machines of the scaling rows: flat ones for --devices alone; the file's
+// with --machine alone; the file's speeds at each count of --devices with both.
+std::vector<tessera::Machine> scaling_machines(const BenchArgs &a) {
+    std::vector<int> counts;
+    if (!a.devices_text.empty())
+        for (const std::string &item : split_list(a.devices_text)) counts.push_back(parse_positive(item, "--devices"));
+    if (a.machine_path.empty()) {
+        std::vector<tessera::Machine> out;
+        for (int n : counts) out.push_back(tessera::flat_machine(n));
+        return out;
+    }
+    const tessera::Machine like = tessera::load_machine(a.machine_path);
+    if (counts.empty()) return {like};
+    std::vector<tessera::Machine> out;
+    for (int n : counts) out.push_back(tessera::machine_scaled_to(like, n));
+    return out;
+}
+
+std::string run_scaling(const BenchArgs &a) {
+    if (a.model.empty()) throw UsageError{"scaling needs --model SPEC"};
+    if (a.devices_text.empty() && a.machine_path.empty())
+        throw UsageError{"scaling needs --devices N,N,... or --machine FILE (or both)"};
+    if (!a.sizes.empty() || !a.family.empty()) throw UsageError{"--family and --sizes belong to the models mode"};
+    const std::vector<tessera::Machine> machines = scaling_machines(a);
+    const auto strategies = parse_strategies(a.strategies.empty() ? "tofu,data,owt,equalchop" : a.strategies);
+    BenchProgress progress;
+    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
+    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
+    const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
+    std::vector<tessera::BenchRow> rows;
+    for (const tessera::Machine &m : machines)
+        for (tessera::PartitionStrategy s : strategies) {
+            // One device is the same prediction for every strategy: no partition.
+            tessera::BenchRow row = m.devices() == 1 ? single : tessera::predict_partitioned(model, training, m, s, ctx);
+            row.strategy = tessera::partition_strategy_name(s);
+            rows.push_back(row);
+        }
+    tessera::fill_speedups(rows, single);
+    return report(a, header_for("scaling", model, machines.back(), a), rows);
+}
+
+// ---- models ----
+
+// The family's model specs: Tofu's sizes, or --sizes; parameters given after
+// the family's name (wresnet:depth=18) replace the family's own.
+std::vector<std::string> family_models(const std::string &family_text, const std::string &sizes) {
+    tessera::ModelSpec given = tessera::parse_model_spec(family_text);
+    const bool wresnet = given.name == "wresnet", rnn = given.name == "rnn" || given.name == "lstm";
+    TESSERA_CHECK(wresnet || rnn, "--family: unknown family '", given.name, "'; give wresnet or rnn");
+    std::vector<std::string> items =
+        split_list(!sizes.empty() ? sizes : wresnet ? "4,6,8,10" : "6x4096,6x6144,6x8192,8x4096,8x6144,8x8192,"
+                                                                   "10x4096,10x6144,10x8192");
+    std::vector<std::string> out;
+    for (const std::string &item : items) {
+        tessera::ModelSpec spec{wresnet ? "wresnet" : "lstm", {}};
+        if (wresnet) {
+            spec.params = {{"depth", "152"}, {"width", std::to_string(parse_positive(item, "--sizes"))}};
+        } else {
+            size_t x = item.find('x');
+            TESSERA_CHECK(x != std::string::npos, "--sizes: '", item, "' is not LAYERSxHIDDEN (e.g. 6x4096)");
+            spec.params = {{"layers", std::to_string(parse_positive(item.substr(0, x), "--sizes"))},
+                           {"hidden", std::to_string(parse_positive(item.substr(x + 1), "--sizes"))}};
+        }
+        for (const auto &[k, v] : given.params) spec.params[k] = v;
+        out.push_back(tessera::model_spec_str(spec));
+    }
+    return out;
+}
+
+tessera::Machine models_machine(const BenchArgs &a) {
+    if (a.machine_path.empty()) return tessera::flat_machine(parse_positive(a.devices_text, "--devices"));
+    tessera::Machine m = tessera::load_machine(a.machine_path);
+    if (!a.devices_text.empty() && parse_positive(a.devices_text, "--devices") != m.devices())
+        throw UsageError{fmt::format("--devices {} disagrees with --machine {}, which has {} devices; omit "
+                                     "--devices or make them agree",
+                                     a.devices_text, a.machine_path, m.devices())};
+    return m;
+}
+
+std::string run_models(const BenchArgs &a) {
+    if (a.family.empty()) throw UsageError{"models needs --family wresnet or rnn"};
+    if (!a.model.empty()) throw UsageError{"models runs a family (--family); --model belongs to the scaling mode"};
+    if (a.devices_text.empty() && a.machine_path.empty()) throw UsageError{"models needs --devices N or --machine FILE"};
+    const tessera::Machine machine = models_machine(a);
+    const auto strategies = parse_strategies(a.strategies.empty() ? "tofu,data,owt" : a.strategies);
+    const std::vector<std::string> models = family_models(a.family, a.sizes);
+    BenchProgress progress;
+    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    std::vector<tessera::BenchRow> rows;
+    for (const std::string &model : models) {
+        const tessera::Graph training = tessera::bench_training_graph(model, a.batch);
+        const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
+        std::vector<tessera::BenchRow> these;
+        for (tessera::PartitionStrategy s : strategies)
+            these.push_back(tessera::predict_partitioned(model, training, machine, s, ctx));
+        these.push_back(single);
+        tessera::fill_speedups(these, single);
+        rows.insert(rows.end(), these.begin(), these.end());
+    }
+    return report(a, header_for("models", a.family, machine, a), rows);
+}
+
+// ---- the program ----
+
+const char *kFooter =
+    "\nExamples:\n"
+    "  tessera-bench scaling --model mlp --devices 1,2,4,8\n"
+    "  tessera-bench scaling --model wresnet:depth=152,width=4 --devices 1,2,4,8,16,32,64 \\\n"
+    "      --machine configs/machines/2x8-nvlink.json --roofline h100\n"
+    "  tessera-bench models --family wresnet --machine configs/machines/8-nvlink.json --roofline h100\n"
+    "  tessera-bench models --family rnn:seq=8 --sizes 2x256,4x256 --devices 4 --format json -o rnn.json\n"
+    "\nWith --machine and --devices, scaling keeps the file's link speeds and fills its inner levels up\n"
+    "to their counts, the outermost level taking the rest (2x8-nvlink at 4 devices: one node of 4 GPUs;\n"
+    "at 64: 8 nodes of 8). Every number is a prediction: roofline operator times, an alpha-beta model\n"
+    "of the links, no swapping.";
+
+void add_flags(CLI::App &app, BenchArgs &a) {
+    app.add_option("--model", a.model, "scaling: the model spec, e.g. mlp or wresnet:depth=152,width=4");
+    app.add_option("--family", a.family,
+                   "models: wresnet (depth 152, widths 4,6,8,10) or rnn (lstm, layers 6,8,10 x hidden 4096,6144,"
+                   "8192); parameters after a colon replace the family's (rnn:seq=8)");
+    app.add_option("--sizes", a.sizes, "models: the sizes instead of Tofu's: widths (4,6) or LAYERSxHIDDEN (6x4096)");
+    app.add_option("--devices", a.devices_text, "scaling: device counts (1,2,4,8); models: one count");
+    app.add_option("--machine", a.machine_path, "Machine description (JSON: levels of links, outermost first)");
+    app.add_option("--batch", a.batch, "Global batch size (samples per step of the whole job)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--roofline", a.roofline, "Roofline preset for operator times and the host link: cpu or h100")
+        ->capture_default_str();
+    app.add_option("--strategies", a.strategies,
+                   "Partition strategies, comma separated (scaling: tofu,data,owt,equalchop; models: tofu,data,owt)");
+    app.add_option("--format", a.format, "Output format: table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+    app.add_option("-o,--output", a.out_path, "Write to this file (atomically) instead of standard output");
+}
+
+// Runs `body` and maps what it throws to an exit code and a message.
+int exit_code_of(const std::function<void()> &body) {
+    try {
+        body();
+        return 0;
+    } catch (const UsageError &e) {
+        std::cerr << "tessera-bench: " << e.message << "\nRun with --help for more information.\n";
+        return 2;
+    } catch (const tessera::Error &e) {
+        std::cerr << "tessera-bench: error: " << e.what() << "\n";
+        return 1;
+    } catch (const tessera::InternalError &e) {
+        std::cerr << "tessera-bench: internal error: " << e.what() << "\n";
+        return 3;
+    } catch (const std::bad_alloc &) {
+        std::cerr << "tessera-bench: out of host memory\n";
+        return 1;
+    } catch (const std::exception &e) {
+        std::cerr << "tessera-bench: internal error: " << e.what() << "\n";
+        return 3;
+    }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"tessera-bench: predicted training steps against device count and model size, for every strategy"};
+    app.footer(tessera::models_help() + kFooter);
+    BenchArgs a;
+    CLI::App *scaling = app.add_subcommand("scaling", "One model over device counts");
+    CLI::App *models = app.add_subcommand("models", "A model family over its sizes at one machine");
+    add_flags(*scaling, a);
+    add_flags(*models, a);
+    app.require_subcommand(1);
+    if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "scaling" && std::string(argv[1]) != "models") {
+        std::cerr << "tessera-bench: unknown mode '" << argv[1]
+                  << "'; give scaling or models\nRun with --help for more information.\n";
+        return 2;
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
+    }
+    return exit_code_of([&] {
+        const std::string text = scaling->parsed() ? run_scaling(a) : run_models(a);
+        if (a.out_path.empty()) std::cout << text << std::flush;
+        else tessera::write_file_atomically(a.out_path, text, "");
+    });
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# User-facing behaviour of tessera-bench: both modes as table and JSON, the
+# rows' arithmetic (speed-up of one device is 1, efficiency = speed-up / N),
+# determinism, atomic -o, exit codes and error messages.
+# Usage: bench_cli_test.sh PATH/TO/tessera-bench SOURCE_DIR
+set -uo pipefail
+BENCH="$1"
+SRC="$2"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
+
+MLP=(--model mlp:layers=2,hidden=64 --batch 16)
+
+# ---- scaling ----
+expect scaling-table 0 "tessera-bench scaling: mlp:hidden=64,layers=2, batch 16" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 1,2,4
+expect scaling-table-note 0 "not measurements" -- "$BENCH" scaling "${MLP[@]}" --devices 1,2
+expect scaling-json 0 '"format": "tessera-bench"' -- "$BENCH" scaling "${MLP[@]}" --devices 1,2,4 --format json
+
+"$BENCH" scaling "${MLP[@]}" --devices 1,2,4 --format json -o "$TMP/scaling.json" || { echo "FAIL scaling -o"; fail=1; }
+[ ! -e "$TMP/scaling.json.tmp" ] || { echo "FAIL temporary file left behind"; fail=1; }
+python3 - "$TMP/scaling.json" <<'PY' || fail=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+rows = j["rows"]
+strategies = ["tofu", "data", "owt", "equalchop"]
+for n in (1, 2, 4):
+    got = sorted(r["strategy"] for r in rows if r["devices"] == n)
+    assert got == sorted(strategies), (n, got)
+for r in rows:
+    assert r["step_s"] > 0 and r["throughput"] > 0, r
+    assert abs(r["throughput"] - 16 / r["step_s"]) <= 1e-9 * r["throughput"], r
+    assert abs(r["efficiency"] - r["speedup"] / r["devices"]) <= 1e-12, r
+    parts = r["compute_s"] + r["exposed_comm_s"] + r["exposed_swap_s"] + r["idle_s"]
+    assert abs(parts - r["step_s"]) <= 1e-9 * r["step_s"] + 1e-12, r
+    if r["devices"] == 1:
+        assert r["speedup"] == 1 and r["comm_bytes"] == 0, r
+    else:
+        assert r["comm_bytes"] > 0, r
+single = [r for r in rows if r["devices"] == 1][0]
+for r in rows:
+    assert abs(r["speedup"] - single["step_s"] / r["step_s"]) <= 1e-9 * r["speedup"], r
+# Data parallelism all-reduces the gradients of replicated weights: a rank
+# holds every weight, so its memory does not shrink with N the way the
+# activations' does, and it sends 2 (N-1)/N of the gradients' bytes.
+data = {r["devices"]: r for r in rows if r["strategy"] == "data"}
+params = 784 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10
+for n in (2, 4):
+    want = n * 2 * (n - 1) // n * params * 4
+    assert data[n]["comm_bytes"] == want, (n, data[n]["comm_bytes"], want)
+print("ok   scaling-json-rows", len(rows), "rows")
+PY
+
+# Determinism: the same inputs give the same bytes, in both formats.
+"$BENCH" scaling "${MLP[@]}" --devices 1,2,4 --format json >"$TMP/a.json" 2>/dev/null
+"$BENCH" scaling "${MLP[@]}" --devices 1,2,4 --format json >"$TMP/b.json" 2>/dev/null
+cmp -s "$TMP/a.json" "$TMP/b.json" && echo "ok   deterministic-json" || { echo "FAIL json differs between runs"; fail=1; }
+"$BENCH" scaling "${MLP[@]}" --devices 1,2,4 >"$TMP/a.txt" 2>/dev/null
+"$BENCH" scaling "${MLP[@]}" --devices 1,2,4 >"$TMP/b.txt" 2>/dev/null
+cmp -s "$TMP/a.txt" "$TMP/b.txt" && echo "ok   deterministic-table" || { echo "FAIL table differs between runs"; fail=1; }
+
+# A machine file: its speeds, its counts scaled to each --devices count.
+expect scaling-machine 0 "2 node x 8 gpu (16 devices)" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2,16 --machine "$SRC/configs/machines/2x8-nvlink.json" --strategies tofu
+expect scaling-machine-only 0 "8 gpu (8 devices)" -- \
+    "$BENCH" scaling "${MLP[@]}" --machine "$SRC/configs/machines/8-nvlink.json" --strategies data
+expect scaling-h100 0 "roofline  h100" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --roofline h100
+
+# ---- models: a tiny variant of each family ----
+expect models-wresnet 0 "Tofu over the best alternative" -- \
+    "$BENCH" models --family wresnet:depth=18,base=8 --sizes 1,2 --batch 8 --devices 2
+expect models-rnn 0 "lstm:embed=32,hidden=32,layers=2,seq=4,vocab=50" -- \
+    "$BENCH" models --family rnn:seq=4,vocab=50,embed=32 --sizes 1x32,2x32 --batch 8 --devices 2
+"$BENCH" models --family rnn:seq=4,vocab=50 --sizes 1x32,2x32 --batch 8 --devices 2 --format json \
+    -o "$TMP/models.json" || { echo "FAIL models -o"; fail=1; }
+python3 - "$TMP/models.json" <<'PY' || fail=1
+import json, sys
+j = json.load(open(sys.argv[1]))
+rows = j["rows"]
+models = sorted({r["model"] for r in rows})
+assert len(models) == 2, models
+for m in models:
+    mine = {r["strategy"]: r for r in rows if r["model"] == m}
+    assert sorted(mine) == ["data", "owt", "single", "tofu"], mine.keys()
+    assert mine["single"]["devices"] == 1 and mine["single"]["speedup"] == 1, mine["single"]
+    assert all(mine[s]["devices"] == 2 for s in ("tofu", "data", "owt"))
+    adv = [a for a in j["tofu_over_best"] if a["model"] == m][0]
+    best = min(("data", "owt"), key=lambda s: mine[s]["step_s"])
+    assert adv["best_alternative"] == best, (adv, best)
+    assert abs(adv["tofu_over_best"] - mine[best]["step_s"] / mine["tofu"]["step_s"]) < 1e-12, adv
+print("ok   models-json-rows", len(rows), "rows")
+PY
+
+# ---- errors ----
+expect no-mode 2 "A subcommand is required" -- "$BENCH"
+expect unknown-mode 2 "unknown mode 'budgets'; give scaling or models" -- "$BENCH" budgets --model mlp
+expect unknown-flag 2 "--bogus" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --bogus
+expect bad-format 2 "--format: xml not in {table,json}" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --format xml
+expect no-model 2 "scaling needs --model SPEC" -- "$BENCH" scaling --devices 2
+expect no-devices 2 "scaling needs --devices N,N,... or --machine FILE" -- "$BENCH" scaling --model mlp
+expect family-in-scaling 2 "--family and --sizes belong to the models mode" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2 --family wresnet
+expect no-family 2 "models needs --family wresnet or rnn" -- "$BENCH" models --devices 2
+expect model-in-models 2 "--model belongs to the scaling mode" -- "$BENCH" models --family rnn --model mlp --devices 2
+expect unknown-model 1 "unknown model 'nosuch'" -- "$BENCH" scaling --model nosuch --devices 2
+expect unknown-family 1 "--family: unknown family 'vgg'; give wresnet or rnn" -- "$BENCH" models --family vgg --devices 2
+expect unknown-strategy 1 "--strategies: unknown" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies tofu,magic
+expect brute-strategy 1 "--strategies: brute tries every assignment" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies brute
+expect zero-devices 1 "--devices: '0' is not a device count (a positive integer up to 65536)" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 1,0
+expect word-devices 1 "--devices: 'two' is not a device count" -- "$BENCH" scaling "${MLP[@]}" --devices two
+expect empty-devices 1 "--devices: '' is not a device count" -- "$BENCH" scaling "${MLP[@]}" --devices 1,,2
+expect models-device-list 1 "--devices: '2,4' is not a device count" -- \
+    "$BENCH" models --family rnn --sizes 1x32 --devices 2,4
+expect bad-sizes 1 "--sizes: '32' is not LAYERSxHIDDEN (e.g. 6x4096)" -- \
+    "$BENCH" models --family rnn --sizes 32 --devices 2
+expect machine-disagrees 2 "--devices 8 disagrees with --machine" -- \
+    "$BENCH" models --family rnn --devices 8 --machine "$SRC/configs/machines/2x8-nvlink.json"
+expect missing-machine 1 "$TMP/none.json" -- "$BENCH" scaling "${MLP[@]}" --machine "$TMP/none.json"
+echo '{"levels": []}' >"$TMP/bad-machine.json"
+expect bad-machine 1 "'levels' must be a non-empty list" -- "$BENCH" scaling "${MLP[@]}" --machine "$TMP/bad-machine.json"
+expect bad-roofline 1 "--roofline:" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --roofline tpu
+expect unwritable 1 "cannot write" -- "$BENCH" scaling "${MLP[@]}" --devices 2 -o "$TMP/missing-dir/out.txt"
+[ ! -e "$TMP/missing-dir" ] || { echo "FAIL unwritable left a file"; fail=1; }
+
+exit $fail
