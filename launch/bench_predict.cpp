@@ -1,7 +1,9 @@
 #include "bench_predict.h"
 
 #include <algorithm>
-#include <numeric>
+#include <exception>
+#include <functional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -64,6 +66,33 @@ void simulate_into(const std::vector<RankRun> &runs, const Machine &machine, con
     }
 }
 
+// Runs work(r) for every rank, on as many threads as the host has cores (at
+// most 8), a batch of ranks at a time; progress(done) after each batch, on the
+// calling thread. Lowering a rank reads only the shared graph and plan, and
+// each rank writes only its own result, so the order of the threads changes
+// nothing in the output. The first exception a rank throws is rethrown.
+void for_each_rank(int n, const std::function<void(int)> &work, const std::function<void(int)> &progress) {
+    const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+    auto guarded = [&](int r) {
+        try {
+            work(r);
+        } catch (...) {
+            errors[static_cast<size_t>(r)] = std::current_exception();
+        }
+    };
+    for (int first = 0; first < n; first += threads) {
+        const int last = std::min(n, first + threads);
+        std::vector<std::thread> pool;
+        for (int r = first + 1; r < last; r++) pool.emplace_back(guarded, r);
+        guarded(first);
+        for (std::thread &t : pool) t.join();
+        for (int r = first; r < last; r++)
+            if (errors[static_cast<size_t>(r)]) std::rethrow_exception(errors[static_cast<size_t>(r)]);
+        progress(last);
+    }
+}
+
 void say(const BenchContext &ctx, const std::string &text) {
     if (ctx.progress) ctx.progress(text);
 }
@@ -112,13 +141,11 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
     const int n = machine.devices();
     say(ctx, fmt::format("{} on {} devices: partitioning", name, n));
     const Plan plan = partition(training, machine, bench_partition_options(model, strategy));
-    std::vector<RankRun> runs;
-    runs.reserve(static_cast<size_t>(n));
-    for (int r = 0; r < n; r++) {
-        say(ctx, fmt::format("{} on {} devices: lowering rank {} of {}", name, n, r + 1, n));
+    std::vector<RankRun> runs(static_cast<size_t>(n));
+    for_each_rank(n, [&](int r) {
         DeviceGraph dg = lower(training, plan, r);
-        runs.push_back(rank_run(std::move(dg.graph), dg.comm_bytes, ctx.device));
-    }
+        runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx.device);
+    }, [&](int done) { say(ctx, fmt::format("{} on {} devices: lowered {} of {} ranks", name, n, done, n)); });
     say(ctx, fmt::format("{} on {} devices: simulating the step", name, n));
     BenchRow row;
     row.model = model;

@@ -41,14 +41,13 @@ for r in rows:
 single = [r for r in rows if r["devices"] == 1][0]
 for r in rows:
     assert abs(r["speedup"] - single["step_s"] / r["step_s"]) <= 1e-9 * r["speedup"], r
-# Data parallelism all-reduces the gradients of replicated weights: a rank
-# holds every weight, so its memory does not shrink with N the way the
-# activations' does, and it sends 2 (N-1)/N of the gradients' bytes.
+# Data parallelism replicates every weight and all-reduces its gradient (a
+# ring: each rank sends 2 (N-1)/N of it), and the loss's few bytes; nothing else.
 data = {r["devices"]: r for r in rows if r["strategy"] == "data"}
-params = 784 * 64 + 64 + 64 * 64 + 64 + 64 * 10 + 10
+params = 784 * 64 + 64 + 64 * 10 + 10  # mlp:layers=2,hidden=64 is 784-64-10
 for n in (2, 4):
-    want = n * 2 * (n - 1) // n * params * 4
-    assert data[n]["comm_bytes"] == want, (n, data[n]["comm_bytes"], want)
+    want = 2 * (n - 1) * params * 4
+    assert want < data[n]["comm_bytes"] <= want + 16 * n * n, (n, data[n]["comm_bytes"], want)
 print("ok   scaling-json-rows", len(rows), "rows")
 PY
 
@@ -61,9 +60,9 @@ cmp -s "$TMP/a.json" "$TMP/b.json" && echo "ok   deterministic-json" || { echo "
 cmp -s "$TMP/a.txt" "$TMP/b.txt" && echo "ok   deterministic-table" || { echo "FAIL table differs between runs"; fail=1; }
 
 # A machine file: its speeds, its counts scaled to each --devices count.
-expect scaling-machine 0 "2 node x 8 gpu (16 devices)" -- \
+expect scaling-machine 0 "2 nodes x 8 gpus (16 devices)" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 2,16 --machine "$SRC/configs/machines/2x8-nvlink.json" --strategies tofu
-expect scaling-machine-only 0 "8 gpu (8 devices)" -- \
+expect scaling-machine-only 0 "8 gpus (8 devices) (gpu 360 GB/s 3 us)" -- \
     "$BENCH" scaling "${MLP[@]}" --machine "$SRC/configs/machines/8-nvlink.json" --strategies data
 expect scaling-h100 0 "roofline  h100" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --roofline h100
 
