@@ -160,7 +160,10 @@ std::string run_scaling(const BenchArgs &a) {
             rows.push_back(row);
         }
     tessera::fill_speedups(rows, single);
-    return report(a, header_for("scaling", model, machines.back(), a), rows);
+    tessera::BenchHeader h = header_for("scaling", model, machines.back(), a);
+    if (machines.size() > 1) h.machine += a.machine_path.empty() ? " at the largest count; each count flat"
+                                                                  : " at the largest count; each count scaled alike";
+    return report(a, h, rows);
 }
 
 // ---- models ----
