@@ -24,17 +24,17 @@ run() {  # N, budget args...
 for m in "${models[@]}"; do
   common=(--model "$m" --data synthetic --synthetic-size 512 --batch 32 --progress none --no-eval --optimizer adam
           --threads 1 --steps "$steps" --simulate-steps --swap-time-limit 5)
-  "$train" --model "$m" --data synthetic --synthetic-size 512 --batch 32 --progress none --no-eval --steps 1 \
-    --optimizer adam --metrics "$work/full.jsonl" >/dev/null
-  fp=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["footprint_bytes"])' "$work/full.jsonl")
   for n in 1 2; do
+    fp=0
     for budget in none quarter; do
       extra=()
-      # Under a budget each rank swaps; at N = 2 the rank's footprint is about half.
-      [ "$budget" = quarter ] && extra=(--device-mem $(( fp / n / ratio / 64 * 64 )))
+      # Each rank's budget is 1/RATIO of its own footprint, from the run without one.
+      [ "$budget" = quarter ] && extra=(--device-mem $(( fp / ratio / 64 * 64 )))
       if ! run "$n" "${common[@]}" "${extra[@]}" --metrics "$work/s.jsonl" >"$work/log" 2>&1; then
-        printf "%-55s %2s %8s failed: %s\n" "$m" "$n" "$budget" "$(tail -1 "$work/log")"; continue
+        printf "%-55s %2s %8s failed: %s\n" "$m" "$n" "$budget" "$(grep -m1 'error:' "$work/log" || tail -1 "$work/log")"; continue
       fi
+      [ "$budget" = none ] &&
+        fp=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["footprint_bytes"])' "$work/s.jsonl")
       python3 - "$work/s.jsonl" "$m" "$n" "$budget" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l][1:]
