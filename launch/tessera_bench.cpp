@@ -23,6 +23,7 @@
 
 #include "bench_predict.h"
 #include "bench_report.h"
+#include "cli_exit.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
@@ -33,10 +34,8 @@
 
 namespace {
 
-// A combination of flags that does not go together: exit code 2.
-struct UsageError {
-    std::string message;
-};
+using tessera::UsageError;
+
 
 // Every flag of both modes.
 struct BenchArgs {
@@ -262,28 +261,6 @@ void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("-o,--output", a.out_path, "Write to this file (atomically) instead of standard output");
 }
 
-// Runs `body` and maps what it throws to an exit code and a message.
-int exit_code_of(const std::function<void()> &body) {
-    try {
-        body();
-        return 0;
-    } catch (const UsageError &e) {
-        std::cerr << "tessera-bench: " << e.message << "\nRun with --help for more information.\n";
-        return 2;
-    } catch (const tessera::Error &e) {
-        std::cerr << "tessera-bench: error: " << e.what() << "\n";
-        return 1;
-    } catch (const tessera::InternalError &e) {
-        std::cerr << "tessera-bench: internal error: " << e.what() << "\n";
-        return 3;
-    } catch (const std::bad_alloc &) {
-        std::cerr << "tessera-bench: out of host memory\n";
-        return 1;
-    } catch (const std::exception &e) {
-        std::cerr << "tessera-bench: internal error: " << e.what() << "\n";
-        return 3;
-    }
-}
 
 }  // namespace
 
@@ -306,7 +283,7 @@ int main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
-    return exit_code_of([&] {
+    return tessera::exit_code_of("tessera-bench", [&] {
         const std::string text = scaling->parsed() ? run_scaling(a) : run_models(a);
         if (a.out_path.empty()) std::cout << text << std::flush;
         else tessera::write_file_atomically(a.out_path, text, "");

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_exit.h"
 #include "partition_flags.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
@@ -50,6 +51,8 @@
 #include "tessera/text.h"
 
 namespace {
+
+using tessera::UsageError;
 
 // The canonical variant shown for each operator: the first analysed one, or where
 // ranks vary the last rank-2 one (for axis operators, the innermost axis).
@@ -430,10 +433,6 @@ struct PlanArgs {
     bool swapping() const { return mem_opt->count() > 0; }
 };
 
-// A combination of flags that does not go together: exit code 2.
-struct UsageError {
-    std::string message;
-};
 
 const char *kFooter =
     "\nExamples:\n"
@@ -592,28 +591,6 @@ std::string model_plan_text(PlanArgs &a) {
     return tessera::plan_table(plans[0]) + (swapped ? swap_text(*swapped) : std::string());
 }
 
-// Runs `body` and maps what it throws to an exit code and a message.
-int exit_code_of(const std::function<void()> &body) {
-    try {
-        body();
-        return 0;
-    } catch (const UsageError &e) {
-        std::cerr << "tessera-plan: " << e.message << "\nRun with --help for more information.\n";
-        return 2;
-    } catch (const tessera::Error &e) {
-        std::cerr << "tessera-plan: error: " << e.what() << "\n";
-        return 1;
-    } catch (const tessera::InternalError &e) {
-        std::cerr << "tessera-plan: internal error: " << e.what() << "\n";
-        return 3;
-    } catch (const std::bad_alloc &) {
-        std::cerr << "tessera-plan: out of host memory\n";
-        return 1;
-    } catch (const std::exception &e) {
-        std::cerr << "tessera-plan: internal error: " << e.what() << "\n";
-        return 3;
-    }
-}
 
 }  // namespace
 
@@ -628,7 +605,7 @@ int main(int argc, char **argv) {
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
-    return exit_code_of([&] {
+    return tessera::exit_code_of("tessera-plan", [&] {
         check_usage(a);
         const std::string text = a.ops ? ops_text(a.all_variants, a.format) : model_plan_text(a);
         if (a.out_path.empty()) std::cout << text << std::flush;
