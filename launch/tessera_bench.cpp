@@ -44,19 +44,6 @@ struct BenchArgs {
     int64_t batch = 128;
 };
 
-std::vector<std::string> split_list(const std::string &text) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (true) {
-        size_t comma = text.find(',', start);
-        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-        out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
-        if (comma == std::string::npos) return out;
-        start = comma + 1;
-    }
-}
-
 int parse_positive(const std::string &text, const std::string &flag) {
     size_t used = 0;
     long v = 0;
@@ -72,7 +59,7 @@ int parse_positive(const std::string &text, const std::string &flag) {
 
 std::vector<tessera::PartitionStrategy> parse_strategies(const std::string &text) {
     std::vector<tessera::PartitionStrategy> out;
-    for (const std::string &name : split_list(text)) {
+    for (const std::string &name : tessera::split_list(text)) {
         TESSERA_CHECK(name != "brute", "--strategies: brute tries every assignment and is for small graphs only; "
                                        "give tofu, data, owt or equalchop");
         try {
@@ -125,7 +112,7 @@ std::string report(const BenchArgs &a, const tessera::BenchHeader &h, const std:
 std::vector<tessera::Machine> scaling_machines(const BenchArgs &a) {
     std::vector<int> counts;
     if (!a.devices_text.empty())
-        for (const std::string &item : split_list(a.devices_text)) counts.push_back(parse_positive(item, "--devices"));
+        for (const std::string &item : tessera::split_list(a.devices_text)) counts.push_back(parse_positive(item, "--devices"));
     if (a.machine_path.empty()) {
         std::vector<tessera::Machine> out;
         for (int n : counts) out.push_back(tessera::flat_machine(n));
@@ -174,7 +161,7 @@ std::vector<std::string> family_models(const std::string &family_text, const std
     const bool wresnet = given.name == "wresnet", rnn = given.name == "rnn" || given.name == "lstm";
     TESSERA_CHECK(wresnet || rnn, "--family: unknown family '", given.name, "'; give wresnet or rnn");
     std::vector<std::string> items =
-        split_list(!sizes.empty() ? sizes : wresnet ? "4,6,8,10" : "6x4096,6x6144,6x8192,8x4096,8x6144,8x8192,"
+        tessera::split_list(!sizes.empty() ? sizes : wresnet ? "4,6,8,10" : "6x4096,6x6144,6x8192,8x4096,8x6144,8x8192,"
                                                                    "10x4096,10x6144,10x8192");
     std::vector<std::string> out;
     for (const std::string &item : items) {

@@ -96,19 +96,6 @@ std::string ops_text(bool all_variants, const std::string &format) {
     return j.dump(2) + "\n";
 }
 
-std::vector<std::string> split_list(const std::string &text) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (true) {
-        size_t comma = text.find(',', start);
-        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
-        out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
-        if (comma == std::string::npos) return out;
-        start = comma + 1;
-    }
-}
-
 struct PlanRequest {
     std::string model;
     tessera::Machine machine;
@@ -561,7 +548,7 @@ std::vector<tessera::PartitionStrategy> read_machine_and_strategies(PlanArgs &a)
     // Swapping plans one rank's lowered graph, and only executable plans lower.
     req.executable = a.executable || (a.swapping() && req.machine.devices() > 1);
     std::vector<tessera::PartitionStrategy> strategies;
-    for (const std::string &name : a.compare.empty() ? std::vector<std::string>{a.strategy} : split_list(a.compare)) {
+    for (const std::string &name : a.compare.empty() ? std::vector<std::string>{a.strategy} : tessera::split_list(a.compare)) {
         try {
             strategies.push_back(tessera::partition_strategy_from_name(name));
         } catch (const tessera::Error &e) {

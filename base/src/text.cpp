@@ -77,4 +77,17 @@ std::string join(const std::vector<std::string> &items, const std::string &sep) 
     return out;
 }
 
+std::vector<std::string> split_list(const std::string &text) {
+    std::vector<std::string> out;
+    size_t start = 0;
+    while (true) {
+        size_t comma = text.find(',', start);
+        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        size_t b = item.find_first_not_of(" \t"), e = item.find_last_not_of(" \t");
+        out.push_back(b == std::string::npos ? "" : item.substr(b, e - b + 1));
+        if (comma == std::string::npos) return out;
+        start = comma + 1;
+    }
+}
+
 }  // namespace tessera

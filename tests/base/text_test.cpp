@@ -51,6 +51,13 @@ TEST(Text, DurationsHaveThreeSignificantDigitsThenMinutes) {
     for (const auto &[seconds, text] : cases) EXPECT_EQ(format_duration(seconds), text) << seconds;
 }
 
+TEST(Text, CommaListsSplitAndTrim) {
+    EXPECT_EQ(split_list("tofu,data"), (std::vector<std::string>{"tofu", "data"}));
+    EXPECT_EQ(split_list(" 1, 2 ,\t4 "), (std::vector<std::string>{"1", "2", "4"}));
+    EXPECT_EQ(split_list("a,,b,"), (std::vector<std::string>{"a", "", "b", ""}));
+    EXPECT_EQ(split_list(""), (std::vector<std::string>{""}));
+}
+
 TEST(Text, HtmlEscapeAndJoin) {
     EXPECT_EQ(html_escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
     EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");

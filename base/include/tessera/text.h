@@ -29,5 +29,8 @@ std::string html_escape(const std::string &s);
 
 // The items with `sep` between them.
 std::string join(const std::vector<std::string> &items, const std::string &sep);
+// "a, b,c" -> {"a", "b", "c"}: the items of a comma-separated list, each
+// trimmed of spaces and tabs (an empty item stays, as "").
+std::vector<std::string> split_list(const std::string &text);
 
 }  // namespace tessera
