@@ -14,6 +14,8 @@
 #include "tessera/program/memory_plan.h"
 #include "tessera/program/program.h"
 #include "tessera/sim/step_sim.h"
+#include "tessera/swap/swap_program.h"
+#include "tessera/text.h"
 
 namespace tessera {
 
@@ -151,6 +153,41 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
     row.model = model;
     row.strategy = name;
     simulate_into(runs, machine, ctx, row);
+    return row;
+}
+
+int64_t footprint_bytes(const Graph &training) { return plan_memory(training, default_order(training)).arena_bytes; }
+
+BenchRow predict_swapped(const std::string &model, const Graph &training, int64_t budget, SwapPolicy policy,
+                         double search_s, const BenchContext &ctx) {
+    say(ctx, fmt::format("{} under {}: planning swaps", swap_policy_name(policy), format_bytes(budget)));
+    SwapProblem pr;
+    pr.graph = &training;
+    pr.order = default_order(training);
+    pr.node_time_s = roofline_node_times(training, ctx.device);
+    pr.budget = budget;
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = ctx.device.host_bytes_per_s;
+    BenchRow row;
+    row.model = model;
+    row.strategy = swap_policy_name(policy);
+    const int64_t least = min_swap_budget(pr);
+    if (budget < least) {
+        row.memory_bytes = budget;
+        row.note = fmt::format("cannot work: the smallest budget that can is {}", format_bytes(least));
+        return row;
+    }
+    SwapOptions so;
+    so.policy = policy;
+    so.time_limit_s = search_s;
+    const SwapPlan plan = plan_swaps(pr, so);
+    const SwapRun run = build_swap_run(training, plan);
+    std::vector<RankRun> runs(1);
+    runs[0].graph = training;
+    runs[0].program = run.train;
+    runs[0].node_s = pr.node_time_s;
+    runs[0].arena_bytes = budget;
+    runs[0].comm_bytes = plan.swap_in_bytes + plan.swap_out_bytes;
+    simulate_into(runs, flat_machine(1), ctx, row);
     return row;
 }
 

@@ -24,6 +24,7 @@
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
 #include "tessera/swap/roofline.h"
+#include "tessera/swap/swap_plan.h"
 
 namespace tessera {
 
@@ -40,6 +41,8 @@ struct BenchRow {
     int64_t memory_bytes = 0;  // the largest rank's arena (plan_memory, default order)
     int slowest_rank = 0;
     double compute_s = 0, exposed_comm_s = 0, exposed_swap_s = 0, idle_s = 0;  // of the slowest rank
+    // Why there is no prediction ("cannot work: ..."); empty when there is one.
+    std::string note;
     bool operator==(const BenchRow &) const = default;
 };
 
@@ -64,6 +67,18 @@ BenchRow predict_single(const std::string &model, const Graph &training, const B
 // for the caller (fill_speedups).
 BenchRow predict_partitioned(const std::string &model, const Graph &training, const Machine &machine,
                              PartitionStrategy strategy, const BenchContext &ctx);
+
+// One device under a memory budget of `budget` bytes, swapping by `policy`:
+// the swap planner's plan (roofline operator times, the roofline's host link
+// each way; the genetic search of `advisor` capped at `search_s` seconds), its
+// program (build_swap_run) through simulate_step. memory_bytes is the budget
+// and comm_bytes the bytes swapped per step, in and out together. A budget
+// that cannot work gives a row with no times and a note naming the smallest
+// that can.
+BenchRow predict_swapped(const std::string &model, const Graph &training, int64_t budget, SwapPolicy policy,
+                         double search_s, const BenchContext &ctx);
+// What one device needs without swapping: the arena of the default order's memory plan.
+int64_t footprint_bytes(const Graph &training);
 
 // Sets every row's speedup (single.step_s / step_s) and efficiency (speedup / devices).
 void fill_speedups(std::vector<BenchRow> &rows, const BenchRow &single);

@@ -68,6 +68,10 @@ std::string bench_table(const BenchHeader &h, const std::vector<BenchRow> &rows)
                      "slowest", "compute", "comm", "swap", "idle");
     for (const BenchRow &r : rows) {
         if (many_models) s += fmt::format("{:<36} ", r.model);
+        if (!r.note.empty()) {
+            s += fmt::format("{:>7} {:<9} {} (budget {})\n", r.devices, r.strategy, r.note, format_bytes(r.memory_bytes));
+            continue;
+        }
         s += fmt::format("{:>7} {:<9} {:>10} {:>10} {:>7.2f}x {:>5.0f}% {:>11} {:>11} | {:>8} {:>8} {:>6} {:>6} {:>6}\n",
                          r.devices, r.strategy, format_duration(r.step_s), rate(r.throughput), r.speedup,
                          100 * r.efficiency, format_bytes(r.comm_bytes), format_bytes(r.memory_bytes),
@@ -75,9 +79,14 @@ std::string bench_table(const BenchHeader &h, const std::vector<BenchRow> &rows)
                          share(r.exposed_comm_s, r.step_s), share(r.exposed_swap_s, r.step_s),
                          share(r.idle_s, r.step_s));
     }
-    s += "\nspeed-up: against the same model on one device; eff.: speed-up / devices; comm/step: bytes all ranks\n"
-         "send per step; mem/device: the largest rank's arena without swapping; compute, comm, swap, idle:\n"
-         "the slowest rank's step as its compute stream spends it (exposed communication and swapping).\n";
+    if (h.mode == "budgets")
+        s += "\nstrategy: the swap policy; speed-up: the share of the unlimited step's throughput; comm/step: bytes\n"
+             "swapped per step, in and out; mem/device: the budget; compute, comm, swap, idle: the step as the\n"
+             "compute stream spends it (exposed swapping).\n";
+    else
+        s += "\nspeed-up: against the same model on one device; eff.: speed-up / devices; comm/step: bytes all ranks\n"
+             "send per step; mem/device: the largest rank's arena without swapping; compute, comm, swap, idle:\n"
+             "the slowest rank's step as its compute stream spends it (exposed communication and swapping).\n";
     return s + advantage_text(many_models ? tofu_advantages(rows) : std::vector<TofuAdvantage>{});
 }
 
@@ -106,7 +115,8 @@ std::string bench_json(const BenchHeader &h, const std::vector<BenchRow> &rows) 
                        {"compute_s", r.compute_s},
                        {"exposed_comm_s", r.exposed_comm_s},
                        {"exposed_swap_s", r.exposed_swap_s},
-                       {"idle_s", r.idle_s}});
+                       {"idle_s", r.idle_s},
+                       {"note", r.note}});
     j["rows"] = out;
     if (h.mode == "models") {
         nlohmann::json adv = nlohmann::json::array();

@@ -30,6 +30,7 @@
 #include "tessera/partition/machine.h"
 #include "tessera/progress.h"
 #include "tessera/swap/roofline.h"
+#include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
 
 namespace {
@@ -42,6 +43,8 @@ struct BenchArgs {
     std::string model, family, devices_text, machine_path, roofline = "cpu", strategies, sizes, format = "table",
                                                                            out_path;
     int64_t batch = 128;
+    std::string ratios = "1,2,4,8,16", policies = "advisor,lru,vdnn,ideal";  // budgets
+    double search_s = 5;                                                    // budgets: advisor's search
 };
 
 int parse_positive(const std::string &text, const std::string &flag) {
@@ -213,6 +216,39 @@ std::string run_models(const BenchArgs &a) {
     return report(a, header_for("models", a.family, machine, a), rows);
 }
 
+// ---- budgets ----
+
+std::vector<tessera::SwapPolicy> parse_policies(const std::string &text) {
+    std::vector<tessera::SwapPolicy> out;
+    for (const std::string &name : tessera::split_list(text)) out.push_back(tessera::swap_policy_from_name(name));
+    return out;
+}
+
+// One device at 1/r of its footprint for each ratio r, every policy; the
+// unconstrained step is the reference (speed-up: the share of its throughput).
+std::string run_budgets(const BenchArgs &a) {
+    if (a.model.empty()) throw UsageError{"budgets needs --model SPEC"};
+    if (!a.devices_text.empty() || !a.machine_path.empty() || !a.family.empty() || !a.strategies.empty())
+        throw UsageError{"budgets runs one device: --devices, --machine, --family and --strategies belong to the "
+                         "other modes"};
+    const auto policies = parse_policies(a.policies);
+    std::vector<int> ratios;
+    for (const std::string &item : tessera::split_list(a.ratios)) ratios.push_back(parse_positive(item, "--ratios"));
+    BenchProgress progress;
+    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
+    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
+    const int64_t footprint = tessera::footprint_bytes(training);
+    tessera::BenchRow single = tessera::predict_single(model, training, ctx);
+    single.strategy = "unlimited";
+    std::vector<tessera::BenchRow> rows{single};
+    for (int r : ratios)
+        for (tessera::SwapPolicy p : policies)
+            rows.push_back(tessera::predict_swapped(model, training, footprint / r / 64 * 64, p, a.search_s, ctx));
+    tessera::fill_speedups(rows, single);
+    return report(a, header_for("budgets", model, tessera::flat_machine(1), a), rows);
+}
+
 // ---- the program ----
 
 const char *kFooter =
@@ -222,6 +258,7 @@ const char *kFooter =
     "      --machine configs/machines/2x8-nvlink.json --roofline h100\n"
     "  tessera-bench models --family wresnet --machine configs/machines/8-nvlink.json --roofline h100\n"
     "  tessera-bench models --family rnn:seq=8 --sizes 2x256,4x256 --devices 4 --format json -o rnn.json\n"
+    "  tessera-bench budgets --model transformer --ratios 1,4,8,12 --roofline h100\n"
     "\nWith --machine and --devices, scaling keeps the file's link speeds and fills its inner levels up\n"
     "to their counts, the outermost level taking the rest (2x8-nvlink at 4 devices: one node of 4 GPUs;\n"
     "at 64: 8 nodes of 8). Every number is a prediction: roofline operator times, an alpha-beta model\n"
@@ -248,6 +285,16 @@ void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("-o,--output", a.out_path, "Write to this file (atomically) instead of standard output");
 }
 
+void add_budget_flags(CLI::App &app, BenchArgs &a) {
+    app.add_option("--ratios", a.ratios, "budgets: the footprint over each budget (1,2,4,8,16: 1/1 to 1/16)")
+        ->capture_default_str();
+    app.add_option("--policies", a.policies, "budgets: swap policies, comma separated (advisor, lru, vdnn, ideal)")
+        ->capture_default_str();
+    app.add_option("--search-time", a.search_s, "budgets: seconds the advisor's genetic search may take per budget")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+}
+
 
 }  // namespace
 
@@ -257,12 +304,16 @@ int main(int argc, char **argv) {
     BenchArgs a;
     CLI::App *scaling = app.add_subcommand("scaling", "One model over device counts");
     CLI::App *models = app.add_subcommand("models", "A model family over its sizes at one machine");
+    CLI::App *budgets = app.add_subcommand("budgets", "One model on one device against its memory budget");
     add_flags(*scaling, a);
     add_flags(*models, a);
+    add_flags(*budgets, a);
+    add_budget_flags(*budgets, a);
     app.require_subcommand(1);
-    if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "scaling" && std::string(argv[1]) != "models") {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    if (argc > 1 && argv[1][0] != '-' && mode != "scaling" && mode != "models" && mode != "budgets") {
         std::cerr << "tessera-bench: unknown mode '" << argv[1]
-                  << "'; give scaling or models\nRun with --help for more information.\n";
+                  << "'; give scaling, models or budgets\nRun with --help for more information.\n";
         return 2;
     }
     try {
@@ -271,7 +322,7 @@ int main(int argc, char **argv) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
     return tessera::exit_code_of("tessera-bench", [&] {
-        const std::string text = scaling->parsed() ? run_scaling(a) : run_models(a);
+        const std::string text = scaling->parsed() ? run_scaling(a) : models->parsed() ? run_models(a) : run_budgets(a);
         if (a.out_path.empty()) std::cout << text << std::flush;
         else tessera::write_file_atomically(a.out_path, text, "");
     });

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# User-facing behaviour of tessera-bench: both modes as table and JSON, the
+# User-facing behaviour of tessera-bench: its modes as table and JSON, the
 # rows' arithmetic (speed-up of one device is 1, efficiency = speed-up / N),
 # determinism, atomic -o, exit codes and error messages.
 # Usage: bench_cli_test.sh PATH/TO/tessera-bench SOURCE_DIR
@@ -93,7 +93,7 @@ PY
 
 # ---- errors ----
 expect no-mode 2 "A subcommand is required" -- "$BENCH"
-expect unknown-mode 2 "unknown mode 'budgets'; give scaling or models" -- "$BENCH" budgets --model mlp
+expect unknown-mode 2 "unknown mode 'measure'; give scaling, models or budgets" -- "$BENCH" measure --model mlp
 expect unknown-flag 2 "--bogus" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --bogus
 expect bad-format 2 "--format: xml not in {table,json}" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --format xml
 expect no-model 2 "scaling needs --model SPEC" -- "$BENCH" scaling --devices 2
@@ -123,5 +123,39 @@ expect bad-machine 1 "'levels' must be a non-empty list" -- "$BENCH" scaling "${
 expect bad-roofline 1 "--roofline:" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --roofline tpu
 expect unwritable 1 "cannot write" -- "$BENCH" scaling "${MLP[@]}" --devices 2 -o "$TMP/missing-dir/out.txt"
 [ ! -e "$TMP/missing-dir" ] || { echo "FAIL unwritable left a file"; fail=1; }
+
+# ---- budgets ----
+# One device against its budget: the unlimited row first (speed-up 1), then
+# every policy at every ratio; the ideal policy swaps for free, so it keeps the
+# unlimited step; a budget below the largest operator's is a row saying so.
+BIG=(--model mlp:layers=8,hidden=512 --batch 32)
+expect budgets-table 0 "the share of the unlimited step's throughput" -- "$BENCH" budgets "${BIG[@]}" --ratios 2,4
+"$BENCH" budgets "${BIG[@]}" --ratios 1,2,4,1000 --format json -o "$TMP/budgets.json" || { echo "FAIL budgets json"; fail=1; }
+python3 - "$TMP/budgets.json" <<'PY' || { echo "FAIL budgets rows"; fail=1; }
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert rows[0]["strategy"] == "unlimited" and rows[0]["speedup"] == 1, rows[0]
+unlimited = rows[0]
+policies = ["advisor", "lru", "vdnn", "ideal"]
+assert [r["strategy"] for r in rows[1:]] == policies * 4, [r["strategy"] for r in rows]
+budgets = sorted({r["memory_bytes"] for r in rows[1:]}, reverse=True)
+assert len(budgets) == 4 and budgets[0] == unlimited["memory_bytes"] // 64 * 64, budgets
+for r in rows[1:]:
+    if r["memory_bytes"] == budgets[-1]:  # 1/1000 of the footprint
+        assert r["note"].startswith("cannot work: the smallest budget that can is") and r["step_s"] == 0, r
+        continue
+    assert r["note"] == "" and r["step_s"] > 0, r
+    assert abs(r["speedup"] - unlimited["step_s"] / r["step_s"]) <= 1e-12, r
+    if r["strategy"] == "ideal":
+        assert abs(r["step_s"] - unlimited["step_s"]) <= 1e-9 * unlimited["step_s"], r
+    if r["memory_bytes"] < budgets[0] and r["strategy"] != "ideal":
+        assert r["comm_bytes"] > 0 and r["step_s"] >= unlimited["step_s"], r
+PY
+echo "ok   budgets-rows"
+expect budgets-policy 1 "unknown swap policy 'fifo'; valid: advisor, lru, vdnn, ideal" -- \
+    "$BENCH" budgets "${BIG[@]}" --policies advisor,fifo
+expect budgets-devices 2 "budgets runs one device" -- "$BENCH" budgets "${BIG[@]}" --devices 2
+expect budgets-model 2 "budgets needs --model SPEC" -- "$BENCH" budgets --ratios 2
+expect budgets-ratio 1 "--ratios" -- "$BENCH" budgets "${BIG[@]}" --ratios 2,0
 
 exit $fail
