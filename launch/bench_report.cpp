@@ -18,12 +18,6 @@ std::string share(double part, double step) {
     return fmt::format("{:.0f}%", 100 * part / step);
 }
 
-std::string rate(double samples_per_s) {
-    if (samples_per_s >= 1e6) return fmt::format("{:.3g}M", samples_per_s / 1e6);
-    if (samples_per_s >= 1e4) return fmt::format("{:.3g}K", samples_per_s / 1e3);
-    return fmt::format("{:.4g}", samples_per_s);
-}
-
 std::string header_text(const BenchHeader &h) {
     return fmt::format("tessera-bench {}: {}, batch {}\n"
                        "machine   {} ({})\n"
@@ -41,6 +35,12 @@ std::string advantage_text(const std::vector<TofuAdvantage> &adv) {
 }
 
 }  // namespace
+
+std::string samples_rate(double samples_per_s) {
+    if (samples_per_s >= 1e6) return fmt::format("{:.3g}M", samples_per_s / 1e6);
+    if (samples_per_s >= 1e4) return fmt::format("{:.3g}K", samples_per_s / 1e3);
+    return fmt::format("{:.4g}", samples_per_s);
+}
 
 std::vector<TofuAdvantage> tofu_advantages(const std::vector<BenchRow> &rows) {
     std::vector<TofuAdvantage> out;
@@ -73,7 +73,7 @@ std::string bench_table(const BenchHeader &h, const std::vector<BenchRow> &rows)
             continue;
         }
         s += fmt::format("{:>7} {:<9} {:>10} {:>10} {:>7.2f}x {:>5.0f}% {:>11} {:>11} | {:>8} {:>8} {:>6} {:>6} {:>6}\n",
-                         r.devices, r.strategy, format_duration(r.step_s), rate(r.throughput), r.speedup,
+                         r.devices, r.strategy, format_duration(r.step_s), samples_rate(r.throughput), r.speedup,
                          100 * r.efficiency, format_bytes(r.comm_bytes), format_bytes(r.memory_bytes),
                          fmt::format("rank {}", r.slowest_rank), share(r.compute_s, r.step_s),
                          share(r.exposed_comm_s, r.step_s), share(r.exposed_swap_s, r.step_s),

@@ -12,7 +12,7 @@ namespace tessera {
 
 // What a report says it was made for.
 struct BenchHeader {
-    std::string mode;      // scaling or models
+    std::string mode;      // scaling, models or budgets
     std::string model;     // scaling: the model's spec; models: the family
     std::string machine;   // machine_str of the machine, or of the file's with counts scaled
     std::string links;     // machine_links_str
@@ -32,7 +32,14 @@ struct TofuAdvantage {
 // (not "single"), in the order the models first appear.
 std::vector<TofuAdvantage> tofu_advantages(const std::vector<BenchRow> &rows);
 
+// "778K", "41.5K", "9993": samples per second as the reports print them.
+std::string samples_rate(double samples_per_s);
+
 std::string bench_table(const BenchHeader &h, const std::vector<BenchRow> &rows);
 std::string bench_json(const BenchHeader &h, const std::vector<BenchRow> &rows);
+// One self-contained page (bench_html.cpp): the throughput plot of the mode
+// (against devices, model or budget; a line per strategy or policy), every
+// row's step as stacked bars, and the table.
+std::string bench_html(const BenchHeader &h, const std::vector<BenchRow> &rows);
 
 }  // namespace tessera

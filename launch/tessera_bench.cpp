@@ -105,7 +105,8 @@ tessera::BenchHeader header_for(const std::string &mode, const std::string &what
 }
 
 std::string report(const BenchArgs &a, const tessera::BenchHeader &h, const std::vector<tessera::BenchRow> &rows) {
-    return a.format == "json" ? tessera::bench_json(h, rows) : tessera::bench_table(h, rows);
+    if (a.format == "json") return tessera::bench_json(h, rows);
+    return a.format == "html" ? tessera::bench_html(h, rows) : tessera::bench_table(h, rows);
 }
 
 // ---- scaling ----
@@ -279,8 +280,8 @@ void add_flags(CLI::App &app, BenchArgs &a) {
         ->capture_default_str();
     app.add_option("--strategies", a.strategies,
                    "Partition strategies, comma separated (scaling: tofu,data,owt,equalchop; models: tofu,data,owt)");
-    app.add_option("--format", a.format, "Output format: table or json")
-        ->check(CLI::IsMember({"table", "json"}))
+    app.add_option("--format", a.format, "Output format: table, json or html (a page with plots)")
+        ->check(CLI::IsMember({"table", "json", "html"}))
         ->capture_default_str();
     app.add_option("-o,--output", a.out_path, "Write to this file (atomically) instead of standard output");
 }

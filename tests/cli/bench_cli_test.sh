@@ -95,7 +95,7 @@ PY
 expect no-mode 2 "A subcommand is required" -- "$BENCH"
 expect unknown-mode 2 "unknown mode 'measure'; give scaling, models or budgets" -- "$BENCH" measure --model mlp
 expect unknown-flag 2 "--bogus" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --bogus
-expect bad-format 2 "--format: xml not in {table,json}" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --format xml
+expect bad-format 2 "--format: xml not in {table,json,html}" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --format xml
 expect no-model 2 "scaling needs --model SPEC" -- "$BENCH" scaling --devices 2
 expect no-devices 2 "scaling needs --devices N,N,... or --machine FILE" -- "$BENCH" scaling --model mlp
 expect family-in-scaling 2 "--family and --sizes belong to the models mode" -- \
@@ -130,6 +130,7 @@ expect unwritable 1 "cannot write" -- "$BENCH" scaling "${MLP[@]}" --devices 2 -
 # unlimited step; a budget below the largest operator's is a row saying so.
 BIG=(--model mlp:layers=8,hidden=512 --batch 32)
 expect budgets-table 0 "the share of the unlimited step's throughput" -- "$BENCH" budgets "${BIG[@]}" --ratios 2,4
+expect budgets-html 0 "<polyline" -- "$BENCH" budgets "${BIG[@]}" --ratios 2,4 --format html
 "$BENCH" budgets "${BIG[@]}" --ratios 1,2,4,1000 --format json -o "$TMP/budgets.json" || { echo "FAIL budgets json"; fail=1; }
 python3 - "$TMP/budgets.json" <<'PY' || { echo "FAIL budgets rows"; fail=1; }
 import json, sys
