@@ -118,6 +118,9 @@ private:
                                        const std::vector<Box> &out_box);
     std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
                                     size_t elem) const;
+    Moves redistribute_for(int rank, const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
+                           size_t elem) const;
+    bool holds_for(const State &from, int src, int dst) const;
     TensorId add_fed_block(TensorId whole, const Box &box);
     TensorId add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
                               TensorId whole, TensorRole role, const std::string &why);
@@ -247,18 +250,23 @@ Lowerer::InputBlocks Lowerer::input_blocks(NodeId n, const std::vector<const Str
     return blocks;
 }
 
-// `have[r]`: the box rank r holds, laid out as `from`.
+// Whether `src` is the rank `dst` takes `from`-laid-out data from: on every
+// level where the data is whole, the receiver's own position there, so each
+// element comes from one rank.
+bool Lowerer::holds_for(const State &from, int src, int dst) const {
+    for (size_t l = 0; l < cuts_.size(); l++)
+        if (from[l].kind != Form::Split && coords_[src][l] != coords_[dst][l]) return false;
+    return true;
+}
+
+// `have[r]`: the box rank r holds, laid out as `from`. Every rank's moves (the
+// count-only pass needs every rank's bytes).
 std::vector<Moves> Lowerer::redistribute(const std::vector<Box> &have, const State &from,
                                          const std::vector<Box> &target, size_t elem) const {
     std::vector<Moves> moves(n_);
     for (int r = 0; r < n_; r++) {
         for (int src = 0; src < n_; src++) {
-            // The holder on every level where the data is whole is the
-            // receiver's own position there: each element comes from one rank.
-            bool holder = true;
-            for (size_t l = 0; l < cuts_.size(); l++)
-                if (from[l].kind != Form::Split && coords_[src][l] != coords_[r][l]) holder = false;
-            if (!holder) continue;
+            if (!holds_for(from, src, r)) continue;
             Box piece = target[r].intersect(have[src]);
             if (piece.empty()) continue;
             if (src == r) {
@@ -272,6 +280,28 @@ std::vector<Moves> Lowerer::redistribute(const std::vector<Box> &have, const Sta
     }
     for (Moves &m : moves) std::sort(m.sends.begin(), m.sends.end(), [](auto &a, auto &b) { return a.first < b.first; });
     return moves;
+}
+
+// One rank's part of redistribute(): the same pieces in the same order, in
+// O(ranks) instead of O(ranks^2), for a build of that rank alone.
+Moves Lowerer::redistribute_for(int rank, const std::vector<Box> &have, const State &from,
+                                const std::vector<Box> &target, size_t elem) const {
+    Moves m;
+    for (int src = 0; src < n_; src++) {
+        if (!holds_for(from, src, rank)) continue;
+        Box piece = target[rank].intersect(have[src]);
+        if (piece.empty()) continue;
+        if (src == rank) m.local.push_back(piece);
+        else m.recvs.emplace_back(src, piece);
+    }
+    for (int dst = 0; dst < n_; dst++) {
+        if (dst == rank || !holds_for(from, rank, dst)) continue;
+        Box piece = target[dst].intersect(have[rank]);
+        if (piece.empty()) continue;
+        m.sends.emplace_back(dst, piece);
+        m.bytes += piece.elements() * static_cast<int64_t>(elem);
+    }
+    return m;
 }
 
 // `source`: the training-graph tensor the result holds the block `out_box` of,
@@ -308,10 +338,13 @@ TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::v
     std::vector<Box> have(n_);
     for (int r = 0; r < n_; r++) have[r] = box_in(s, from, cuts_, coords_[r], why);
     if (have == target) return src;
-    std::vector<Moves> moves = redistribute(have, from, target, elem);
-    for (int r = 0; r < n_; r++) bytes_[r] += moves[r].bytes;
-    if (!build_) return kNoTensor;
-    const Moves &m = moves[rank_];
+    if (!build_) {
+        std::vector<Moves> moves = redistribute(have, from, target, elem);
+        for (int r = 0; r < n_; r++) bytes_[r] += moves[r].bytes;
+        return kNoTensor;
+    }
+    const Moves m = redistribute_for(rank_, have, from, target, elem);
+    bytes_[rank_] += m.bytes;
     const Box &in_box = have[rank_], &out_box = target[rank_];
     CommAttrs a;
     a.kind = CommNodeKind::Redistribute;
@@ -356,9 +389,14 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
     for (size_t l = 0; l < st.size(); l++) partial[l] = st[l].kind == Form::Partial;
     // Reduce-scatter when each group's target boxes tile the summed box (in
     // blocks of unequal size where the split is uneven).
+    // The groups partition the ranks and every member sums the same box, so
+    // one member per group is checked.
     bool scatter = true;
+    std::vector<char> checked(static_cast<size_t>(n_), 0);
     for (int r = 0; r < n_ && scatter; r++) {
+        if (checked[r]) continue;
         std::vector<int64_t> grp = group_of(coords_, r, partial);
+        for (int64_t q : grp) checked[static_cast<size_t>(q)] = 1;
         Box sum = box_in(shape, st, cuts_, coords_[r], why);
         int64_t covered = 0;
         for (size_t a = 0; a < grp.size() && scatter; a++) {
@@ -371,7 +409,8 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
         if (covered != sum.elements()) scatter = false;
     }
     const Box in_box = box_in(shape, st, cuts_, coords_[std::max(rank_, 0)], why);
-    for (int r = 0; r < n_; r++) {
+    // Every rank's bytes for the count-only pass; a build needs its own.
+    for (int r = build_ ? rank_ : 0; r < (build_ ? rank_ + 1 : n_); r++) {
         std::vector<int64_t> grp = group_of(coords_, r, partial);
         int k = static_cast<int>(grp.size());
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
@@ -576,7 +615,8 @@ TensorId Lowerer::add_stage_reduction(TensorId stage, DType dtype, const std::ve
                                       const std::string &reduce, const std::vector<int64_t> &counts,
                                       const std::string &why) {
     int64_t mine = 0;
-    for (int r = 0; r < n_; r++) {
+    // Every rank's bytes for the count-only pass; a build needs its own.
+    for (int r = build_ ? rank_ : 0; r < (build_ ? rank_ + 1 : n_); r++) {
         std::vector<int64_t> grp = group_of(coords_, r, levels);
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
         int64_t sent = all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) *
