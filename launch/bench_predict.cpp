@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,13 +32,51 @@ struct RankRun {
     int64_t comm_bytes = 0;
 };
 
-RankRun rank_run(Graph graph, int64_t comm_bytes, const RooflineDevice &device) {
+// What plan_memory's arena depends on: each node's inputs and outputs, in the
+// order, and each tensor's bytes, storage root and persistence. Ranks of one
+// partition with the same key get the same arena, so it is planned once.
+std::vector<int64_t> memory_key(const Graph &g, const std::vector<NodeId> &order) {
+    std::vector<int64_t> key;
+    const std::vector<bool> persistent = persistent_tensors(g);
+    for (TensorId t = 0; t < g.num_tensors(); t++)
+        key.insert(key.end(), {g.tensor(t).type.bytes(), storage_root(g, t), persistent[t] ? 1 : 0});
+    for (NodeId n : order) {
+        key.push_back(-1);
+        for (TensorId t : g.node(n).inputs) key.push_back(t);
+        key.push_back(-2);
+        for (TensorId t : g.node(n).outputs) key.push_back(t);
+    }
+    return key;
+}
+
+// Arenas already planned, by memory_key; shared by the threads lowering ranks.
+class ArenaCache {
+public:
+    int64_t arena(const Graph &g, const std::vector<NodeId> &order) {
+        std::vector<int64_t> key = memory_key(g, order);
+        {
+            std::lock_guard lk(m_);
+            auto it = arenas_.find(key);
+            if (it != arenas_.end()) return it->second;
+        }
+        const int64_t bytes = plan_memory(g, order).arena_bytes;
+        std::lock_guard lk(m_);
+        arenas_.emplace(std::move(key), bytes);
+        return bytes;
+    }
+
+private:
+    std::mutex m_;
+    std::map<std::vector<int64_t>, int64_t> arenas_;
+};
+
+RankRun rank_run(Graph graph, int64_t comm_bytes, const RooflineDevice &device, ArenaCache &arenas) {
     RankRun r;
     r.graph = std::move(graph);
     const std::vector<NodeId> order = default_order(r.graph);
     r.program = build_program(r.graph, order);
     r.node_s = roofline_node_times(r.graph, device);
-    r.arena_bytes = plan_memory(r.graph, order).arena_bytes;
+    r.arena_bytes = arenas.arena(r.graph, order);
     r.comm_bytes = comm_bytes;
     return r;
 }
@@ -124,7 +164,8 @@ Graph bench_training_graph(const std::string &model, int64_t batch) {
 BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx) {
     say(ctx, fmt::format("{} on one device", model));
     std::vector<RankRun> runs;
-    runs.push_back(rank_run(training, 0, ctx.device));
+    ArenaCache arenas;
+    runs.push_back(rank_run(training, 0, ctx.device, arenas));
     BenchRow row;
     row.model = model;
     row.strategy = "single";
@@ -144,9 +185,10 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
     say(ctx, fmt::format("{} on {} devices: partitioning", name, n));
     const Plan plan = partition(training, machine, bench_partition_options(model, strategy));
     std::vector<RankRun> runs(static_cast<size_t>(n));
+    ArenaCache arenas;
     for_each_rank(n, [&](int r) {
         DeviceGraph dg = lower(training, plan, r);
-        runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx.device);
+        runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx.device, arenas);
     }, [&](int done) { say(ctx, fmt::format("{} on {} devices: lowered {} of {} ranks", name, n, done, n)); });
     say(ctx, fmt::format("{} on {} devices: simulating the step", name, n));
     BenchRow row;

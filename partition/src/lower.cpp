@@ -30,19 +30,21 @@ State state_of(const std::vector<Layout> &layout) {
     return s;
 }
 
-// Part `part` of k along `dim`: blocks of ceil and floor size, the longer first.
-Box cut(const Box &b, int dim, int k, int part, const std::string &what) {
+// `b` becomes its part `part` of k along `dim` (Box::part's blocks: ceil and
+// floor size, the longer first), in place: lowering cuts boxes by the million.
+void cut(Box &b, int dim, int k, int part, const std::string &what) {
     const int64_t extent = b.hi[dim] - b.lo[dim];
     TESSERA_CHECK(extent >= k, "lowering: ", what, ": extent ", extent, " of dimension ", dim,
                   " is shorter than its ", k, " parts");
-    return b.part(dim, k, part);
+    b.lo[dim] += block_lo(extent, k, part);
+    b.hi[dim] = b.lo[dim] + block_size(extent, k, part);
 }
 
 Box box_in(const Shape &s, const State &st, const std::vector<int> &cuts, const std::vector<int> &coords,
            const std::string &what) {
     Box b = Box::whole(s);
     for (size_t l = 0; l < st.size(); l++)
-        if (st[l].kind == Form::Split) b = cut(b, st[l].dim, cuts[l], coords[l], what);
+        if (st[l].kind == Form::Split) cut(b, st[l].dim, cuts[l], coords[l], what);
     return b;
 }
 
@@ -85,6 +87,10 @@ public:
                           "' has ", plan.tensors[t].layout.size(), " layouts for ", cuts_.size(), " cuts");
         }
         for (int r = 0; r < n_; r++) coords_.push_back(rank_coords(cuts_, r));
+        for (TensorId t = 0; t < g.num_tensors(); t++) {
+            held_state_.push_back(state_of(plan.tensors[t].layout));
+            held_what_.push_back("tensor '" + g.tensor(t).name + "'");
+        }
     }
 
     // Builds rank `rank`'s graph; with rank < 0 only counts every rank's bytes.
@@ -93,8 +99,7 @@ public:
 
 private:
     Box held(TensorId t, int r) const {
-        return box_in(g_.tensor(t).type.shape, state_of(plan_.tensors[t].layout), cuts_, coords_[r],
-                      "tensor '" + g_.tensor(t).name + "'");
+        return box_in(g_.tensor(t).type.shape, held_state_[t], cuts_, coords_[r], held_what_[t]);
     }
 
     std::vector<const Strategy *> choices(NodeId n) const;
@@ -144,6 +149,9 @@ private:
     std::vector<int> cuts_;
     int n_ = 1;
     std::vector<std::vector<int>> coords_;
+    // Per tensor of the plan: its layout as a State, and how errors name it.
+    std::vector<State> held_state_;
+    std::vector<std::string> held_what_;
     int rank_ = 0;
     bool build_ = false;
     DeviceGraph dg_;
