@@ -18,10 +18,30 @@ namespace {
 constexpr int kWidth = 720, kHeight = 320, kLeft = 64, kRight = 150, kTop = 30, kBottom = 50;
 const char *kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
 
+std::vector<std::string> params_of(const std::string &model) {
+    const size_t colon = model.find(':');
+    return colon == std::string::npos ? std::vector<std::string>{} : split_list(model.substr(colon + 1));
+}
+
+// A model's spec without the parameters every model of the rows shares
+// ("wresnet:depth=152,width=4" -> "width=4"), for the x axis of models mode.
+std::string distinct_params(const std::string &model, const std::vector<BenchRow> &rows) {
+    std::vector<std::string> kept;
+    for (const std::string &p : params_of(model)) {
+        bool shared = true;
+        for (const BenchRow &r : rows) {
+            const std::vector<std::string> theirs = params_of(r.model);
+            shared = shared && std::find(theirs.begin(), theirs.end(), p) != theirs.end();
+        }
+        if (!shared) kept.push_back(p);
+    }
+    return kept.empty() ? model : join(kept, ",");
+}
+
 // The x position of each row: devices (scaling), model (models), budget (budgets).
-std::string x_label(const BenchHeader &h, const BenchRow &r) {
+std::string x_label(const BenchHeader &h, const BenchRow &r, const std::vector<BenchRow> &rows) {
     if (h.mode == "scaling") return std::to_string(r.devices);
-    if (h.mode == "models") return r.model;
+    if (h.mode == "models") return distinct_params(r.model, rows);
     return r.strategy == "unlimited" ? "unlimited" : format_bytes(r.memory_bytes);
 }
 
@@ -41,7 +61,7 @@ Chart chart_of(const BenchHeader &h, const std::vector<BenchRow> &rows) {
     Chart c;
     for (const BenchRow &r : rows) {
         if (!r.note.empty() || r.throughput <= 0 || (h.mode == "budgets" && r.strategy == "unlimited")) continue;
-        const std::string x = x_label(h, r);
+        const std::string x = x_label(h, r, rows);
         auto at = std::find(c.xs.begin(), c.xs.end(), x);
         if (at == c.xs.end()) at = c.xs.insert(c.xs.end(), x);
         if (!c.series.count(r.strategy)) c.names.push_back(r.strategy);
@@ -115,7 +135,7 @@ std::string svg_breakdown(const BenchHeader &h, const std::vector<BenchRow> &row
         const BenchRow &r = rows[i];
         const int y = 28 + static_cast<int>(i) * (bar + gap);
         s += fmt::format("<text x='{}' y='{}' text-anchor='end'>{} · {}</text>", label - 6, y + 12,
-                         html_escape(h.mode == "models" ? r.model : x_label(h, r)), html_escape(r.strategy));
+                         html_escape(x_label(h, r, rows)), html_escape(r.strategy));
         if (!r.note.empty() || r.step_s <= 0) {
             s += fmt::format("<text x='{}' y='{}' fill='#666'>{}</text>", label, y + 12, html_escape(r.note));
             continue;
