@@ -100,12 +100,12 @@ std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &ord
     return sync;
 }
 
-MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
-    const int nt = g.num_tensors(), n = static_cast<int>(order.size());
+namespace {
 
-    // Positions, and the order checked: each node once, inputs produced earlier.
+// The order checked: each node once, inputs produced earlier.
+void check_node_order(const Graph &g, const std::vector<NodeId> &order) {
     std::vector<int> pos(g.num_nodes(), -1);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < static_cast<int>(order.size()); i++) {
         NodeId id = order[i];
         TESSERA_CHECK(id >= 0 && id < g.num_nodes(), "node order: position ", i, " names node ", id,
                       " but the graph has ", g.num_nodes(), " nodes");
@@ -119,6 +119,47 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
         }
         pos[id] = i;
     }
+}
+
+// A few orderings of the same greedy placement; the smallest arena, with its
+// offsets (per block) in `best_offsets`.
+// Placement is cheap next to a training step, and no one order wins on every
+// graph.
+int64_t place_smallest(const std::vector<Block> &blocks, std::vector<int64_t> &best_offsets) {
+    std::vector<int> by_size(blocks.size());
+    for (size_t i = 0; i < blocks.size(); i++) by_size[i] = static_cast<int>(i);
+    auto larger = [&](int a, int b) {
+        const Block &x = blocks[a], &y = blocks[b];
+        if (x.size != y.size) return x.size > y.size;
+        if (x.start != y.start) return x.start < y.start;
+        return x.root < y.root;
+    };
+    std::stable_sort(by_size.begin(), by_size.end(), larger);
+    std::vector<int> persistent_first = by_size;
+    std::stable_partition(persistent_first.begin(), persistent_first.end(),
+                          [&](int b) { return blocks[b].persistent; });
+    struct Variant {
+        const std::vector<int> *order;
+        bool best_fit;
+    };
+    std::vector<int64_t> offsets;
+    int64_t best_arena = -1;
+    for (Variant v : {Variant{&by_size, true}, Variant{&by_size, false}, Variant{&persistent_first, true}}) {
+        int64_t arena = place(blocks, *v.order, v.best_fit, offsets);
+        if (best_arena < 0 || arena < best_arena) {
+            best_arena = arena;
+            best_offsets = offsets;
+        }
+    }
+    return best_arena;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
+    const int nt = g.num_tensors(), n = static_cast<int>(order.size());
+
+    check_node_order(g, order);
 
     // Each tensor's own lifetime, then the hull over each storage root. A
     // collective's buffers live until the compute stream waits for it.
@@ -172,34 +213,8 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
     for (int i = 0; i < n; i++) most = std::max(most, live += diff[i]);
     plan.lower_bound = plan.persistent_bytes + most;
 
-    // A few orderings of the same greedy placement; keep the smallest arena.
-    // Placement is cheap next to a training step, and no one order wins on
-    // every graph.
-    std::vector<int> by_size(blocks.size());
-    for (size_t i = 0; i < blocks.size(); i++) by_size[i] = static_cast<int>(i);
-    auto larger = [&](int a, int b) {
-        const Block &x = blocks[a], &y = blocks[b];
-        if (x.size != y.size) return x.size > y.size;
-        if (x.start != y.start) return x.start < y.start;
-        return x.root < y.root;
-    };
-    std::stable_sort(by_size.begin(), by_size.end(), larger);
-    std::vector<int> persistent_first = by_size;
-    std::stable_partition(persistent_first.begin(), persistent_first.end(),
-                          [&](int b) { return blocks[b].persistent; });
-    struct Variant {
-        const std::vector<int> *order;
-        bool best_fit;
-    };
-    std::vector<int64_t> best_offsets, offsets;
-    int64_t best_arena = -1;
-    for (Variant v : {Variant{&by_size, true}, Variant{&by_size, false}, Variant{&persistent_first, true}}) {
-        int64_t arena = place(blocks, *v.order, v.best_fit, offsets);
-        if (best_arena < 0 || arena < best_arena) {
-            best_arena = arena;
-            best_offsets = offsets;
-        }
-    }
+    std::vector<int64_t> best_offsets;
+    const int64_t best_arena = place_smallest(blocks, best_offsets);
     plan.arena_bytes = std::max<int64_t>(best_arena, 0);
 
     plan.offset.assign(nt, -1);
