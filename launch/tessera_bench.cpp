@@ -7,13 +7,22 @@
 //   models --family wresnet|rnn --devices 8 | --machine FILE
 //       a model family over its sizes at one machine (Tofu's evaluation): a
 //       row per model and strategy, plus one device, and Tofu's step against
-//       the best alternative.
+//       the best alternative;
+//   budgets --model SPEC --ratios 1,2,4
+//       one device against its memory budget, every swap policy;
+//   measure --model SPEC --devices 1,2 --budgets none,1/4
+//       real runs of tessera-train on this machine (bench_measure.h), beside
+//       the whole-step simulator's prediction of the same steps.
 //
 // Exit codes: 0 success, 1 a user error (unknown model, family or strategy, a
 // bad device count, an unreadable machine file, an unwritable output), 2 a
 // usage error (unknown mode or flag, flags that do not go together), 3 an
 // internal error (a bug: please report it).
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <optional>
@@ -21,8 +30,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "bench_measure.h"
 #include "bench_predict.h"
 #include "bench_report.h"
+#include "child_process.h"
 #include "cli_exit.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
@@ -38,13 +49,19 @@ namespace {
 using tessera::UsageError;
 
 
-// Every flag of both modes.
+// Every flag of every mode.
 struct BenchArgs {
     std::string model, family, devices_text, machine_path, roofline = "cpu", strategies, sizes, format = "table",
                                                                            out_path;
     int64_t batch = 128;
     std::string ratios = "1,2,4,8,16", policies = "advisor,lru,vdnn,ideal";  // budgets
-    double search_s = 5;                                                    // budgets: advisor's search
+    double search_s = 5;                                                    // budgets, measure: advisor's search
+    std::vector<std::string> models;                                        // measure: --model, repeatable
+    std::string budgets = "none", metrics_dir;                              // measure
+    int64_t steps = 8;
+    int threads = 1;
+    double timeout_s = 600;
+    bool oversubscribe = false;
 };
 
 int parse_positive(const std::string &text, const std::string &flag) {
@@ -250,6 +267,88 @@ std::string run_budgets(const BenchArgs &a) {
     return report(a, header_for("budgets", model, tessera::flat_machine(1), a), rows);
 }
 
+// ---- measure ----
+
+// --devices for real runs: default 1 and 2 (1 alone on one core); more ranks
+// than this process's cores only with --oversubscribe, and then with a warning,
+// since ranks sharing a core time each other's work.
+std::vector<int> measure_devices(const BenchArgs &a, int cores) {
+    std::vector<int> out;
+    for (const std::string &item : tessera::split_list(a.devices_text.empty() ? cores > 1 ? "1,2" : "1" : a.devices_text))
+        out.push_back(parse_positive(item, "--devices"));
+    const int most = *std::max_element(out.begin(), out.end());
+    TESSERA_CHECK(most <= cores || a.oversubscribe, "--devices: ", most, " ranks need ", most,
+                  " cores, one each, and this process may use ", tessera::count_of(cores, "core"), "; give at most ",
+                  cores, ", or add --oversubscribe to let ranks share cores (the measurements then mean little)");
+    if (most > cores)
+        std::cerr << fmt::format("tessera-bench: warning: {} ranks on {}: ranks share cores, so their steps time "
+                                 "each other's work as well\n",
+                                 most, tessera::count_of(cores, "core"));
+    return out;
+}
+
+// tessera-train beside this program, and mpirun on PATH when a count needs it.
+tessera::MeasureOptions measure_options(const BenchArgs &a, const std::vector<int> &devices) {
+    tessera::MeasureOptions o;
+    o.train_path = tessera::own_directory() + "/tessera-train";
+    TESSERA_CHECK(tessera::is_executable(o.train_path), "measure runs tessera-train, which is not beside tessera-bench (",
+                  o.train_path, " is missing or not executable); build it (cmake --build build --target "
+                  "tessera-train) or install both programs in one directory");
+    const int most = *std::max_element(devices.begin(), devices.end());
+    if (most > 1) {
+        o.mpirun_path = tessera::find_on_path("mpirun");
+        TESSERA_CHECK(!o.mpirun_path.empty(), "--devices ", most, " needs mpirun on PATH to start ", most,
+                      " ranks, and there is none; install OpenMPI (Debian: openmpi-bin), or measure --devices 1");
+    }
+    o.batch = a.batch;
+    o.steps = a.steps;
+    o.threads = a.threads;
+    o.search_s = a.search_s;
+    o.timeout_s = a.timeout_s;
+    o.oversubscribe = a.oversubscribe;
+    o.as_root = geteuid() == 0;
+    o.metrics_dir = a.metrics_dir;
+    if (!o.metrics_dir.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(o.metrics_dir, ec);
+        TESSERA_CHECK(!ec, "--metrics-dir: cannot make '", o.metrics_dir, "': ", ec.message());
+    }
+    o.progress = [](const std::string &line) { std::cerr << "tessera-bench: " << line << std::endl; };
+    return o;
+}
+
+// Each model's canonical spec; an unknown model or parameter fails here, before any run.
+std::vector<std::string> measure_models(const BenchArgs &a) {
+    std::vector<std::string> out;
+    for (const std::string &text : a.models) {
+        tessera::build_model(text, a.batch);
+        out.push_back(tessera::model_spec_str(tessera::parse_model_spec(text)));
+    }
+    return out;
+}
+
+std::string run_measure(const BenchArgs &a) {
+    if (a.models.empty()) throw UsageError{"measure needs --model SPEC (give it again for more models)"};
+    const int cores = tessera::usable_cores();
+    const std::vector<int> devices = measure_devices(a, cores);
+    std::vector<std::string> strategies;
+    for (tessera::PartitionStrategy s : parse_strategies(a.strategies.empty() ? "tofu" : a.strategies))
+        strategies.push_back(tessera::partition_strategy_name(s));
+    std::vector<tessera::MeasureBudget> budgets;
+    for (const std::string &item : tessera::split_list(a.budgets)) budgets.push_back(tessera::parse_measure_budget(item));
+    const std::vector<std::string> models = measure_models(a);
+    const tessera::MeasureOptions options = measure_options(a, devices);
+    std::vector<tessera::MeasureRow> rows;
+    int runs = 0;
+    for (const std::string &model : models) {
+        const auto these = tessera::measure_model(model, strategies, devices, budgets, options, runs);
+        rows.insert(rows.end(), these.begin(), these.end());
+    }
+    const tessera::MeasureHeader h{models, a.batch, a.steps, a.threads, cores};
+    if (a.format == "json") return tessera::measure_json(h, rows);
+    return a.format == "html" ? tessera::measure_html(h, rows) : tessera::measure_table(h, rows);
+}
+
 // ---- the program ----
 
 const char *kFooter =
@@ -260,10 +359,12 @@ const char *kFooter =
     "  tessera-bench models --family wresnet --machine configs/machines/8-nvlink.json --roofline h100\n"
     "  tessera-bench models --family rnn:seq=8 --sizes 2x256,4x256 --devices 4 --format json -o rnn.json\n"
     "  tessera-bench budgets --model transformer --ratios 1,4,8,12 --roofline h100\n"
+    "  tessera-bench measure --model mlp:layers=8,hidden=512,input=256,classes=8 --model cnn --batch 32 \\\n"
+    "      --devices 1,2 --budgets none,1/4 --format html -o measured.html\n"
     "\nWith --machine and --devices, scaling keeps the file's link speeds and fills its inner levels up\n"
     "to their counts, the outermost level taking the rest (2x8-nvlink at 4 devices: one node of 4 GPUs;\n"
     "at 64: 8 nodes of 8). Every number is a prediction: roofline operator times, an alpha-beta model\n"
-    "of the links, no swapping.";
+    "of the links, no swapping; measure is the exception: it runs tessera-train.";
 
 void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("--model", a.model, "scaling: the model spec, e.g. mlp or wresnet:depth=152,width=4");
@@ -297,24 +398,59 @@ void add_budget_flags(CLI::App &app, BenchArgs &a) {
 }
 
 
+// measure's flags: what to run, and how.
+void add_measure_flags(CLI::App &app, BenchArgs &a) {
+    app.add_option("--model", a.models, "The model spec; give --model again for more models")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+    app.add_option("--devices", a.devices_text, "Rank counts, one run each (default 1,2, at most this process's cores)");
+    app.add_option("--strategies", a.strategies, "Partition strategies for N > 1, comma separated (default tofu)");
+    app.add_option("--budgets", a.budgets,
+                   "Memory budgets per rank: none, or fractions of the footprint of the run without one (1/4, 0.3)")
+        ->capture_default_str();
+    app.add_option("--batch", a.batch, "Global batch size (samples per step of the whole job)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--steps", a.steps, "Steps per run; the medians are over the steps after the first")
+        ->check(CLI::Range(int64_t{2}, int64_t{1000000}))
+        ->capture_default_str();
+    app.add_option("--threads", a.threads, "CPU threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--search-time", a.search_s, "Seconds the swap planner may search, per run under a budget")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--timeout", a.timeout_s, "Seconds a run may take before it is ended (and is a row saying so)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_flag("--oversubscribe", a.oversubscribe, "Allow more ranks than cores (unbound; with a warning)");
+    app.add_option("--metrics-dir", a.metrics_dir, "Keep each run's metrics lines there, as run-NN.jsonl");
+    app.add_option("--format", a.format, "Output format: table, json or html (a page with plots)")
+        ->check(CLI::IsMember({"table", "json", "html"}))
+        ->capture_default_str();
+    app.add_option("-o,--output", a.out_path, "Write to this file (atomically) instead of standard output");
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
-    CLI::App app{"tessera-bench: predicted training steps against device count and model size, for every strategy"};
+    CLI::App app{"tessera-bench: predicted training steps against device count and model size, for every strategy, "
+                 "and measured beside the prediction"};
     app.footer(tessera::models_help() + kFooter);
     BenchArgs a;
     CLI::App *scaling = app.add_subcommand("scaling", "One model over device counts");
     CLI::App *models = app.add_subcommand("models", "A model family over its sizes at one machine");
     CLI::App *budgets = app.add_subcommand("budgets", "One model on one device against its memory budget");
+    CLI::App *measure = app.add_subcommand("measure", "Real runs of tessera-train on this machine beside the prediction");
     add_flags(*scaling, a);
     add_flags(*models, a);
     add_flags(*budgets, a);
     add_budget_flags(*budgets, a);
+    add_measure_flags(*measure, a);
     app.require_subcommand(1);
     const std::string mode = argc > 1 ? argv[1] : "";
-    if (argc > 1 && argv[1][0] != '-' && mode != "scaling" && mode != "models" && mode != "budgets") {
+    if (argc > 1 && argv[1][0] != '-' && mode != "scaling" && mode != "models" && mode != "budgets" &&
+        mode != "measure") {
         std::cerr << "tessera-bench: unknown mode '" << argv[1]
-                  << "'; give scaling, models or budgets\nRun with --help for more information.\n";
+                  << "'; give scaling, models, budgets or measure\nRun with --help for more information.\n";
         return 2;
     }
     try {
@@ -323,7 +459,10 @@ int main(int argc, char **argv) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
     return tessera::exit_code_of("tessera-bench", [&] {
-        const std::string text = scaling->parsed() ? run_scaling(a) : models->parsed() ? run_models(a) : run_budgets(a);
+        const std::string text = scaling->parsed()  ? run_scaling(a)
+                                 : models->parsed() ? run_models(a)
+                                 : measure->parsed() ? run_measure(a)
+                                                     : run_budgets(a);
         if (a.out_path.empty()) std::cout << text << std::flush;
         else tessera::write_file_atomically(a.out_path, text, "");
     });

@@ -93,7 +93,7 @@ PY
 
 # ---- errors ----
 expect no-mode 2 "A subcommand is required" -- "$BENCH"
-expect unknown-mode 2 "unknown mode 'measure'; give scaling, models or budgets" -- "$BENCH" measure --model mlp
+expect unknown-mode 2 "unknown mode 'measured'; give scaling, models, budgets or measure" -- "$BENCH" measured --model mlp
 expect unknown-flag 2 "--bogus" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --bogus
 expect bad-format 2 "--format: xml not in {table,json,html}" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --format xml
 expect no-model 2 "scaling needs --model SPEC" -- "$BENCH" scaling --devices 2
