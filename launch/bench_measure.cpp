@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -60,17 +61,28 @@ std::vector<nlohmann::json> step_lines(const std::string &text) {
     return out;
 }
 
-// Why a run failed, in one line: the first line of its output that says
-// "error:" (tessera-train's message, naming the rank), else its last line,
-// else how it ended.
+// The rank an error line names ("tessera-train: rank 3: error: ..."), -1 for none.
+int rank_named(const std::string &line) {
+    const size_t at = line.find(": rank ");
+    if (at == std::string::npos || at > line.find("error:")) return -1;
+    return std::atoi(line.c_str() + at + 7);
+}
+
+// Why a run failed, in one line: the line of its output that says "error:"
+// (tessera-train's message), of the lowest rank when several ranks fail
+// alike (their lines arrive in any order), else its last line, else how it
+// ended.
 std::string failure_of(const std::string &output, const ChildExit &e, double timeout_s) {
     if (e.timed_out) return fmt::format("the run took longer than {:g} s (--timeout) and was ended", timeout_s);
     std::istringstream in(output);
-    std::string last;
+    std::string first_error, last;
     for (std::string line; std::getline(in, line);) {
-        if (line.find("error:") != std::string::npos) return line;
+        if (line.find("error:") != std::string::npos &&
+            (first_error.empty() || rank_named(line) < rank_named(first_error)))
+            first_error = line;
         if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
     }
+    if (!first_error.empty()) return first_error;
     if (!last.empty()) return last;
     return e.signal ? fmt::format("the run ended on signal {}", e.signal) : fmt::format("the run exited {}", e.code);
 }
@@ -98,7 +110,7 @@ RunResult run_once(const RunConfig &c, const MeasureOptions &o, int run) {
     TempDir dir("tessera-bench-measure");
     const std::string metrics = dir.path() + "/metrics.jsonl", out = dir.path() + "/output";
     const auto start = std::chrono::steady_clock::now();
-    const ChildExit e = run_child(train_argv(c, o, metrics), out, out, o.timeout_s);
+    const ChildExit e = run_child(train_argv(c, o, metrics), out, o.timeout_s);
     RunResult r;
     r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string lines = read_text(metrics);

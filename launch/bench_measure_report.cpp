@@ -77,7 +77,7 @@ std::vector<std::string> strategies_of(const std::vector<MeasureRow> &rows) {
 LineChart step_chart(const std::string &model, const std::vector<MeasureRow> &rows) {
     LineChart c;
     c.x_title = "ranks (N)";
-    c.y_title = "step";
+    c.y_title = "";  // the heading says what is plotted; a title here would cover the tick labels
     c.y_label = format_duration;
     std::map<std::string, size_t> lines;  // "strategy budget measured|predicted" -> index in c.series
     auto point = [&](const std::string &name, int color, bool dashed, size_t x, double v) {
@@ -106,13 +106,15 @@ LineChart step_chart(const std::string &model, const std::vector<MeasureRow> &ro
     return c;
 }
 
-std::string svg_rows(const std::vector<MeasureRow> &rows) {
+// One model's rows: per row the predicted step's parts, and a tick at the measured step.
+std::string svg_rows(const std::string &model, const std::vector<MeasureRow> &rows) {
     const BarLegend legend{{{"compute + idle", "#2ca02c"}, {"exposed comm", "#d62728"}, {"exposed swap", "#ff7f0e"}},
                            "measured step"};
     std::vector<StackedBar> bars;
     for (const MeasureRow &r : rows) {
+        if (r.model != model) continue;
         const MeasuredTimes &t = r.measured;
-        const std::string label = fmt::format("{} · {} · N={} · {}", r.model, r.strategy, r.devices, r.budget);
+        const std::string label = fmt::format("N={} · {} · budget {}", r.devices, r.strategy, r.budget);
         if (!r.error.empty()) {
             bars.push_back({label, {}, 0, -1, "failed: " + r.error});
             continue;
@@ -198,10 +200,9 @@ std::string measure_json(const MeasureHeader &h, const std::vector<MeasureRow> &
 std::string measure_html(const MeasureHeader &h, const std::vector<MeasureRow> &rows) {
     std::string body;
     for (const std::string &model : h.models)
-        body += "<h2>Step against N: " + html_escape(model) + "</h2>\n" + svg_line_chart(step_chart(model, rows)) +
-                "\n";
-    body += "<h2>Where each predicted step goes, and the measured step</h2>\n" + svg_rows(rows) + "\n<h2>Rows</h2>\n" +
-            html_rows_table(rows);
+        body += "<h2>" + html_escape(model) + "</h2>\n<h3>Step against N</h3>\n" + svg_line_chart(step_chart(model, rows)) +
+                "\n<h3>Where each predicted step goes, and the measured step</h3>\n" + svg_rows(model, rows) + "\n";
+    body += "<h2>Rows</h2>\n" + html_rows_table(rows);
     const std::string note = html_escape(what_ran(h)) + ". Measured on this machine; predicted: " +
                              html_escape(kPrediction) + ". Solid lines are measured, dashed predicted.";
     return html_page("tessera-bench measure", "tessera-bench measure: " + join(h.models, " "), note, body);

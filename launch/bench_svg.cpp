@@ -50,10 +50,10 @@ std::string svg_axes(const LineChart &c, double top, double x0, double dx) {
                          x0 + dx * static_cast<double>(i), kHeight - kBottom + 16, html_escape(c.xs[i]));
     s += fmt::format("<text x='{}' y='{}' font-size='12' text-anchor='middle'>{}</text>", (kLeft + kWidth - kRight) / 2,
                      kHeight - 12, html_escape(c.x_title));
-    s += fmt::format("<text x='12' y='{}' font-size='12' transform='rotate(-90 12 {})' text-anchor='middle'>"
-                     "{}</text>",
-                     kHeight / 2, kHeight / 2, html_escape(c.y_title));
-    return s;
+    if (c.y_title.empty()) return s;
+    return s + fmt::format("<text x='12' y='{}' font-size='12' transform='rotate(-90 12 {})' text-anchor='middle'>"
+                           "{}</text>",
+                           kHeight / 2, kHeight / 2, html_escape(c.y_title));
 }
 
 }  // namespace
@@ -75,9 +75,11 @@ std::string svg_line_chart(const LineChart &c) {
 std::string svg_stacked_bars(const BarLegend &legend, const std::vector<StackedBar> &bars) {
     const int bar = 16, gap = 6, label = 300, width = 400;
     const int height = static_cast<int>(bars.size()) * (bar + gap) + 40;
+    // Room for the marker's name after the parts' names.
+    const int legend_right = legend.marker.empty() ? 0 : label + 110 * static_cast<int>(legend.parts.size() + 1);
     std::string s = fmt::format("<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' "
                                 "font-family='sans-serif' font-size='11'>",
-                                label + width + 20, height);
+                                std::max(label + width + 20, legend_right), height);
     for (size_t k = 0; k < legend.parts.size(); k++)
         s += fmt::format("<rect x='{}' y='4' width='12' height='12' fill='{}'/><text x='{}' y='14'>{}</text>",
                          label + 110 * static_cast<int>(k), legend.parts[k].second,

@@ -24,7 +24,7 @@ struct LineSeries {
 struct LineChart {
     std::vector<std::string> xs;
     std::vector<LineSeries> series;
-    std::string x_title, y_title;
+    std::string x_title, y_title;  // an empty y_title draws none
     std::function<std::string(double)> y_label;  // the y axis's tick labels
 };
 

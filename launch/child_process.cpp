@@ -26,15 +26,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// posix_spawn's file actions, freed on every path out.
+// posix_spawn's file actions, freed on every path out: standard input from
+// /dev/null, standard output and error both to one file (one open file, so
+// that neither overwrites the other).
 class SpawnFiles {
 public:
-    SpawnFiles(const std::string &stdout_path, const std::string &stderr_path) {
+    explicit SpawnFiles(const std::string &output_path) {
         posix_spawn_file_actions_init(&actions_);
-        const int flags = O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC;
         posix_spawn_file_actions_addopen(&actions_, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-        posix_spawn_file_actions_addopen(&actions_, STDOUT_FILENO, stdout_path.c_str(), flags, 0600);
-        posix_spawn_file_actions_addopen(&actions_, STDERR_FILENO, stderr_path.c_str(), flags, 0600);
+        posix_spawn_file_actions_addopen(&actions_, STDOUT_FILENO, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                         0600);
+        posix_spawn_file_actions_adddup2(&actions_, STDOUT_FILENO, STDERR_FILENO);
     }
     ~SpawnFiles() { posix_spawn_file_actions_destroy(&actions_); }
     SpawnFiles(const SpawnFiles &) = delete;
@@ -98,13 +100,12 @@ TempDir::~TempDir() {
     std::filesystem::remove_all(path_, ignored);
 }
 
-ChildExit run_child(const std::vector<std::string> &argv, const std::string &stdout_path,
-                    const std::string &stderr_path, double timeout_s) {
+ChildExit run_child(const std::vector<std::string> &argv, const std::string &output_path, double timeout_s) {
     TESSERA_INTERNAL_ASSERT(!argv.empty(), "run_child without a program");
     std::vector<char *> args;
     for (const std::string &a : argv) args.push_back(const_cast<char *>(a.c_str()));
     args.push_back(nullptr);
-    SpawnFiles files(stdout_path, stderr_path);
+    SpawnFiles files(output_path);
     pid_t pid = 0;
     const int rc = posix_spawn(&pid, args[0], files.get(), nullptr, args.data(), environ);
     TESSERA_CHECK(rc == 0, "cannot start '", argv[0], "': posix_spawn: ", std::strerror(rc));

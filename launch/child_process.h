@@ -36,11 +36,10 @@ struct ChildExit {
 
 // Runs `argv` (argv[0] a path, not looked up on PATH) with this process's
 // environment, standard input from /dev/null and its standard output and error
-// written to the files `stdout_path` and `stderr_path`, and waits for it, at
-// most `timeout_s` seconds. Throws tessera::Error naming the program when it
+// together written to the file `output_path`, and waits for it, at most
+// `timeout_s` seconds. Throws tessera::Error naming the program when it
 // cannot be started.
-ChildExit run_child(const std::vector<std::string> &argv, const std::string &stdout_path,
-                    const std::string &stderr_path, double timeout_s);
+ChildExit run_child(const std::vector<std::string> &argv, const std::string &output_path, double timeout_s);
 
 // The directory this program's executable is in (/proc/self/exe), so that a
 // program finds its sibling programs wherever the build or install put them.

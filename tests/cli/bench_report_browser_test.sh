@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tessera-bench's HTML report in a real browser: headless Chromium (Debian's
 # chromium package) loads the page of each mode, its DOM holds the plot (an
-# SVG line per strategy or policy, a bar per row), and its screenshot is a
+# SVG line per strategy or policy, a bar per row; measure's page a line
+# measured and one predicted per budget), and its screenshot is a
 # picture, not a blank page (many distinct pixel values, decoded here from the
 # PNG with zlib). Skips (77) when Chromium is not installed.
 # Usage: bench_report_browser_test.sh PATH/TO/tessera-bench
@@ -49,4 +50,8 @@ PY
 check_page scaling 4 16 scaling --model mlp:layers=2,hidden=64 --batch 16 --devices 1,2,4
 # budgets: 4 policies; 1 + 2x4 rows
 check_page budgets 4 13 budgets --model mlp:layers=8,hidden=512 --batch 32 --ratios 2,4
+# measure (real runs, one rank): per budget a measured and a predicted line; 3 legend squares + a bar
+# of 3 parts per row
+check_page measure 4 9 measure --model mlp:layers=6,hidden=64,input=64,classes=8 --batch 16 --steps 3 --devices 1 \
+    --budgets none,1/4
 exit $fail
