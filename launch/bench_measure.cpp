@@ -68,10 +68,18 @@ int rank_named(const std::string &line) {
     return std::atoi(line.c_str() + at + 7);
 }
 
-// Why a run failed, in one line: the line of its output that says "error:"
-// (tessera-train's message), of the lowest rank when several ranks fail
-// alike (their lines arrive in any order), else its last line, else how it
-// ended.
+// "tessera-train: rank 1: error: budget ..." -> "budget ...".
+std::string message_after_error(const std::string &line) {
+    size_t at = line.find("error:") + 6;
+    while (at < line.size() && line[at] == ' ') at++;
+    return line.substr(at);
+}
+
+// Why a run failed, in one line: tessera-train's message (what follows
+// "error: " on the line that says so), of the lowest rank that printed one;
+// else the output's last line; else how the run ended. The message leaves out
+// which rank printed it: when every rank fails alike, the first to abort the
+// job is a race, and the others may be ended before they print.
 std::string failure_of(const std::string &output, const ChildExit &e, double timeout_s) {
     if (e.timed_out) return fmt::format("the run took longer than {:g} s (--timeout) and was ended", timeout_s);
     std::istringstream in(output);
@@ -82,7 +90,7 @@ std::string failure_of(const std::string &output, const ChildExit &e, double tim
             first_error = line;
         if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
     }
-    if (!first_error.empty()) return first_error;
+    if (!first_error.empty()) return message_after_error(first_error);
     if (!last.empty()) return last;
     return e.signal ? fmt::format("the run ended on signal {}", e.signal) : fmt::format("the run exited {}", e.code);
 }
