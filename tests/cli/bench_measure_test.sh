@@ -84,6 +84,11 @@ expect measure-html 0 "stroke-dasharray" -- "$BENCH" measure "${MLP[@]}" --devic
     { echo "FAIL measure html: want a measured and a predicted line"; fail=1; }
 ls -a "$TMP" | grep -q '\.tmp\.' && { echo "FAIL temporary file left behind"; fail=1; }
 
+# A run past --timeout is ended (mpirun passes SIGTERM on to its ranks) and is a row saying so.
+expect measure-timeout 0 "N=2 budget none: failed: the run took longer than 0.5 s (--timeout) and was ended" -- \
+    "$BENCH" measure --model transformer:layers=4,d_model=128,heads=4,seq=32,vocab=256 --batch 32 --devices 1,2 \
+    --timeout 0.5
+
 # ---- errors ----
 expect measure-no-model 2 "measure needs --model SPEC" -- "$BENCH" measure --devices 1
 expect measure-other-flag 2 "--roofline" -- "$BENCH" measure "${MLP[@]}" --roofline h100
