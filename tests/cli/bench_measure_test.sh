@@ -89,6 +89,11 @@ expect measure-timeout 0 "N=2 budget none: failed: the run took longer than 0.5 
     "$BENCH" measure --model transformer:layers=4,d_model=128,heads=4,seq=32,vocab=256 --batch 32 --devices 1,2 \
     --timeout 0.5
 
+# More ranks than cores only with --oversubscribe, and then with a warning.
+over=$(($(nproc) + 1))
+expect measure-oversubscribe 0 "warning: $over ranks on $(nproc) core" -- \
+    "$BENCH" measure --model mlp:layers=2,hidden=32 --batch $((4 * over)) --steps 2 --devices $over --oversubscribe
+
 # ---- errors ----
 expect measure-no-model 2 "measure needs --model SPEC" -- "$BENCH" measure --devices 1
 expect measure-other-flag 2 "--roofline" -- "$BENCH" measure "${MLP[@]}" --roofline h100
