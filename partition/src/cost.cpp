@@ -205,6 +205,14 @@ std::vector<NodeOption> node_options(const OpCall &call, const OpStrategies *str
         o.outputs.assign(out.size(), OutputForm{});
         options.push_back(std::move(o));
     }
+    if (call.kind == OpKind::Add && in.size() == 2 && in[0] == out[0] && in[1] == out[0]) {
+        NodeOption o;
+        o.label = kAddPartialSumsLabel;
+        o.strategy = kAddPartialSums;
+        o.inputs.assign(2, InputNeed{.partial = true});
+        o.outputs.assign(1, OutputForm{OutForm::Partial, -1});
+        options.push_back(std::move(o));
+    }
     return options;
 }
 
@@ -224,8 +232,29 @@ int64_t all_to_all_received(const TensorType &t, int held, int need, const std::
 
 }  // namespace
 
+namespace {
+
+// Reading partial sums as `need`: a reduce-scatter when part p reads exactly
+// block p of the dimension (lowering's add_reduction scatters then), else an
+// all-reduce.
+Conversion reduce_for(const InputNeed &need, const TensorType &t, int64_t var_extent, int k) {
+    if (need.partial) return {CommKind::AllReduce, 0};
+    if (!need.split) return {CommKind::AllReduce, all_reduce_bytes(k, t.bytes())};
+    const int64_t extent = t.shape[need.dim];
+    for (int p = 0; p < k; p++) {
+        auto [lo, hi] = needed_rows(need, var_extent, extent, k, p);
+        if (lo != block_lo(extent, k, p) || hi - lo + 1 != block_size(extent, k, p))
+            return {CommKind::AllReduce, all_reduce_bytes(k, t.bytes())};
+    }
+    return {CommKind::ReduceScatter, reduce_scatter_bytes(k, t.bytes())};
+}
+
+}  // namespace
+
 Conversion input_conversion(const Layout &held, const InputNeed &need, const TensorType &t, int64_t var_extent,
                             int k) {
+    if (held.is_partial()) return reduce_for(need, t, var_extent, k);
+    if (need.partial) return {CommKind::AllReduce, kInfeasibleBytes};
     if (!held.is_split()) return {CommKind::AllGather, 0};  // every device has it all: slice locally
     if (!need.split) return {CommKind::AllGather, all_gather_bytes(k, t.bytes())};
     const int64_t extent = t.shape[need.dim];
@@ -247,6 +276,11 @@ Conversion input_conversion(const Layout &held, const InputNeed &need, const Ten
 }
 
 Conversion output_conversion(const OutputForm &form, const Layout &want, const TensorType &t, int k) {
+    // Whole values become partial sums where one member keeps them and the
+    // others zero theirs (lowering scales them by 0).
+    if (want.is_partial())
+        return form.form == OutForm::Split ? Conversion{CommKind::AllReduce, kInfeasibleBytes}
+                                           : Conversion{CommKind::AllReduce, 0};
     switch (form.form) {
     case OutForm::Replicated: return {CommKind::AllGather, 0};
     case OutForm::Partial:

@@ -17,11 +17,13 @@ namespace tessera::part {
 
 // How an input must arrive: replicated, or split along `dim` where part p needs
 // the rows [scale*lo + lo_off, scale*hi + hi_off] of the op's split variable's
-// part [lo, hi] (clamped to the input's extent).
+// part [lo, hi] (clamped to the input's extent), or (`partial`) as the partial
+// sums it is held as.
 struct InputNeed {
     bool split = false;
     int dim = -1;
     int64_t scale = 1, lo_off = 0, hi_off = 0;
+    bool partial = false;
 };
 
 enum class OutForm : uint8_t { Split, Partial, Replicated };
@@ -30,10 +32,23 @@ struct OutputForm {
     int dim = -1;
 };
 
+// The cost of a conversion no collective makes (a split value held as partial
+// sums, anything but partial sums read by an operator that adds them as they
+// are): far above any real plan's bytes, and small enough
+// that thousands of them add up without overflow.
+constexpr int64_t kInfeasibleBytes = int64_t{1} << 50;
+
+// The option of an element-wise add (a gradient's accumulation over an RNN's
+// time steps) that adds partial sums as they are held, making partial sums:
+// addition is linear, so the sum of the addends is the addend of the sum.
+constexpr int kAddPartialSums = -2;
+constexpr const char *kAddPartialSumsLabel = "add partial sums";
+
 // One way to run a node at one level.
 struct NodeOption {
     std::string label;             // "split m", "split k (partial sum)", "replicate"
-    int strategy = -1;             // index into OpStrategies::strategies; -1 replicate
+    int strategy = -1;             // index into OpStrategies::strategies; -1 replicate,
+                                   // kAddPartialSums
     int64_t var_extent = 0;        // the split variable's local extent
     std::vector<InputNeed> inputs;
     std::vector<OutputForm> outputs;
@@ -70,7 +85,8 @@ int halo_input(const OpCall &call);
 // The options of a node whose local (op-side) input shapes are `in` and output
 // shapes `out`, for a k-way cut: the strategies whose variable has at least k
 // elements (split into blocks of ceil and floor size, graph/box.h's
-// block_size), then "replicate" (every device computes it whole). With
+// block_size), then "replicate" (every device computes it whole), then for
+// an add of two tensors of its output's type, kAddPartialSums. With
 // `executable`, only the strategies lowering can run (lower.h): every split
 // input is read without a halo or an offset, and the kernel computes the same
 // thing on the block (see runs_on_blocks). Reductions inside an operator run
@@ -89,10 +105,13 @@ struct Conversion {
 // target, broadcast's extent) set for the block `out0` of its first output.
 OpCall local_call(const OpCall &call, const Shape &out0);
 
-// Converting an input held as `held` (over the op-side local type `t`) to `need`.
+// Converting an input held as `held` (over the op-side local type `t`) to
+// `need`. Partial sums reduce: a reduce-scatter where each part reads exactly
+// its block, else an all-reduce.
 Conversion input_conversion(const Layout &held, const InputNeed &need, const TensorType &t, int64_t var_extent,
                             int k);
-// Converting an output produced as `form` to the tensor's layout `want`.
+// Converting an output produced as `form` to the tensor's layout `want`
+// (partial sums from partial sums or whole values, not from a split).
 Conversion output_conversion(const OutputForm &form, const Layout &want, const TensorType &t, int k);
 
 // The op-side local shapes after running `opt`: inputs as needed, outputs as produced.

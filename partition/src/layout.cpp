@@ -4,16 +4,19 @@
 
 namespace tessera {
 
-std::string Layout::str() const { return is_split() ? "split(" + std::to_string(dim) + ")" : "replicated"; }
+std::string Layout::str() const {
+    return is_split() ? "split(" + std::to_string(dim) + ")" : is_partial() ? "partial" : "replicated";
+}
 
 Layout layout_from_str(const std::string &s, const std::string &where) {
     if (s == "replicated") return Layout::replicated();
+    if (s == "partial") return Layout::partial();
     if (s.size() > 7 && s.rfind("split(", 0) == 0 && s.back() == ')') {
         std::string d = s.substr(6, s.size() - 7);
         bool digits = !d.empty() && d.size() < 4 && d.find_first_not_of("0123456789") == std::string::npos;
         if (digits) return Layout::split(std::stoi(d));
     }
-    fail(where, ": bad layout '", s, "' (expected \"split(D)\" or \"replicated\")");
+    fail(where, ": bad layout '", s, "' (expected \"split(D)\", \"replicated\" or \"partial\")");
 }
 
 namespace {

@@ -26,7 +26,8 @@ using State = std::vector<Form>;  // per level
 
 State state_of(const std::vector<Layout> &layout) {
     State s;
-    for (const Layout &l : layout) s.push_back(l.is_split() ? Form{Form::Split, l.dim} : Form{});
+    for (const Layout &l : layout)
+        s.push_back(l.is_split() ? Form{Form::Split, l.dim} : l.is_partial() ? Form{Form::Partial, -1} : Form{});
     return s;
 }
 
@@ -88,6 +89,11 @@ public:
         }
         for (int r = 0; r < n_; r++) coords_.push_back(rank_coords(cuts_, r));
         for (TensorId t = 0; t < g.num_tensors(); t++) {
+            bool partial = false;
+            for (const Layout &l : plan.tensors[t].layout) partial = partial || l.is_partial();
+            TESSERA_CHECK(!partial || g.tensor(t).role == TensorRole::Gradient, "lowering: the plan holds tensor '",
+                          g.tensor(t).name, "' (", role_name(g.tensor(t).role),
+                          ") as partial sums, which only a gradient may be");
             held_state_.push_back(state_of(plan.tensors[t].layout));
             held_what_.push_back("tensor '" + g.tensor(t).name + "'");
         }
@@ -131,6 +137,15 @@ private:
                               TensorId whole, TensorRole role, const std::string &why);
     TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
                            size_t elem, TensorId whole, TensorRole role, const std::string &why);
+    TensorId reduce_partials(TensorId src, State &st, const std::vector<bool> &keep, const std::vector<Box> &target,
+                             TensorId whole, TensorRole role, const std::string &why);
+    TensorId read_input(TensorId src, TensorId t, const std::vector<bool> &keep, const std::vector<Box> &target,
+                        TensorRole role, const std::string &why);
+    std::vector<bool> adds_partial_sums(NodeId n) const;
+    TensorId keep_on_one_member(TensorId cur, State &st, const std::vector<bool> &held_partial, const Node &node,
+                                TensorId t, const Box &box);
+    TensorId add_scale(TensorId in, double alpha, const Node &node, const std::string &suffix, TensorId source,
+                       const Box &box);
     TensorId add_comm(const std::string &why, const CommAttrs &attrs, TensorId in, DType dtype, const Box &out_box,
                       TensorId source, TensorRole role);
     double mean_rescale(const Node &node, const Box &in) const;
@@ -172,7 +187,7 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
     const SymEnv env = symbol_env(node.call, in);
     for (size_t l = 0; l < cuts_.size(); l++) {
         const std::string &label = op.strategy[l];
-        if (label == "replicate") {
+        if (label == "replicate" || label == part::kAddPartialSumsLabel) {
             out.push_back(nullptr);
             continue;
         }
@@ -455,6 +470,79 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
     return out;
 }
 
+// Sums the levels of `st` that hold partial sums, but those `keep` keeps, into
+// `target`; `st` is left as what the result holds (empty when it is `target`).
+TensorId Lowerer::reduce_partials(TensorId src, State &st, const std::vector<bool> &keep,
+                                  const std::vector<Box> &target, TensorId whole, TensorRole role,
+                                  const std::string &why) {
+    State reduce = st;
+    bool any = false;
+    for (size_t l = 0; l < st.size(); l++) {
+        if (st[l].kind != Form::Partial) continue;
+        if (keep[l]) reduce[l] = Form{};  // summed later; its box is whole either way
+        else any = true;
+    }
+    if (!any) return src;
+    const TensorInfo &info = g_.tensor(whole);
+    TensorId out = add_reduction(src, info.type.shape, reduce, target, dtype_size(info.type.dtype), whole, role, why);
+    if (reduce.empty()) st.clear();  // reduce-scattered into the target
+    for (size_t l = 0; l < st.size(); l++)
+        if (st[l].kind == Form::Partial && !keep[l]) st[l] = Form{};
+    return out;
+}
+
+// Input t of a node, from its layout into the blocks `target` the node reads;
+// its partial sums are summed first, but at the levels `keep` (where the node
+// adds partial sums as they are).
+TensorId Lowerer::read_input(TensorId src, TensorId t, const std::vector<bool> &keep, const std::vector<Box> &target,
+                             TensorRole role, const std::string &why) {
+    State st = held_state_[t];
+    for (size_t l = 0; l < st.size(); l++)
+        TESSERA_CHECK(!keep[l] || st[l].kind == Form::Partial, "lowering: at level ", l + 1, " the plan adds ",
+                      held_what_[t], " as partial sums, but holds it as ", plan_.tensors[t].layout[l].str());
+    TensorId cur = reduce_partials(src, st, keep, target, t, role, why);
+    if (!st.empty()) cur = add_redistribute(cur, st, target, dtype_size(g_.tensor(t).type.dtype), t, role, why);
+    return cur;
+}
+
+// Node's output t, made whole at levels where the plan holds it as partial
+// sums: the members at coordinate 0 of those levels keep it and the others
+// hold zeros, so that the addends sum to it. (A NaN or an infinity of the
+// value becomes a NaN on the others, so the sum is still not finite.)
+TensorId Lowerer::keep_on_one_member(TensorId cur, State &st, const std::vector<bool> &held_partial,
+                                     const Node &node, TensorId t, const Box &box) {
+    bool any = false, keeps = true;
+    for (size_t l = 0; l < st.size(); l++) {
+        if (!held_partial[l] || st[l].kind == Form::Partial) continue;
+        TESSERA_CHECK(st[l].kind == Form::Whole, "lowering: ", node.call.who(), " makes ", held_what_[t],
+                      " split at level ", l + 1, ", but the plan holds it there as partial sums");
+        st[l] = Form{Form::Partial, -1};
+        any = true;
+        keeps = keeps && coords_[std::max(rank_, 0)][l] == 0;
+    }
+    if (!any || !build_ || keeps) return cur;
+    return add_scale(cur, 0.0, node, "#partial_addend", t, box);
+}
+
+// `in` times alpha, a node of its own after `node`'s, holding the block `box` of `source`.
+TensorId Lowerer::add_scale(TensorId in, double alpha, const Node &node, const std::string &suffix, TensorId source,
+                            const Box &box) {
+    OpCall scale{OpKind::Scale, node.call.name + suffix, {}};
+    scale.attrs.set("alpha", alpha);
+    TensorId out = dg_.graph.add_node(scale, {in}, g_.tensor(source).role)[0];
+    dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
+    dg_.source.push_back(source);
+    dg_.box.push_back(box);
+    return out;
+}
+
+// Per level: whether node n adds partial sums as they are held (cost.h's kAddPartialSums).
+std::vector<bool> Lowerer::adds_partial_sums(NodeId n) const {
+    std::vector<bool> out;
+    for (const std::string &label : plan_.ops[n].strategy) out.push_back(label == part::kAddPartialSumsLabel);
+    return out;
+}
+
 // What turns the loss's mean over this rank's block of the batch into its
 // share of the mean over the whole batch (1 when the batch is not split):
 // softmax_xent and its gradient divide by the local batch. (Global average
@@ -696,9 +784,11 @@ void Lowerer::lower_node(NodeId n) {
     const std::string who = node.call.who();
 
     // What the strategy makes, per level.
+    const std::vector<bool> adds_partials = adds_partial_sums(n);
     std::vector<State> out_state(node.outputs.size(), State(levels));
     for (size_t l = 0; l < levels; l++) {
         const Strategy *s = choice[l];
+        if (adds_partials[l]) out_state[0][l] = Form{Form::Partial, -1};
         if (!s) continue;
         for (size_t j = 0; j < node.outputs.size(); j++) {
             const OutputResult &r = s->outputs[j];
@@ -719,9 +809,7 @@ void Lowerer::lower_node(NodeId n) {
         TensorId src = build_ ? dg_.local[t] : kNoTensor;
         const TensorRole role = info.role == TensorRole::Gradient ? TensorRole::Gradient : TensorRole::Activation;
         TensorId got = is_fed(info) ? add_fed_block(t, target[std::max(rank_, 0)])
-                                    : add_redistribute(src, state_of(plan_.tensors[t].layout), target,
-                                                       dtype_size(info.type.dtype), t, role,
-                                                       info.name + ">" + node.call.name);
+                                    : read_input(src, t, adds_partials, target, role, info.name + ">" + node.call.name);
         local_in.push_back(got);
         in_box.push_back(target[std::max(rank_, 0)]);
     }
@@ -738,14 +826,7 @@ void Lowerer::lower_node(NodeId n) {
     if (build_) {
         if (!staged) raw = add_block_op(node, choice, local_in, blocks, out_box);
         const double alpha = mean_rescale(node, in_box[0]);
-        if (alpha != 1.0) {
-            OpCall scale{OpKind::Scale, node.call.name + "#whole_batch", {}};
-            scale.attrs.set("alpha", alpha);
-            raw[0] = dg_.graph.add_node(scale, {raw[0]}, g_.tensor(node.outputs[0]).role)[0];
-            dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
-            dg_.source.push_back(node.outputs[0]);
-            dg_.box.push_back(out_box[0]);
-        }
+        if (alpha != 1.0) raw[0] = add_scale(raw[0], alpha, node, "#whole_batch", node.outputs[0], out_box[0]);
     }
 
     // 3. Outputs into the tensors' layouts.
@@ -756,10 +837,10 @@ void Lowerer::lower_node(NodeId n) {
         std::vector<Box> target(n_);
         for (int r = 0; r < n_; r++) target[r] = held(t, r);
         State st = out_state[j];
-        TensorId cur = raw[j];
-        bool partial = false;
-        for (const Form &f : st) partial = partial || f.kind == Form::Partial;
-        if (partial) cur = add_reduction(cur, info.type.shape, st, target, elem, t, info.role, info.name);
+        std::vector<bool> held_partial(levels);
+        for (size_t l = 0; l < levels; l++) held_partial[l] = held_state_[t][l].kind == Form::Partial;
+        TensorId cur = keep_on_one_member(raw[j], st, held_partial, node, t, out_box[j]);
+        cur = reduce_partials(cur, st, held_partial, target, t, info.role, info.name);
         if (!st.empty()) cur = add_redistribute(cur, st, target, elem, t, info.role, info.name + ">layout");
         if (build_) dg_.local[t] = cur;
     }

@@ -25,6 +25,28 @@ constexpr const char *kStrategyNames[] = {"tofu", "data", "owt", "equalchop", "b
 
 bool matmul_like(OpKind k) { return k == OpKind::Matmul || k == OpKind::BatchMatmul; }
 
+// The root primal of a gradient chain, to tell a weight's gradient from an
+// activation's.
+TensorId primal_of(const Graph &g, TensorId t) {
+    while (g.tensor(t).grad_of != kNoTensor) t = g.tensor(t).grad_of;
+    return t;
+}
+
+// A weight, its optimizer state, or their updated values (an optimizer's outputs).
+bool is_weight_state(const Graph &g, TensorId t) {
+    const NodeId p = g.tensor(t).producer;
+    return is_persistent(g.tensor(t).role) || (p != kNoNode && g.node(p).optimizer);
+}
+
+// A group of partial sums holds its weight and optimizer state replicated.
+Layout layout_of_member(const Graph &g, TensorId t, const Layout &group_layout) {
+    return group_layout.is_partial() && is_weight_state(g, t) ? Layout::replicated() : group_layout;
+}
+
+bool is_weight_gradient(const Graph &g, TensorId t) {
+    return g.tensor(t).role == TensorRole::Gradient && g.tensor(primal_of(g, t)).role == TensorRole::Param;
+}
+
 // Everything the recursion tracks between cuts.
 class Search {
 public:
@@ -47,6 +69,7 @@ public:
         persistent_.assign(co_.num_tensor_groups, false);
         for (TensorId t = 0; t < g.num_tensors(); t++)
             if (is_persistent(g.tensor(t).role)) persistent_[co_.tensor_group[t]] = true;
+        find_partial_groups();
         group_layouts_.resize(co_.num_tensor_groups);
         node_labels_.resize(g.num_nodes());
         slot_converted_.resize(g.num_nodes());
@@ -126,6 +149,12 @@ public:
     const Coarsening &coarsening() const { return co_; }
     const std::vector<TensorType> &local_types() const { return tshape_; }
     const std::vector<std::vector<Layout>> &group_layouts() const { return group_layouts_; }
+    // Tensor t's layout at every level (tensor_layout's).
+    std::vector<Layout> tensor_layouts(TensorId t) const {
+        std::vector<Layout> out;
+        for (const Layout &l : group_layouts_[co_.tensor_group[t]]) out.push_back(layout_of_member(g_, t, l));
+        return out;
+    }
     const std::vector<std::vector<std::string>> &node_labels() const { return node_labels_; }
     const std::vector<std::vector<TensorType>> &local_inputs() const { return in_; }
     const std::vector<std::vector<TensorType>> &local_outputs() const { return out_; }
@@ -166,7 +195,9 @@ private:
         const std::string &var = forced_[n];
         std::vector<NodeOption> kept;
         for (NodeOption &o : options) {
-            const std::string mine = o.strategy < 0 ? "replicate" : strategies_[n]->strategies[o.strategy].var;
+            const std::string mine = o.strategy == part::kAddPartialSums ? "partial"
+                                     : o.strategy < 0                   ? "replicate"
+                                                                        : strategies_[n]->strategies[o.strategy].var;
             if (mine == var) kept.push_back(std::move(o));
         }
         TESSERA_CHECK(!kept.empty(), "--force: ", g_.node(n).call.who(), " cannot split '", var, "' ", k,
@@ -226,13 +257,20 @@ private:
             std::vector<Layout> all;
             for (int d = 0; d < t.rank(); d++)
                 if (shortest.shape[d] >= k) all.push_back(Layout::split(d));  // uneven: blocks of ceil and floor size
+            // Partial sums at an outer level stay partial or split here: a
+            // replica inside them would convert each addend (lowering moves
+            // them once per replica), which the recursion's c1 + k1 c2 + ...
+            // does not count. Partial sums start at the outermost level.
+            const bool inside_partial = level > 0 && group_layouts_[gid].back().is_partial();
+            if (inside_partial) all.push_back(Layout::partial());
             if (all.empty()) {
                 domains[gid] = {Layout::replicated()};
                 if (t.elements() <= 1) replicated_small++;
                 else note_replicated_tensor(gid, k, level, notes);
                 continue;
             }
-            if (persistent_[gid] && opts_.replicate_weights) all.push_back(Layout::replicated());
+            if (!inside_partial && persistent_[gid] && opts_.replicate_weights) all.push_back(Layout::replicated());
+            if (level == 0 && partial_ok_[gid] && opts_.replicate_weights) all.push_back(Layout::partial());
             std::vector<Layout> kept;
             for (const Layout &lay : all)
                 if (allowed(gid, lay, t, level)) kept.push_back(lay);
@@ -254,7 +292,7 @@ private:
     bool allowed(int gid, const Layout &lay, const TensorType &t, int level) const {
         switch (opts_.strategy) {
         case PartitionStrategy::DataParallel:
-            return persistent_[gid] ? !lay.is_split() : lay == Layout::split(0);
+            return persistent_[gid] || partial_ok_[gid] ? !lay.is_split() : lay == Layout::split(0);
         case PartitionStrategy::Owt:
             if (owt_matmul_weight_[gid]) return lay == Layout::split(t.rank() - 1);
             if (owt_fc_param_[gid]) return lay.is_split();
@@ -266,6 +304,25 @@ private:
             return lay == group_layouts_[gid][0];
         default: return true;
         }
+    }
+
+    // Groups that may be held as partial sums: those of a weight's gradients,
+    // holding nothing else but the weight and its optimizer state, which are
+    // then replicated (layout_of_member).
+    void find_partial_groups() {
+        partial_ok_.assign(co_.num_tensor_groups, true);
+        std::vector<bool> any(co_.num_tensor_groups, false);
+        for (TensorId t = 0; t < g_.num_tensors(); t++) {
+            const int gid = co_.tensor_group[t];
+            if (is_weight_gradient(g_, t)) any[gid] = true;
+            else if (!is_weight_state(g_, t)) partial_ok_[gid] = false;
+        }
+        for (int gid = 0; gid < co_.num_tensor_groups; gid++) partial_ok_[gid] = partial_ok_[gid] && any[gid];
+    }
+
+    // Tensor t's layout when its group's is lay[group].
+    Layout tensor_layout(TensorId t, const std::vector<Layout> &lay) const {
+        return layout_of_member(g_, t, lay[co_.tensor_group[t]]);
     }
 
     void classify_for_owt() {
@@ -307,12 +364,12 @@ private:
                 fn(i, part::Conversion{CommKind::AllGather, 0});
                 continue;
             }
-            fn(i, part::input_conversion(lay[co_.tensor_group[node.inputs[i]]], o.inputs[i], in_[n][i],
-                                         o.var_extent, k));
+            fn(i, part::input_conversion(tensor_layout(node.inputs[i], lay), o.inputs[i], in_[n][i], o.var_extent,
+                                         k));
         }
         for (size_t j = 0; j < node.outputs.size(); j++)
             fn(node.inputs.size() + j,
-               part::output_conversion(o.outputs[j], lay[co_.tensor_group[node.outputs[j]]], out_[n][j], k));
+               part::output_conversion(o.outputs[j], tensor_layout(node.outputs[j], lay), out_[n][j], k));
     }
 
     // Bytes option `o` of node n moves when its tensors are laid out as `lay`.
@@ -376,9 +433,12 @@ private:
             if (conv.bytes > 0) slot_converted_[n][slot] = true;
             if (slot < inputs) {
                 const part::InputNeed &need = o.inputs[slot];
+                const Layout wanted = need.split     ? Layout::split(need.dim)
+                                      : need.partial ? Layout::partial()
+                                                     : Layout::replicated();
                 add(conv.kind, conv.bytes, node.inputs[slot],
-                    "input " + std::to_string(slot) + ": " + lay[co_.tensor_group[node.inputs[slot]]].str() + " -> " +
-                        (need.split ? Layout::split(need.dim) : Layout::replicated()).str());
+                    "input " + std::to_string(slot) + ": " + tensor_layout(node.inputs[slot], lay).str() + " -> " +
+                        wanted.str());
                 return;
             }
             const size_t j = slot - inputs;
@@ -387,7 +447,7 @@ private:
                                : form.form == part::OutForm::Partial ? "partial sums"
                                                                      : "split";
             add(conv.kind, conv.bytes, node.outputs[j],
-                "output " + std::to_string(j) + ": " + from + " -> " + lay[co_.tensor_group[node.outputs[j]]].str());
+                "output " + std::to_string(j) + ": " + from + " -> " + tensor_layout(node.outputs[j], lay).str());
         });
         if (o.stage_bytes > 0) {
             std::string stages;
@@ -425,7 +485,7 @@ private:
     std::vector<TensorType> tmin_;
     std::vector<std::vector<TensorType>> in_min_, out_min_;
     std::vector<std::vector<TensorId>> members_;
-    std::vector<bool> persistent_, owt_matmul_weight_, owt_fc_activation_, owt_fc_param_;
+    std::vector<bool> persistent_, partial_ok_, owt_matmul_weight_, owt_fc_activation_, owt_fc_param_;
     std::vector<std::vector<Layout>> group_layouts_;
     std::vector<std::vector<std::string>> node_labels_;
     std::vector<std::vector<bool>> slot_converted_;
@@ -433,13 +493,6 @@ private:
 
     int noted_tensors_ = 0, noted_ops_ = 0;
 };
-
-// The root primal of a gradient chain, to tell a weight's gradient from an
-// activation's.
-TensorId primal_of(const Graph &g, TensorId t) {
-    while (g.tensor(t).grad_of != kNoTensor) t = g.tensor(t).grad_of;
-    return t;
-}
 
 // The most bytes of the selected non-persistent tensors live at once when the
 // nodes run in graph order: a tensor lives from its producer (or the start, for
@@ -569,7 +622,7 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
         local[t] = lt.bytes();
         whole[t] = info.type.bytes();
         plan.tensors.push_back(TensorPlan{info.name, role_name(info.role), info.type.shape, lt.shape, gid,
-                                          search.group_layouts()[gid], whole[t], local[t]});
+                                          search.tensor_layouts(t), whole[t], local[t]});
     }
     plan.memory = footprint(g, local);
     for (NodeId n = 0; n < g.num_nodes(); n++) {

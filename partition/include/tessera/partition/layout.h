@@ -1,6 +1,9 @@
 // How one tensor is laid out at one level of the recursion: split evenly along
-// one dimension, or replicated. A tensor's whole layout is one Layout per level,
-// outermost first; the parts nest (level 2 splits each level-1 part).
+// one dimension, replicated, or (a weight's gradient only) partial sums: every
+// device of the level holds its own addend of the whole, and the sum is taken
+// where something reads it whole or split (DDP's one all-reduce of a gradient
+// accumulated over an RNN's time steps). A tensor's whole layout is one Layout
+// per level, outermost first; the parts nest (level 2 splits each level-1 part).
 #pragma once
 
 #include <cstdint>
@@ -9,11 +12,13 @@
 namespace tessera {
 
 struct Layout {
-    int dim = -1;  // -1: replicated
+    int dim = -1;  // -1: replicated, -2: partial sums
     static Layout split(int d) { return Layout{d}; }
     static Layout replicated() { return Layout{-1}; }
+    static Layout partial() { return Layout{-2}; }
     bool is_split() const { return dim >= 0; }
-    std::string str() const;  // "split(0)" or "replicated"
+    bool is_partial() const { return dim == -2; }
+    std::string str() const;  // "split(0)", "replicated" or "partial"
     bool operator==(const Layout &) const = default;
     auto operator<=>(const Layout &) const = default;
 };
