@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <map>
 #include <random>
 #include <thread>
@@ -313,6 +315,87 @@ TEST(StagedDevice, CnnCollectivesOfEveryKindRunOnDeviceMemory) {
     EXPECT_GT(data["all_reduce_f64"], 0);
     std::map<std::string, int> tofu = check_partitioned("cnn:channels=4,hidden=16", PartitionStrategy::Tofu, 3);
     EXPECT_GT(tofu["exchange"] + tofu["reduce_scatter"] + tofu["all_reduce"], 0);
+}
+
+// Each rank's run of `plan` on the CPU device, the ranks as threads.
+std::vector<TrainRun> train_ranks(const Graph &g, const Plan &plan, int steps) {
+    const int ranks = plan.devices;
+    auto comms = make_thread_communicators(ranks);
+    std::vector<TrainRun> runs(ranks);
+    std::vector<std::string> errors(ranks);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; r++)
+        threads.emplace_back([&, r] {
+            try {
+                DeviceGraph dg = lower(g, plan, r);
+                std::vector<NodeId> order = default_order(dg.graph);
+                MemoryPlan mp = plan_memory(dg.graph, order);
+                CpuDevice dev(mp.arena_bytes);
+                Executor ex(dg.graph, dev, mp);
+                ex.set_communicator(comms[r].get());
+                runs[r] = train(ex, build_program(dg.graph, order), steps, r);
+            } catch (const std::exception &e) {
+                errors[r] = e.what();
+            }
+        });
+    for (auto &t : threads) t.join();
+    for (int r = 0; r < ranks; r++) EXPECT_EQ(errors[r], "") << "rank " << r;
+    return runs;
+}
+
+float max_relative_difference(const std::vector<std::byte> &a, const std::vector<std::byte> &b) {
+    EXPECT_EQ(a.size(), b.size());
+    std::vector<float> x(a.size() / 4), y(b.size() / 4);
+    std::memcpy(x.data(), a.data(), x.size() * 4);
+    std::memcpy(y.data(), b.data(), std::min(y.size(), x.size()) * 4);
+    float worst = 0;
+    for (size_t i = 0; i < std::min(x.size(), y.size()); i++)
+        worst = std::max(worst, std::abs(x[i] - y[i]) / std::max(1e-3f, std::abs(x[i])));
+    return worst;
+}
+
+// A weight's gradient computed whole and held as partial sums (a lowering the
+// search reaches where an inner level cannot split the gradient's producer;
+// forced here): the members at coordinate 0 of the level keep it and the
+// others zero theirs, so the update's one all-reduce sums it once. Compared
+// with the plain data-parallel plan, whose gradients come out of their
+// matmuls as partial sums: the same training to float rounding.
+TEST(PartialSums, WholeGradientsAreKeptOnOneMember) {
+    Model m = build_model("lstm:layers=1,hidden=16,seq=3,vocab=20", 8);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    const Graph &g = m.graph;
+    PartitionOptions plain;
+    plain.strategy = PartitionStrategy::DataParallel;
+    plain.executable = true;
+    PartitionOptions forced = plain;
+    forced.force = {{"lstm1.t*", "replicate"}};
+    // The search's choice, but every weight group held as partial sums (its
+    // domain under data parallelism: replicated, partial).
+    forced.solver = [](const CutProblem &p) {
+        CutSolution s = solve_dp(p);
+        for (size_t v = 0; v < p.domain.size(); v++)
+            if (p.domain[v] == 2) s.choice[v] = 1;
+        s.cost = evaluate(p, s.choice);
+        return s;
+    };
+    const Plan a = partition(g, flat_machine(2), plain), b = partition(g, flat_machine(2), forced);
+    const TensorId dw = *g.find_tensor("lstm1.t0.matmul.dw");
+    ASSERT_EQ(b.tensors[dw].layout[0], Layout::partial());
+    ASSERT_EQ(b.ops[g.tensor(dw).producer].strategy[0], "replicate");
+    auto zeroed = [&](int rank) {
+        int count = 0;
+        for (const Node &n : lower(g, b, rank).graph.nodes()) count += n.call.name.ends_with("#partial_addend");
+        return count;
+    };
+    EXPECT_EQ(zeroed(0), 0);
+    EXPECT_GT(zeroed(1), 0);
+    const std::vector<TrainRun> want = train_ranks(g, a, 3), got = train_ranks(g, b, 3);
+    for (int r = 0; r < 2; r++) {
+        ASSERT_EQ(want[r].values.size(), got[r].values.size());
+        for (size_t k = 0; k < want[r].values.size(); k++)
+            EXPECT_LT(max_relative_difference(want[r].values[k], got[r].values[k]), 1e-5f)
+                << "rank " << r << " value " << k;
+    }
 }
 
 }  // namespace
