@@ -256,6 +256,20 @@ TEST(Lower, RefusesPlansItCannotRun) {
     Graph other = training_graph("cnn:channels=4,hidden=16", 12);
     EXPECT_NE(error_of([&] { lower(other, q, 0); }).find("was it made for another model or batch size?"),
               std::string::npos);
+    // A plan file may hold only a gradient as partial sums, and only an add
+    // may add partial sums as they are.
+    Graph lstm = training_graph("lstm:hidden=16,seq=3,vocab=20", 8);
+    Plan data = executable_plan(lstm, 2, PartitionStrategy::DataParallel);
+    Plan bad = data;
+    const TensorId w = *lstm.find_tensor("lstm1.wx");
+    bad.tensors[w].layout = {Layout::partial()};
+    EXPECT_EQ(error_of([&] { lower(lstm, bad, 0); }),
+              "lowering: the plan holds tensor 'lstm1.wx' (param) as partial sums, which only a gradient may be");
+    bad = data;
+    const NodeId sum = lstm.tensor(*lstm.find_tensor("lstm1.wx.grad_sum")).producer;
+    ASSERT_EQ(bad.ops[sum].strategy[0], "add partial sums");
+    for (TensorId t : lstm.node(sum).inputs) bad.tensors[t].layout = {Layout::replicated()};
+    EXPECT_NE(error_of([&] { lower(lstm, bad, 0); }).find("the plan adds tensor 'lstm1.t"), std::string::npos);
 }
 
 }  // namespace
