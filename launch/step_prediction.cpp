@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
+#include "tessera/exec/thread_budget.h"
 #include "tessera/partition/lower.h"
 
 namespace tessera {
@@ -42,6 +43,9 @@ StepPredictor::StepPredictor(const RunPlan &run, Communicator *comm, int rank) :
         node_counts_.push_back(static_cast<size_t>((graphs_.back() ? *graphs_.back() : run.graph()).num_nodes()));
     }
     options_.machine = sharded ? run.partition->machine : flat_machine(1);
+    // The CPU device's stream threads share this rank's cores (thread_budget.h's share).
+    const ThreadRequest cpus = thread_request(0, sharded ? comm : nullptr);
+    options_.cores_per_rank = static_cast<double>(std::max(1, cpus.cpus)) / std::max(1, cpus.sharing);
     if (run.swaps) {
         options_.swap_in_bandwidth = run.swaps->times.h2d_bytes_per_s;
         options_.swap_out_bandwidth = run.swaps->times.d2h_bytes_per_s;

@@ -17,8 +17,10 @@ namespace tessera {
 class StepPredictor {
 public:
     // Gathers every rank's program once (its lowered graph each rank makes
-    // itself from the shared partition plan). Every rank must construct it;
-    // `comm` is null for a single process.
+    // itself from the shared partition plan), and how many cores each rank's
+    // stream threads share (StepSimOptions::cores_per_rank: its CPUs over the
+    // ranks on its host bound alike). Every rank must construct it; `comm` is
+    // null for a single process.
     StepPredictor(const RunPlan &run, Communicator *comm, int rank);
 
     // The prediction of one step from this rank's operator times in it

@@ -57,12 +57,16 @@ struct SimRank {
     std::vector<int> collective;  // per instruction: for a collective, its SimCollective
     std::vector<char> done;
     std::vector<InstructionTime> times;
+    std::vector<double> arrived;  // per collective instruction: when its stream reached it
 };
 
 struct Sim {
     const StepSimOptions &opt;
     std::vector<SimRank> ranks;
     std::vector<SimCollective> collectives;
+    // Per rank, per instruction: how much longer than its work a compute or
+    // swap instruction takes, sharing the rank's cores (1: alone).
+    std::vector<std::vector<double>> stretch;
 };
 
 std::string ranks_str(const std::vector<int> &ranks) {
@@ -101,14 +105,15 @@ double work_seconds(const Sim &sim, int r, int i) {
     const SimRank &rk = sim.ranks[r];
     const Instruction &in = rk.p->instructions[i];
     const double overhead = sim.opt.instruction_overhead_s;
-    if (in.kind == Instruction::Kind::Compute) return (*rk.node_s)[in.node] + overhead;
+    const double stretch = sim.stretch.empty() ? 1.0 : sim.stretch[r][i];
+    if (in.kind == Instruction::Kind::Compute) return ((*rk.node_s)[in.node] + overhead) * stretch;
     const bool out = in.kind == Instruction::Kind::SwapOut;
     const double bw = out ? sim.opt.swap_out_bandwidth : sim.opt.swap_in_bandwidth;
     if (in.bytes == 0) return overhead;
     TESSERA_CHECK(bw > 0, "step simulator: rank ", r, " instruction ", i, " (", describe_instruction(*rk.g, in),
                   ") moves ", in.bytes, " bytes, but the ", out ? "swap-out (device to host)" : "swap-in (host to device)",
                   " bandwidth is ", bw, " bytes/s");
-    return static_cast<double>(in.bytes) / bw + overhead;
+    return (static_cast<double>(in.bytes) / bw + overhead) * stretch;
 }
 
 SimRank make_rank(const RankProgram &rp) {
@@ -121,6 +126,7 @@ SimRank make_rank(const RankProgram &rp) {
     rk.collective.assign(n, -1);
     rk.done.assign(n, 0);
     rk.times.assign(n, {});
+    rk.arrived.assign(n, 0);
     std::vector<int> latest(rp.program->num_events, -1);  // per event: its latest record so far
     for (size_t i = 0; i < n; i++) {
         const Instruction &in = rp.program->instructions[i];
@@ -309,6 +315,7 @@ bool arrive(Sim &sim, int r, int i, double at) {
     const size_t m = std::find(c.members.begin(), c.members.end(), r) - c.members.begin();
     if (c.arrival[m] != kNotYet) return false;  // waiting for the others
     c.arrival[m] = at;
+    sim.ranks[r].arrived[i] = at;
     if (++c.arrived < static_cast<int>(c.members.size())) return true;
     if (c.kind == CommNodeKind::Redistribute) run_redistribute(sim, c);
     else run_ring(sim, c);
@@ -407,11 +414,62 @@ RankStepTime account(const SimRank &rk) {
     return out;
 }
 
-}  // namespace
+// Whether instruction i of a rank keeps one of its cores busy while it runs.
+bool occupies_a_core(const Instruction &in) {
+    switch (in.kind) {
+    case Instruction::Kind::Compute:
+    case Instruction::Kind::SwapIn:
+    case Instruction::Kind::SwapOut:
+    case Instruction::Kind::Collective: return true;
+    default: return false;
+    }
+}
 
-StepPrediction simulate_step(const std::vector<RankProgram> &ranks, const StepSimOptions &options) {
-    check_inputs(ranks, options);
-    Sim sim{options, {}, {}};
+// Per instruction of one rank: its span over the work it would do alone, with
+// `cores` shared by every instruction running at once (processor sharing:
+// each runs at min(1, cores / running) of its speed).
+std::vector<double> shared_stretch(const SimRank &rk, const std::vector<double> &old, double cores) {
+    std::vector<std::pair<double, int>> edges;  // (time, +1 start / -1 end)
+    const auto &ins = rk.p->instructions;
+    for (size_t i = 0; i < ins.size(); i++) {
+        // A collective holds its thread from when the stream reaches it:
+        // MPI polls for its peers.
+        const bool collective = ins[i].kind == Instruction::Kind::Collective;
+        const double from = collective ? rk.arrived[i] : rk.times[i].start_s;
+        if (occupies_a_core(ins[i]) && rk.times[i].end_s > from) {
+            edges.emplace_back(from, 1);
+            edges.emplace_back(rk.times[i].end_s, -1);
+        }
+    }
+    std::sort(edges.begin(), edges.end());
+    std::vector<double> at, rate;  // piecewise-constant speed from at[j] on
+    int running = 0;
+    for (const auto &[t, d] : edges) {
+        running += d;
+        at.push_back(t);
+        rate.push_back(running > cores ? cores / running : 1.0);
+    }
+    std::vector<double> out = old;
+    for (size_t i = 0; i < ins.size(); i++) {
+        const InstructionTime &t = rk.times[i];
+        if (ins[i].kind == Instruction::Kind::Collective || !occupies_a_core(ins[i]) || t.end_s <= t.start_s)
+            continue;
+        double done = 0;  // work done over the span, in seconds alone
+        size_t j = std::upper_bound(at.begin(), at.end(), t.start_s) - at.begin();
+        for (double from = t.start_s; from < t.end_s; j++) {
+            const double to = j < at.size() ? std::min(at[j], t.end_s) : t.end_s;
+            done += (to - from) * rate[j - 1];
+            from = to;
+        }
+        out[i] = (t.end_s - t.start_s) / done;  // one over the mean speed
+    }
+    return out;
+}
+
+// One pass of the simulation with the sim's stretches.
+void run_streams(Sim &sim, const std::vector<RankProgram> &ranks) {
+    sim.ranks.clear();
+    sim.collectives.clear();
     for (const RankProgram &rp : ranks) sim.ranks.push_back(make_rank(rp));
     match_collectives(sim);
     for (bool moved = true; moved;) {
@@ -423,6 +481,34 @@ StepPrediction simulate_step(const std::vector<RankProgram> &ranks, const StepSi
     for (const SimRank &rk : sim.ranks)
         for (const SimStream &st : rk.streams)
             if (st.next < st.list.size()) fail_deadlock(sim);
+}
+
+// Processor sharing as a fixed point: stretch by what the last pass saw
+// (halfway, so that it settles), until no stretch moves by 0.001%.
+void share_cores(Sim &sim, const std::vector<RankProgram> &ranks) {
+    for (const SimRank &rk : sim.ranks) sim.stretch.emplace_back(rk.p->instructions.size(), 1.0);
+    for (int pass = 0; pass < 100; pass++) {
+        double moved = 0;
+        for (size_t r = 0; r < sim.ranks.size(); r++) {
+            std::vector<double> seen = shared_stretch(sim.ranks[r], sim.stretch[r], sim.opt.cores_per_rank);
+            for (size_t i = 0; i < seen.size(); i++) {
+                const double next = 0.5 * (sim.stretch[r][i] + seen[i]);
+                moved = std::max(moved, std::abs(next - sim.stretch[r][i]) / sim.stretch[r][i]);
+                sim.stretch[r][i] = next;
+            }
+        }
+        run_streams(sim, ranks);
+        if (moved < 1e-5) break;
+    }
+}
+
+}  // namespace
+
+StepPrediction simulate_step(const std::vector<RankProgram> &ranks, const StepSimOptions &options) {
+    check_inputs(ranks, options);
+    Sim sim{options, {}, {}, {}};
+    run_streams(sim, ranks);
+    if (options.cores_per_rank > 0) share_cores(sim, ranks);
     StepPrediction out;
     for (const SimRank &rk : sim.ranks) out.ranks.push_back(account(rk));
     for (int r = 0; r < static_cast<int>(out.ranks.size()); r++)

@@ -122,6 +122,35 @@ TEST(StepSim, ComputeWaitsForASwapIn) {
     EXPECT_NEAR(r.idle_s, 3, kTol);  // the swap-out after the compute stream is done
 }
 
+// A CPU rank's streams share its cores. a (4 s) runs beside a swap-in of x
+// (100 bytes at 50 bytes/s: 2 s alone); b (1 s) waits for the swap-in. On one
+// core both run at half speed: the swap-in ends at 4 s, having had half the
+// core; a has done 2 s of its work by then and ends at 6 s alone; b runs from
+// 6 to 7 s. On two cores, or with no core model, they do not slow each other:
+// the swap-in ends at 2 s, a at 4 s, and b runs from 4 to 5 s.
+TEST(StepSim, InstructionsOfARankShareItsCores) {
+    Graph g;
+    const TensorId x = data(g, "x");
+    relu(g, "a", data(g, "w"));
+    relu(g, "b", x);
+    Program p;
+    p.num_events = 1;
+    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
+                      Instruction::compute(0), Instruction::wait(0, StreamKind::Compute), Instruction::compute(1)};
+    StepSimOptions opt;
+    opt.swap_in_bandwidth = 50;
+    const std::vector<double> t = times(g, {{"a", 4}, {"b", 1}});
+    struct Case { double cores, swap_end, a_end, step; };
+    for (Case c : {Case{1, 4, 6, 7}, Case{2, 2, 4, 5}, Case{0, 2, 4, 5}}) {
+        opt.cores_per_rank = c.cores;
+        const RankStepTime r = simulate_step({{&g, &p, t}}, opt).ranks[0];
+        EXPECT_NEAR(r.times[0].end_s, c.swap_end, 1e-3) << c.cores << " cores";
+        EXPECT_NEAR(r.times[2].end_s, c.a_end, 1e-3) << c.cores << " cores";
+        EXPECT_NEAR(r.step_s, c.step, 1e-3) << c.cores << " cores";
+        EXPECT_NEAR(r.compute_s + r.exposed_swap_s + r.exposed_comm_s + r.idle_s, r.step_s, kTol);
+    }
+}
+
 // x -> a -> all-reduce "ar" over ranks {0, 1} -> b, on two ranks.
 Graph all_reduce_graph(int64_t bytes) {
     Graph g;

@@ -30,9 +30,14 @@
 // between the two ranks; a rank's round ends with the later of its send and
 // its receive. So members may finish a redistribute at different times.
 //
+// With StepSimOptions::cores_per_rank, a rank's instructions share its cores
+// (processor sharing), solved as a fixed point: every compute and swap
+// instruction is stretched by the sharing its last simulated span saw, and the
+// step simulated again, until no stretch moves by more than 0.001%.
+//
 // Not modelled: bandwidth shared by transfers that run at once (two ranks'
 // rounds on one link, a swap beside a collective on one PCIe link), compute
-// slowed by concurrent communication, the local copies of a redistribute, the
+// slowed by communication on a GPU, the local copies of a redistribute, the
 // chunking of device collectives through the comm workspace, and NCCL's tree
 // algorithms. Collectives of one rank never overlap each other, because they
 // share its one comm stream.
@@ -63,6 +68,14 @@ struct StepSimOptions {
     // or a call's fixed cost); event records and waits cost nothing.
     double instruction_overhead_s = 0;
     int64_t batch = 0;  // samples in one step of the whole job, for throughput
+    // 0: every stream runs on its own engine (a GPU's compute and copy
+    // engines). Otherwise each rank's streams are threads sharing this many
+    // cores (the CPU device, its rank bound to them): while more of the rank's
+    // compute and swap instructions and moving collectives run at once than
+    // there are cores, each runs at cores / running of its speed (processor
+    // sharing). Compute and swap instructions stretch; a collective, whose
+    // time the link model gives, only takes its share.
+    double cores_per_rank = 0;
 };
 
 // When one instruction ran, in seconds from the step's start. A collective
