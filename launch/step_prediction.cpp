@@ -64,13 +64,19 @@ std::vector<std::vector<double>> StepPredictor::gather_times(const std::vector<d
     return out;
 }
 
-StepPrediction StepPredictor::predict(const std::vector<double> &my_node_times) {
-    const std::vector<std::vector<double>> times = gather_times(my_node_times);
+StepPrediction StepPredictor::predict(const std::vector<double> &my_node_times,
+                                      const std::vector<double> &my_handoff_times) {
+    std::vector<double> mine = my_node_times;
+    mine.insert(mine.end(), my_handoff_times.begin(), my_handoff_times.end());
+    const std::vector<std::vector<double>> times = gather_times(mine);
     std::vector<RankProgram> ranks;
     for (size_t r = 0; r < programs_.size(); r++) {
-        TESSERA_INTERNAL_ASSERT(times[r].size() == node_counts_[r], "rank ", r, " sent ", times[r].size(),
-                                " operator times for ", node_counts_[r], " nodes");
-        ranks.push_back({graphs_[r] ? graphs_[r].get() : &run_.graph(), &programs_[r], times[r]});
+        const size_t nodes = node_counts_[r], instructions = programs_[r].instructions.size();
+        TESSERA_INTERNAL_ASSERT(times[r].size() == nodes + instructions, "rank ", r, " sent ", times[r].size(),
+                                " times for ", nodes, " nodes and ", instructions, " instructions");
+        const auto at = times[r].begin() + static_cast<std::ptrdiff_t>(nodes);
+        ranks.push_back({graphs_[r] ? graphs_[r].get() : &run_.graph(), &programs_[r], {times[r].begin(), at},
+                         {at, times[r].end()}});
     }
     return simulate_step(ranks, options_);
 }

@@ -23,9 +23,10 @@ public:
     // null for a single process.
     StepPredictor(const RunPlan &run, Communicator *comm, int rank);
 
-    // The prediction of one step from this rank's operator times in it
-    // (Executor::node_times); a collective call: every rank calls it each step.
-    StepPrediction predict(const std::vector<double> &my_node_times);
+    // The prediction of one step from this rank's operator times and event
+    // hand-offs in it (Executor::node_times, handoff_times); a collective
+    // call: every rank calls it each step.
+    StepPrediction predict(const std::vector<double> &my_node_times, const std::vector<double> &my_handoff_times);
 
 private:
     std::vector<std::vector<double>> gather_times(const std::vector<double> &mine);

@@ -342,7 +342,7 @@ private:
                             {"swap_in_bytes", stats.swap_in_bytes}};
         if (run_.sharded()) line["planned_comm_bytes"] = run_.lowered->comm_bytes;
         if (s_.predictor) {
-            const StepPrediction p = s_.predictor->predict(s_.executor.node_times());
+            const StepPrediction p = s_.predictor->predict(s_.executor.node_times(), s_.executor.handoff_times());
             line["simulated_step_time_s"] = p.step_s;
             line["simulated_exposed_comm_s"] = p.ranks[static_cast<size_t>(p.slowest_rank)].exposed_comm_s;
             line["simulated_exposed_swap_s"] = p.ranks[static_cast<size_t>(p.slowest_rank)].exposed_swap_s;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -14,6 +15,15 @@
 #include "tessera/size.h"
 
 namespace tessera {
+
+namespace {
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+}  // namespace
 
 namespace {
 
@@ -48,6 +58,9 @@ struct Executor::Prepared {
     Program program;  // the cache key
     std::vector<Step> steps;
     std::vector<std::unique_ptr<Event>> events;
+    // Per event, when timing: when its latest record was reached on its
+    // stream (steady_clock nanoseconds; atomic, as a re-record may race a wait).
+    std::unique_ptr<std::atomic<int64_t>[]> recorded;
 };
 
 Executor::Executor(const Graph &g, Device &device, MemoryPlan plan)
@@ -217,7 +230,11 @@ void Executor::resolve_step(const Program &p, size_t i, const VerifiedInstructio
 
 StepStats Executor::run(const Program &p) {
     Prepared &prep = prepare(p);
-    if (timing_) node_time_.assign(static_cast<size_t>(graph_.num_nodes()), 0.0);
+    if (timing_) {
+        node_time_.assign(static_cast<size_t>(graph_.num_nodes()), 0.0);
+        handoff_time_.assign(prep.steps.size(), 0.0);
+        if (!prep.recorded) prep.recorded = std::make_unique<std::atomic<int64_t>[]>(prep.events.size());
+    }
 
     // A failed step can leave the live count off; between steps exactly the
     // pinned persistent tensors are live.
@@ -300,8 +317,11 @@ void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
         break;
     case Kind::SwapOut:
     case Kind::SwapIn: issue_swap(prep, i, on_stream); break;
-    case Kind::EventRecord: s.record(*prep.events[st.event]); break;
-    case Kind::EventWait: s.wait(*prep.events[st.event]); break;
+    case Kind::EventRecord:
+        if (timing_) s.enqueue([at = &prep.recorded[st.event]] { *at = now_ns(); });
+        s.record(*prep.events[st.event]);
+        break;
+    case Kind::EventWait: issue_wait(prep, i); break;
     }
     if (st.died && on_stream) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
 }
@@ -321,6 +341,21 @@ void Executor::issue_compute(Prepared &prep, size_t i, bool on_stream) {
     if (timing_)
         s.enqueue([step = &st, times = node_time_.data()] {
             times[step->node] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
+        });
+}
+
+// An event wait; when timing, its hand-off too: from when both its stream
+// reached it and the record happened to when its stream goes on.
+void Executor::issue_wait(Prepared &prep, size_t i) {
+    Prepared::Step &st = prep.steps[i];
+    Stream &s = device_.stream(st.stream);
+    if (timing_) s.enqueue([step = &st] { step->started = std::chrono::steady_clock::now(); });
+    s.wait(*prep.events[st.event]);
+    if (timing_)
+        s.enqueue([step = &st, recorded = &prep.recorded[st.event], out = &handoff_time_[i]] {
+            const int64_t arrived = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        step->started.time_since_epoch()).count();
+            *out = std::max<int64_t>(0, now_ns() - std::max(arrived, recorded->load())) * 1e-9;
         });
 }
 

@@ -52,6 +52,7 @@ struct SimRank {
     const Graph *g = nullptr;
     const Program *p = nullptr;
     const std::vector<double> *node_s = nullptr;
+    const std::vector<double> *wait_s = nullptr;  // empty: no hand-offs
     std::array<SimStream, kNumStreams> streams;
     std::vector<int> record_of;   // per instruction: for a wait, the record it waits for
     std::vector<int> collective;  // per instruction: for a collective, its SimCollective
@@ -96,6 +97,12 @@ void check_inputs(const std::vector<RankProgram> &ranks, const StepSimOptions &o
             TESSERA_CHECK(rp.node_s[i] >= 0 && std::isfinite(rp.node_s[i]), "step simulator: rank ", r,
                           ": node '", rp.graph->node(i).call.name, "' has time ", rp.node_s[i],
                           " s; times must be finite and not negative");
+        const size_t n = rp.program->instructions.size();
+        TESSERA_CHECK(rp.wait_s.empty() || rp.wait_s.size() == n, "step simulator: rank ", r, " was given ",
+                      rp.wait_s.size(), " hand-off times, but its program has ", n, " instructions (one each, or none)");
+        for (double w : rp.wait_s)
+            TESSERA_CHECK(w >= 0 && std::isfinite(w), "step simulator: rank ", r, " has a hand-off time of ", w,
+                          " s; times must be finite and not negative");
         check_program(*rp.graph, *rp.program);
     }
 }
@@ -121,6 +128,7 @@ SimRank make_rank(const RankProgram &rp) {
     rk.g = rp.graph;
     rk.p = rp.program;
     rk.node_s = &rp.node_s;
+    rk.wait_s = &rp.wait_s;
     const size_t n = rp.program->instructions.size();
     rk.record_of.assign(n, -1);
     rk.collective.assign(n, -1);
@@ -336,7 +344,7 @@ bool step_stream(Sim &sim, int r, int s) {
     case Instruction::Kind::EventWait: {
         const int rec = rk.record_of[i];
         if (!rk.done[rec]) return false;
-        end = std::max(end, rk.times[rec].end_s);
+        end = std::max(end, rk.times[rec].end_s) + (rk.wait_s->empty() ? 0.0 : (*rk.wait_s)[i]);
         break;
     }
     default: end += work_seconds(sim, r, i); break;

@@ -317,6 +317,45 @@ TEST(StagedDevice, CnnCollectivesOfEveryKindRunOnDeviceMemory) {
     EXPECT_GT(tofu["exchange"] + tofu["reduce_scatter"] + tofu["all_reduce"], 0);
 }
 
+// With timing on, the executor times each event wait's hand-off (from when
+// its stream reached it and its record happened to when its stream went on):
+// one time per instruction, 0 for every instruction but a wait, each finite
+// and not negative, and some wait of a swapped step takes time (a stream
+// thread woken by another). With timing off, nothing is timed.
+TEST(ExecutorTiming, EventWaitsAreTimedAsHandOffs) {
+    Graph g = training_graph("mlp:layers=6,hidden=64", 16);
+    const std::vector<NodeId> order = default_order(g);
+    SwapProblem pr;
+    pr.graph = &g;
+    pr.order = order;
+    pr.node_time_s.assign(g.num_nodes(), 1e-6);
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
+    pr.budget = std::max((plan_memory(g, order).arena_bytes / 4 + 63) / 64 * 64, min_swap_budget(pr));
+    SwapOptions so;
+    so.generations = 2;
+    so.population = 4;
+    SwapRun run = build_swap_run(g, plan_swaps(pr, so));
+    CpuDevice cpu(pr.budget);
+    Executor ex(g, cpu, run.memory);
+    ex.initialize(7);
+    test::feed_random(ex, 0, 1);
+    ex.run(run.train);
+    EXPECT_TRUE(ex.handoff_times().empty());
+    ex.set_node_timing(true);
+    double waited = 0;
+    for (int step = 0; step < 3; step++) {
+        ex.run(run.train);
+        const std::vector<double> &h = ex.handoff_times();
+        ASSERT_EQ(h.size(), run.train.instructions.size());
+        for (size_t i = 0; i < h.size(); i++) {
+            EXPECT_TRUE(std::isfinite(h[i]) && h[i] >= 0) << i;
+            if (run.train.instructions[i].kind != Instruction::Kind::EventWait) EXPECT_EQ(h[i], 0) << i;
+            else waited += h[i];
+        }
+    }
+    EXPECT_GT(waited, 0);
+}
+
 // Each rank's run of `plan` on the CPU device, the ranks as threads.
 std::vector<TrainRun> train_ranks(const Graph &g, const Plan &plan, int steps) {
     const int ranks = plan.devices;

@@ -151,6 +151,35 @@ TEST(StepSim, InstructionsOfARankShareItsCores) {
     }
 }
 
+// A measured hand-off delays the stream after its wait: b starts 0.25 s after
+// the swap-in ends (2 s). A wait that was not blocked pays its hand-off too.
+TEST(StepSim, AWaitTakesItsHandOff) {
+    Graph g;
+    const TensorId x = data(g, "x");
+    relu(g, "b", relu(g, "a", x));
+    Program p;
+    p.num_events = 1;
+    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
+                      Instruction::compute(0), Instruction::wait(0, StreamKind::Compute), Instruction::compute(1)};
+    StepSimOptions opt;
+    opt.swap_in_bandwidth = 50;
+    const std::vector<double> t = times(g, {{"a", 1}, {"b", 1}});
+    std::vector<double> wait(p.instructions.size(), 0);
+    wait[3] = 0.25;
+    RankStepTime r = simulate_step({{&g, &p, t, wait}}, opt).ranks[0];
+    EXPECT_NEAR(r.times[4].start_s, 2.25, kTol);
+    EXPECT_NEAR(r.step_s, 3.25, kTol);
+    EXPECT_NEAR(r.exposed_swap_s, 1.25, kTol);
+    opt.swap_in_bandwidth = 1000;  // the swap-in ends at 0.1 s, before a does
+    r = simulate_step({{&g, &p, t, wait}}, opt).ranks[0];
+    EXPECT_NEAR(r.times[4].start_s, 1.25, kTol);
+    wait.pop_back();
+    expect_error([&] { simulate_step({{&g, &p, t, wait}}, opt); },
+                 "rank 0 was given 4 hand-off times, but its program has 5 instructions");
+    wait = {0, 0, 0, -1, 0};
+    expect_error([&] { simulate_step({{&g, &p, t, wait}}, opt); }, "has a hand-off time of -1 s");
+}
+
 // x -> a -> all-reduce "ar" over ranks {0, 1} -> b, on two ranks.
 Graph all_reduce_graph(int64_t bytes) {
     Graph g;

@@ -125,6 +125,11 @@ public:
     void set_node_timing(bool on) { timing_ = on; }
     // Seconds per NodeId from the last run() with timing on (0 for nodes it did not compute).
     const std::vector<double> &node_times() const { return node_time_; }
+    // Seconds per instruction of the last run() with timing on: for an event
+    // wait, from when both its stream reached it and its record happened to
+    // when its stream went on (on the CPU device, one thread waking another);
+    // 0 for the other instructions.
+    const std::vector<double> &handoff_times() const { return handoff_time_; }
 
     // Bytes live in the arena between steps: the pinned persistent tensors.
     int64_t persistent_bytes() const { return persistent_bytes_; }
@@ -136,6 +141,7 @@ private:
     void issue_step(Prepared &prep, size_t i, bool on_stream);
     void issue_compute(Prepared &prep, size_t i, bool on_stream);
     void issue_swap(Prepared &prep, size_t i, bool on_stream);
+    void issue_wait(Prepared &prep, size_t i);
     void replay_counters(const Prepared &prep);
     int64_t comm_bytes_so_far() const;
     // Where `t`'s value is between steps: the arena or the host area.
@@ -148,7 +154,7 @@ private:
     int64_t persistent_bytes_ = 0;
     PinnedBuffer host_;  // the host area, plan_.host_bytes
     bool timing_ = false;
-    std::vector<double> node_time_;
+    std::vector<double> node_time_, handoff_time_;
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
     Communicator *comm_ = nullptr;
     Communicator *device_comm_ = nullptr;

@@ -58,6 +58,10 @@ struct RankProgram {
     const Graph *graph = nullptr;      // the rank's lowered graph
     const Program *program = nullptr;  // what the rank runs in one step
     std::vector<double> node_s;        // seconds per NodeId of *graph (a compute instruction's time)
+    // Per instruction of *program, or empty: seconds an event wait takes past
+    // its record and its stream's arrival (a measured thread hand-off,
+    // Executor::handoff_times); 0 for every other instruction.
+    std::vector<double> wait_s = {};
 };
 
 struct StepSimOptions {
