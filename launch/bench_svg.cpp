@@ -45,11 +45,26 @@ std::string svg_axes(const LineChart &c, double top, double x0, double dx) {
         s += fmt::format("<text x='{}' y='{:.1f}' font-size='11' text-anchor='end'>{}</text>", kLeft - 6, y + 4,
                          c.y_label(v));
     }
-    for (size_t i = 0; i < c.xs.size(); i++)
-        s += fmt::format("<text x='{:.1f}' y='{}' font-size='11' text-anchor='middle'>{}</text>",
-                         x0 + dx * static_cast<double>(i), kHeight - kBottom + 16, html_escape(c.xs[i]));
+    // A label of several parameters ("hidden=4096,layers=6") takes a line
+    // each, in a smaller font where the longest would reach the next label
+    // (about 0.62 em a character).
+    size_t most_lines = 1, longest = 0;
+    for (const std::string &x : c.xs)
+        for (const std::string &line : split_list(x)) longest = std::max(longest, line.size());
+    const double fits = c.xs.size() > 1 ? 0.95 * dx / (0.62 * static_cast<double>(longest)) : 11;
+    const int font = static_cast<int>(std::clamp(fits, 7.0, 11.0));
+    for (size_t i = 0; i < c.xs.size(); i++) {
+        const double x = x0 + dx * static_cast<double>(i);
+        const std::vector<std::string> lines = split_list(c.xs[i]);
+        most_lines = std::max(most_lines, lines.size());
+        s += fmt::format("<text x='{:.1f}' y='{}' font-size='{}' text-anchor='middle'>", x, kHeight - kBottom + 16,
+                         font);
+        for (size_t l = 0; l < lines.size(); l++)
+            s += fmt::format("<tspan x='{:.1f}' dy='{}'>{}</tspan>", x, l == 0 ? 0 : 12, html_escape(lines[l]));
+        s += "</text>";
+    }
     s += fmt::format("<text x='{}' y='{}' font-size='12' text-anchor='middle'>{}</text>", (kLeft + kWidth - kRight) / 2,
-                     kHeight - 12, html_escape(c.x_title));
+                     kHeight - 12 + 8 * static_cast<int>(most_lines - 1), html_escape(c.x_title));
     if (c.y_title.empty()) return s;
     return s + fmt::format("<text x='12' y='{}' font-size='12' transform='rotate(-90 12 {})' text-anchor='middle'>"
                            "{}</text>",
