@@ -122,6 +122,15 @@ TEST(StepSim, ComputeWaitsForASwapIn) {
     EXPECT_NEAR(r.idle_s, 3, kTol);  // the swap-out after the compute stream is done
 }
 
+// Swap-in x (100 bytes) | node 0 | wait for the swap-in | node 1.
+Program swap_in_beside_compute(TensorId x) {
+    Program p;
+    p.num_events = 1;
+    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
+                      Instruction::compute(0), Instruction::wait(0, StreamKind::Compute), Instruction::compute(1)};
+    return p;
+}
+
 // A CPU rank's streams share its cores. a (4 s) runs beside a swap-in of x
 // (100 bytes at 50 bytes/s: 2 s alone); b (1 s) waits for the swap-in. On one
 // core both run at half speed: the swap-in ends at 4 s, having had half the
@@ -133,10 +142,7 @@ TEST(StepSim, InstructionsOfARankShareItsCores) {
     const TensorId x = data(g, "x");
     relu(g, "a", data(g, "w"));
     relu(g, "b", x);
-    Program p;
-    p.num_events = 1;
-    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
-                      Instruction::compute(0), Instruction::wait(0, StreamKind::Compute), Instruction::compute(1)};
+    const Program p = swap_in_beside_compute(x);
     StepSimOptions opt;
     opt.swap_in_bandwidth = 50;
     const std::vector<double> t = times(g, {{"a", 4}, {"b", 1}});
@@ -157,10 +163,7 @@ TEST(StepSim, AWaitTakesItsHandOff) {
     Graph g;
     const TensorId x = data(g, "x");
     relu(g, "b", relu(g, "a", x));
-    Program p;
-    p.num_events = 1;
-    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
-                      Instruction::compute(0), Instruction::wait(0, StreamKind::Compute), Instruction::compute(1)};
+    const Program p = swap_in_beside_compute(x);
     StepSimOptions opt;
     opt.swap_in_bandwidth = 50;
     const std::vector<double> t = times(g, {{"a", 1}, {"b", 1}});
