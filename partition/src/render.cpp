@@ -215,7 +215,9 @@ std::string cuts_str(const Plan &p) {
     return join(parts, ", then ");
 }
 
-std::string plan_table(const Plan &p) {
+namespace {
+
+std::string table_summary(const Plan &p) {
     std::string s;
     s += "model        " + p.model + "\n";
     s += "strategy     " + p.strategy + "\n";
@@ -234,8 +236,11 @@ std::string plan_table(const Plan &p) {
     }
     s += "comm time    " + format_duration(p.predicted_comm_time_s) + " per iteration (predicted)\n";
     s += "search time  " + format_duration(p.search_time_s) + "\n";
+    return s;
+}
 
-    s += "\nmemory per device\n";
+std::string table_memory(const Plan &p) {
+    std::string s = "\nmemory per device\n";
     TextTable mem({"category", "per device"}, {false, true});
     for (const MemoryRow &r : memory_rows(p.memory)) mem.add({r.name, format_bytes(r.bytes)});
     mem.add({"total", format_bytes(p.memory.total())});
@@ -250,9 +255,12 @@ std::string plan_table(const Plan &p) {
             roles.add({r.role, std::to_string(r.tensors), format_bytes(r.whole), format_bytes(r.local)});
         s += roles.str();
     }
+    return s;
+}
 
+std::string table_ops_and_tensors(const Plan &p) {
     const size_t levels = num_levels(p);
-    s += strf("\noperators (%zu)\n", p.ops.size());
+    std::string s = strf("\noperators (%zu)\n", p.ops.size());
     std::vector<std::string> head = {"node", "op", "group"};
     std::vector<bool> right = {false, false, true};
     for (size_t l = 0; l < levels; l++) head.push_back(level_name(p, l)), right.push_back(false);
@@ -263,36 +271,40 @@ std::string plan_table(const Plan &p) {
         ops.add(row);
     }
     s += ops.str();
-
     s += strf("\ntensors (%zu)\n", p.tensors.size());
     TextTable tensors({"tensor", "role", "shape", "layout", "local shape", "local bytes"},
                       {false, false, false, false, false, true});
     for (const TensorPlan &t : p.tensors)
         tensors.add({t.tensor, t.role, shape_text(t.shape), layout_text(t.layout), shape_text(t.local_shape),
                      format_bytes(t.local_bytes)});
-    s += tensors.str();
+    return s + tensors.str();
+}
 
-    s += strf("\ncommunication (%zu steps, %s, %s)\n", p.comm.size(), format_bytes(comm_step_bytes(p)).c_str(),
-              format_duration(comm_step_time(p)).c_str());
-    if (!p.comm.empty()) {
-        TextTable groups({"level", "kind", "steps", "bytes", "time"}, {false, false, true, true, true});
-        for (const CommGroup &g : comm_groups(p))
-            groups.add({std::to_string(g.level + 1), comm_kind_name(g.kind), std::to_string(g.steps),
-                        format_bytes(g.bytes), format_duration(g.time_s)});
-        s += groups.str();
-        s += strf("\nlargest communication steps (top %zu of %zu)\n", std::min(kTopSteps, p.comm.size()),
-                  p.comm.size());
-        TextTable steps({"level", "kind", "node", "tensor", "what", "bytes", "time"},
-                        {false, false, false, false, false, true, true});
-        for (size_t i : top_steps(p, kTopSteps)) {
-            const CommStep &c = p.comm[i];
-            steps.add({std::to_string(c.level + 1), comm_kind_name(c.kind), c.node, c.tensor, c.what,
-                       format_bytes(c.bytes), format_duration(c.time_s)});
-        }
-        steps.add({"", "", "", "", "total", format_bytes(comm_step_bytes(p)), format_duration(comm_step_time(p))});
-        s += steps.str();
+std::string table_comm(const Plan &p) {
+    std::string s = strf("\ncommunication (%zu steps, %s, %s)\n", p.comm.size(),
+                         format_bytes(comm_step_bytes(p)).c_str(), format_duration(comm_step_time(p)).c_str());
+    if (p.comm.empty()) return s;
+    TextTable groups({"level", "kind", "steps", "bytes", "time"}, {false, false, true, true, true});
+    for (const CommGroup &g : comm_groups(p))
+        groups.add({std::to_string(g.level + 1), comm_kind_name(g.kind), std::to_string(g.steps),
+                    format_bytes(g.bytes), format_duration(g.time_s)});
+    s += groups.str();
+    s += strf("\nlargest communication steps (top %zu of %zu)\n", std::min(kTopSteps, p.comm.size()), p.comm.size());
+    TextTable steps({"level", "kind", "node", "tensor", "what", "bytes", "time"},
+                    {false, false, false, false, false, true, true});
+    for (size_t i : top_steps(p, kTopSteps)) {
+        const CommStep &c = p.comm[i];
+        steps.add({std::to_string(c.level + 1), comm_kind_name(c.kind), c.node, c.tensor, c.what,
+                   format_bytes(c.bytes), format_duration(c.time_s)});
     }
+    steps.add({"", "", "", "", "total", format_bytes(comm_step_bytes(p)), format_duration(comm_step_time(p))});
+    return s + steps.str();
+}
 
+}  // namespace
+
+std::string plan_table(const Plan &p) {
+    std::string s = table_summary(p) + table_memory(p) + table_ops_and_tensors(p) + table_comm(p);
     if (!p.notes.empty()) {
         s += strf("\nnotes (%zu)\n", p.notes.size());
         for (const std::string &n : p.notes) s += "  - " + n + "\n";
@@ -341,21 +353,14 @@ const char *colour_of(const std::vector<std::string> &keys, const std::string &k
 
 }  // namespace
 
-std::string plan_dot(const Plan &p) {
-    std::map<std::string, int> node_index;
-    for (size_t i = 0; i < p.ops.size(); i++) node_index.emplace(p.ops[i].node, static_cast<int>(i));
-    std::vector<std::string> keys = strategy_keys(p);
-    auto op_id = [&](size_t i) { return "op" + std::to_string(i); };
-    auto tensor_id = [&](size_t i) { return "t" + std::to_string(i); };
+namespace {
 
-    std::string s = "digraph plan {\n";
-    s += "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n";
-    s += "  labelloc=t;\n  label=" +
-         dot_quote(p.model + ": " + p.strategy + " on " + machine_str(p.machine) + ", " + format_bytes(p.comm_bytes) +
-                   " communication per iteration") +
-         ";\n";
+std::string dot_op_id(size_t i) { return "op" + std::to_string(i); }
+std::string dot_tensor_id(size_t i) { return "t" + std::to_string(i); }
 
-    // Operators, clustered by op group where a group has more than one member.
+// Operators, clustered by op group where a group has more than one member.
+std::string dot_operators(const Plan &p, const std::vector<std::string> &keys) {
+    std::string s;
     std::map<int, std::vector<size_t>> groups;
     for (size_t i = 0; i < p.ops.size(); i++) groups[p.ops[i].group].push_back(i);
     for (const auto &[group, members] : groups) {
@@ -367,15 +372,20 @@ std::string plan_dot(const Plan &p) {
         for (size_t i : members) {
             const OpPlan &o = p.ops[i];
             std::string key = strategy_text(o);
-            s += indent + op_id(i) + " [shape=box, style=\"rounded,filled\", fillcolor=\"" + colour_of(keys, key) +
+            s += indent + dot_op_id(i) + " [shape=box, style=\"rounded,filled\", fillcolor=\"" + colour_of(keys, key) +
                  "\", label=" + dot_quote(o.node + "\n" + o.op + "\n" + key) + "];\n";
         }
         if (cluster) s += "  }\n";
     }
+    return s;
+}
 
-    // Tensors as ellipses; edges from their producer (labelled with the layout)
-    // and into their readers. A converted read is drawn bold red with its
-    // collective and bytes; an operator's converted output likewise.
+// Tensors as ellipses; edges from their producer (labelled with the layout)
+// and into their readers. A converted read is drawn bold red with its
+// collective and bytes; an operator's converted output likewise.
+std::string dot_dataflow(const Plan &p) {
+    std::map<std::string, int> node_index;
+    for (size_t i = 0; i < p.ops.size(); i++) node_index.emplace(p.ops[i].node, static_cast<int>(i));
     std::map<std::string, size_t> tensor_index;
     for (size_t i = 0; i < p.tensors.size(); i++) tensor_index.emplace(p.tensors[i].tensor, i);
     std::map<std::pair<size_t, std::string>, std::vector<const CommStep *>> steps;  // (op, tensor) -> steps
@@ -383,12 +393,13 @@ std::string plan_dot(const Plan &p) {
         auto n = node_index.find(c.node);
         if (n != node_index.end()) steps[{static_cast<size_t>(n->second), c.tensor}].push_back(&c);
     }
+    std::string s;
     std::vector<bool> drawn(p.tensors.size(), false);
     auto draw_tensor = [&](size_t i) {
         if (drawn[i]) return;
         drawn[i] = true;
         const TensorPlan &t = p.tensors[i];
-        s += "  " + tensor_id(i) + " [shape=ellipse, label=" +
+        s += "  " + dot_tensor_id(i) + " [shape=ellipse, label=" +
              dot_quote(t.tensor + "\n" + shape_text(t.shape) + " " + t.role + "\n" + layout_text(t.layout)) + "];\n";
     };
     auto edge_attrs = [&](size_t op, const std::string &tensor, const std::string &plain) {
@@ -405,30 +416,43 @@ std::string plan_dot(const Plan &p) {
             auto t = tensor_index.find(out);
             if (t == tensor_index.end()) continue;
             draw_tensor(t->second);
-            s += "  " + op_id(i) + " -> " + tensor_id(t->second) +
+            s += "  " + dot_op_id(i) + " -> " + dot_tensor_id(t->second) +
                  edge_attrs(i, out, " [label=" + dot_quote(layout_text(p.tensors[t->second].layout)) + "]") + ";\n";
         }
         for (const std::string &in : p.ops[i].inputs) {
             auto t = tensor_index.find(in);
             if (t == tensor_index.end()) continue;
             draw_tensor(t->second);
-            s += "  " + tensor_id(t->second) + " -> " + op_id(i) + edge_attrs(i, in, "") + ";\n";
+            s += "  " + dot_tensor_id(t->second) + " -> " + dot_op_id(i) + edge_attrs(i, in, "") + ";\n";
         }
     }
-    // Steps inside an operator (its own reductions) are listed in its label's tooltip.
-
-    // The legend: one swatch per strategy, in the colours used above.
-    if (!keys.empty()) {
-        s += "  subgraph cluster_legend {\n    label=\"strategies\";\n    style=solid;\n    color=\"#888888\";\n";
-        for (size_t i = 0; i < keys.size() && i <= kPaletteSize; i++) {
-            bool other = i == kPaletteSize;
-            s += "    legend" + std::to_string(i) + " [shape=box, style=\"rounded,filled\", fillcolor=\"" +
-                 (other ? kOtherColour : kPalette[i]) + "\", label=" + dot_quote(other ? "other" : keys[i]) + "];\n";
-        }
-        s += "  }\n";
-    }
-    s += "}\n";
     return s;
+}
+
+// The legend: one swatch per strategy, in the colours used above.
+std::string dot_legend(const std::vector<std::string> &keys) {
+    if (keys.empty()) return "";
+    std::string s = "  subgraph cluster_legend {\n    label=\"strategies\";\n    style=solid;\n    color=\"#888888\";\n";
+    for (size_t i = 0; i < keys.size() && i <= kPaletteSize; i++) {
+        bool other = i == kPaletteSize;
+        s += "    legend" + std::to_string(i) + " [shape=box, style=\"rounded,filled\", fillcolor=\"" +
+             (other ? kOtherColour : kPalette[i]) + "\", label=" + dot_quote(other ? "other" : keys[i]) + "];\n";
+    }
+    return s + "  }\n";
+}
+
+}  // namespace
+
+std::string plan_dot(const Plan &p) {
+    const std::vector<std::string> keys = strategy_keys(p);
+    std::string s = "digraph plan {\n";
+    s += "  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n  edge [fontname=\"Helvetica\", fontsize=9];\n";
+    s += "  labelloc=t;\n  label=" +
+         dot_quote(p.model + ": " + p.strategy + " on " + machine_str(p.machine) + ", " + format_bytes(p.comm_bytes) +
+                   " communication per iteration") +
+         ";\n";
+    // Steps inside an operator (its own reductions) are listed in its label's tooltip.
+    return s + dot_operators(p, keys) + dot_dataflow(p) + dot_legend(keys) + "}\n";
 }
 
 // ---------------------------------------------------------------------------
@@ -501,15 +525,10 @@ std::vector<Cell> comm_row(const CommStep &c) {
 
 }  // namespace
 
-std::string plan_html(const Plan &p) {
-    std::string title = "Tessera plan: " + p.model + " (" + p.strategy + ", " + std::to_string(p.devices) +
-                        (p.devices == 1 ? " device)" : " devices)");
-    std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-    s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-    s += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
-    s += "<h1>" + esc(title) + "</h1>\n";
-    s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_str(p)) + "</p>\n";
+namespace {
 
+std::string html_cards(const Plan &p) {
+    std::string s;
     s += "<div class=\"cards\">\n";
     s += card("communication", format_bytes(p.comm_bytes), with_commas(p.comm_bytes) + " bytes per iteration");
     s += card("predicted comm time", format_duration(p.predicted_comm_time_s), "per iteration");
@@ -522,7 +541,11 @@ std::string plan_html(const Plan &p) {
               std::to_string(p.tensors_after_coarsening) + " groups after coarsening");
     s += card("search time", format_duration(p.search_time_s), p.strategy);
     s += "</div>\n";
+    return s;
+}
 
+std::string html_memory(const Plan &p) {
+    std::string s;
     s += "<h2>Memory per device</h2>\n<div class=\"bars\">\n";
     int64_t scale = std::max({p.memory.total(), p.per_device_peak_bytes, p.single_device_peak_bytes, int64_t{1}});
     for (const MemoryRow &r : memory_rows(p.memory)) s += bar_row(r.name, r.bytes, scale, "");
@@ -538,7 +561,11 @@ std::string plan_html(const Plan &p) {
         s += "<p>Tensor bytes by role, whole and on each device:</p>\n";
         s += html_table({{"role"}, {"tensors", true}, {"whole", true}, {"per device", true}}, rows);
     }
+    return s;
+}
 
+std::string html_comm(const Plan &p) {
+    std::string s;
     s += "<h2>Communication</h2>\n";
     s += "<p>" + esc(with_commas(comm_step_bytes(p))) + " bytes in " + std::to_string(p.comm.size()) +
          " steps per iteration" + (p.level_bytes.empty() ? "" : "; " + esc(level_bytes_text(p))) + ".</p>\n";
@@ -566,7 +593,11 @@ std::string plan_html(const Plan &p) {
                  html_table(head, rows) + "</details>\n";
         }
     }
+    return s;
+}
 
+std::string html_operators(const Plan &p) {
+    std::string s;
     s += "<h2>Operators</h2>\n";
     std::vector<std::string> keys = strategy_keys(p);
     const size_t levels = num_levels(p);
@@ -584,7 +615,11 @@ std::string plan_html(const Plan &p) {
         table += "</tr>\n";
     }
     s += table + "</tbody>\n</table>\n";
+    return s;
+}
 
+std::string html_tensors(const Plan &p) {
+    std::string s;
     s += "<h2>Tensors</h2>\n<details><summary>" + std::to_string(p.tensors.size()) +
          " tensors with their layouts</summary>\n";
     std::vector<std::vector<Cell>> rows;
@@ -599,7 +634,11 @@ std::string plan_html(const Plan &p) {
     s += html_table(
         {{"tensor"}, {"role"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}}, rows);
     s += "</details>\n";
+    return s;
+}
 
+std::string html_notes(const Plan &p) {
+    std::string s;
     s += "<h2>Notes</h2>\n";
     if (p.notes.empty()) {
         s += "<p>None: every tensor was split as the search chose.</p>\n";
@@ -608,6 +647,21 @@ std::string plan_html(const Plan &p) {
         for (const std::string &n : p.notes) s += "<li>" + esc(n) + "</li>\n";
         s += "</ul>\n";
     }
+    return s;
+}
+
+}  // namespace
+
+std::string plan_html(const Plan &p) {
+    std::string title = "Tessera plan: " + p.model + " (" + p.strategy + ", " + std::to_string(p.devices) +
+                        (p.devices == 1 ? " device)" : " devices)");
+    std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+    s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+    s += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
+    s += "<h1>" + esc(title) + "</h1>\n";
+    s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_str(p)) + "</p>\n";
+
+    s += html_cards(p) + html_memory(p) + html_comm(p) + html_operators(p) + html_tensors(p) + html_notes(p);
     s += "</body>\n</html>\n";
     return s;
 }
