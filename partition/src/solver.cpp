@@ -75,23 +75,86 @@ CutSolution solve_brute(const CutProblem &p, int64_t limit) {
     return best;
 }
 
+namespace {
+
+// Calls fn(e) for every entry e of a table over `scope`, with `assignment`
+// holding the scope's values (an odometer, scope[0] fastest).
+template<typename Fn>
+void each_entry(const std::vector<int> &scope, const std::vector<int> &domain, std::vector<int> &assignment, Fn &&fn) {
+    int64_t size = 1;
+    for (int u : scope) size = saturating_mul(size, domain[u]);
+    std::vector<int> idx(scope.size(), 0);
+    for (int64_t e = 0; e < size; e++) {
+        for (size_t s = 0; s < scope.size(); s++) assignment[scope[s]] = idx[s];
+        fn(e);
+        for (size_t s = 0; s < scope.size(); s++) {
+            if (++idx[s] < domain[scope[s]]) break;
+            idx[s] = 0;
+        }
+    }
+}
+
+// The sum of `involved` factors over `scope` (a table of `size` entries).
+Factor sum_factors(const std::vector<int> &scope, int64_t size, const std::vector<int> &involved,
+                   const std::vector<Factor> &factors, const std::vector<int> &domain, std::vector<int> &assignment) {
+    Factor combined{scope, std::vector<int64_t>(static_cast<size_t>(size), 0)};
+    each_entry(scope, domain, assignment, [&](int64_t e) {
+        int64_t sum = 0;
+        for (int fi : involved) sum += factors[fi].table[table_index(factors[fi], domain, assignment)];
+        combined.table[e] = sum;
+    });
+    return combined;
+}
+
+// `combined` minimised over variable v.
+Factor minimise_out(const Factor &combined, int v, const std::vector<int> &domain, std::vector<int> &assignment) {
+    Factor reduced;
+    int64_t rsize = 1;
+    for (int u : combined.vars)
+        if (u != v) reduced.vars.push_back(u), rsize = saturating_mul(rsize, domain[u]);
+    reduced.table.assign(static_cast<size_t>(rsize), kInf);
+    each_entry(combined.vars, domain, assignment, [&](int64_t e) {
+        int64_t r = table_index(reduced, domain, assignment);
+        reduced.table[r] = std::min(reduced.table[r], combined.table[e]);
+    });
+    return reduced;
+}
+
+// Back-substitution: later-eliminated variables are fixed first.
+std::vector<int> back_substitute(const std::vector<Eliminated> &trail, const std::vector<int> &domain) {
+    std::vector<int> choice(domain.size(), 0);
+    for (auto it = trail.rbegin(); it != trail.rend(); ++it) {
+        const Factor &c = it->combined;
+        int best = 0;
+        int64_t best_cost = kInf;
+        for (int x = 0; x < domain[it->var]; x++) {
+            choice[it->var] = x;
+            int64_t cost = c.table[table_index(c, domain, choice)];
+            if (cost < best_cost) {
+                best_cost = cost;
+                best = x;
+            }
+        }
+        choice[it->var] = best;
+    }
+    return choice;
+}
+
+}  // namespace
+
 CutSolution solve_dp(const CutProblem &p, int64_t max_table) {
     const int n = static_cast<int>(p.domain.size());
     std::vector<Factor> factors;
     int64_t constant = 0;
     for (const Factor &f : p.factors) {
-        if (f.vars.empty()) {
-            constant += f.table.at(0);
-            continue;
-        }
-        factors.push_back(f);
+        if (f.vars.empty()) constant += f.table.at(0);
+        else factors.push_back(f);
     }
     // Which live factors mention each variable.
     std::vector<std::set<int>> mentions(n);
     for (size_t i = 0; i < factors.size(); i++)
         for (int v : factors[i].vars) mentions[v].insert(static_cast<int>(i));
     std::vector<bool> done(n, false);
-
     auto scope_of = [&](int v) {
         std::set<int> s{v};
         for (int fi : mentions[v])
@@ -103,16 +166,11 @@ CutSolution solve_dp(const CutProblem &p, int64_t max_table) {
         for (int u : scope) t = saturating_mul(t, p.domain[u]);
         return t;
     };
-
     // Candidates ordered by (table size, id); sizes change only for neighbours
     // of an eliminated variable, which are re-keyed.
     std::set<std::pair<int64_t, int>> queue;
     std::vector<int64_t> key(n);
-    for (int v = 0; v < n; v++) {
-        key[v] = table_size(scope_of(v));
-        queue.insert({key[v], v});
-    }
-
+    for (int v = 0; v < n; v++) queue.insert({key[v] = table_size(scope_of(v)), v});
     std::vector<Eliminated> trail;
     trail.reserve(n);
     std::vector<int> assignment(n, 0);
@@ -123,75 +181,29 @@ CutSolution solve_dp(const CutProblem &p, int64_t max_table) {
         TESSERA_CHECK(size <= max_table, "the partition DP needs a table of ", size,
                       " entries to eliminate one tensor group (more than ", max_table,
                       "): the graph's frontier of live tensors is too wide for an exact search");
-        Factor combined{scope, std::vector<int64_t>(static_cast<size_t>(size), 0)};
         std::vector<int> involved(mentions[v].begin(), mentions[v].end());
-        // Sum the involved factors over the combined scope (odometer over scope).
-        std::vector<int> idx(scope.size(), 0);
-        for (int64_t e = 0; e < size; e++) {
-            for (size_t s = 0; s < scope.size(); s++) assignment[scope[s]] = idx[s];
-            int64_t sum = 0;
-            for (int fi : involved) sum += factors[fi].table[table_index(factors[fi], p.domain, assignment)];
-            combined.table[e] = sum;
-            for (size_t s = 0; s < scope.size(); s++) {
-                if (++idx[s] < p.domain[scope[s]]) break;
-                idx[s] = 0;
-            }
-        }
-        // Minimise v out.
-        Factor reduced;
-        for (int u : scope)
-            if (u != v) reduced.vars.push_back(u);
-        int64_t rsize = table_size(reduced.vars);
-        reduced.table.assign(static_cast<size_t>(rsize), kInf);
-        std::fill(idx.begin(), idx.end(), 0);
-        for (int64_t e = 0; e < size; e++) {
-            for (size_t s = 0; s < scope.size(); s++) assignment[scope[s]] = idx[s];
-            int64_t r = table_index(reduced, p.domain, assignment);
-            reduced.table[r] = std::min(reduced.table[r], combined.table[e]);
-            for (size_t s = 0; s < scope.size(); s++) {
-                if (++idx[s] < p.domain[scope[s]]) break;
-                idx[s] = 0;
-            }
-        }
-        for (int fi : involved) {
+        Factor combined = sum_factors(scope, size, involved, factors, p.domain, assignment);
+        Factor reduced = minimise_out(combined, v, p.domain, assignment);
+        for (int fi : involved)
             for (int u : factors[fi].vars) mentions[u].erase(fi);
-        }
         done[v] = true;
         trail.push_back({v, std::move(combined)});
         if (reduced.vars.empty()) {
             constant += reduced.table[0];
         } else {
-            int id = static_cast<int>(factors.size());
             factors.push_back(std::move(reduced));
-            for (int u : factors.back().vars) mentions[u].insert(id);
+            for (int u : factors.back().vars) mentions[u].insert(static_cast<int>(factors.size() - 1));
         }
         for (int u : scope) {
             if (u == v || done[u]) continue;
             queue.erase({key[u], u});
-            key[u] = table_size(scope_of(u));
-            queue.insert({key[u], u});
+            queue.insert({key[u] = table_size(scope_of(u)), u});
         }
     }
-    // Back-substitution: later-eliminated variables are fixed first.
-    std::vector<int> choice(n, 0);
-    for (auto it = trail.rbegin(); it != trail.rend(); ++it) {
-        const Factor &c = it->combined;
-        int best = 0;
-        int64_t best_cost = kInf;
-        for (int x = 0; x < p.domain[it->var]; x++) {
-            choice[it->var] = x;
-            int64_t cost = c.table[table_index(c, p.domain, choice)];
-            if (cost < best_cost) {
-                best_cost = cost;
-                best = x;
-            }
-        }
-        choice[it->var] = best;
-    }
-    CutSolution sol{choice, constant};
+    std::vector<int> choice = back_substitute(trail, p.domain);
     TESSERA_INTERNAL_ASSERT(evaluate(p, choice) == constant, "DP backtracking gives ", evaluate(p, choice),
                             ", the recurrence ", constant);
-    return sol;
+    return CutSolution{choice, constant};
 }
 
 }  // namespace tessera
