@@ -38,8 +38,14 @@ using Clock = std::chrono::steady_clock;
 
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
-    TESSERA_CHECK(!(o.epochs > 0 && o.steps > 0), "give --epochs or --steps, not both");
-    TESSERA_CHECK(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must be positive");
+    // 2^30 samples of even one value each is 4 GiB; the bound keeps the sizes' products far from overflow.
+    constexpr int64_t kMaxSynthetic = int64_t{1} << 30;
+    TESSERA_CHECK(o.synthetic_size >= 1 && o.synthetic_size <= kMaxSynthetic, "--synthetic-size must be in [1, ",
+                  kMaxSynthetic, "], got ", o.synthetic_size);
+    TESSERA_CHECK(!(o.epochs && o.steps), "give --epochs or --steps, not both");
+    TESSERA_CHECK(!o.steps || (*o.steps >= 1 && *o.steps <= kMaxSteps), "--steps must be in [1, ", kMaxSteps,
+                  "], got ", *o.steps);
+    TESSERA_CHECK(!o.epochs || *o.epochs >= 1, "--epochs must be at least 1, got ", *o.epochs);
     TESSERA_CHECK(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     TESSERA_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative");
     TESSERA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "--lr-schedule: unknown schedule '",

@@ -441,7 +441,11 @@ DataSplit load_data(const TrainOptions &o, const Model &m) {
 }
 
 int64_t total_steps(const TrainOptions &o, int64_t steps_per_epoch) {
-    return o.steps > 0 ? o.steps : steps_per_epoch * std::max<int64_t>(1, o.epochs);
+    if (o.steps) return *o.steps;
+    const int64_t epochs = o.epochs.value_or(1);
+    TESSERA_CHECK(steps_per_epoch >= 1 && epochs <= kMaxSteps / steps_per_epoch, "--epochs ", epochs, " of ",
+                  steps_per_epoch, " steps each is more than ", kMaxSteps, " steps, the most a run can take");
+    return epochs * steps_per_epoch;
 }
 
 TrainResult train(const TrainSession &session) { return Trainer(session).run(); }

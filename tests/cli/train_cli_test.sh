@@ -27,6 +27,12 @@ expect bad-size 1 "--device-mem: '12XB' is not a size" -- "$TRAIN" "${SMALL[@]}"
 expect bad-dataset 1 "unknown dataset 'cifar'" -- "$TRAIN" --model mlp --data cifar
 expect missing-data 1 "--data-dir" -- "$TRAIN" --model mlp --data fashion-mnist --data-dir "$TMP/nowhere"
 expect data-mismatch 1 "fashion-mnist gives 784" -- "$TRAIN" --model mlp:input=100 --data fashion-mnist
+# How long to train: 0 is refused as -1 is, and the epoch count cannot overflow the step count.
+expect steps-zero 1 "--steps must be in [1, 2147483647], got 0" -- "$TRAIN" "${SMALL[@]}" --steps 0
+expect steps-negative 1 "--steps must be in [1, 2147483647], got -1" -- "$TRAIN" "${SMALL[@]}" --steps -1
+expect epochs-zero 1 "--epochs must be at least 1, got 0" -- "$TRAIN" "${SMALL[@]}" --epochs 0
+expect epochs-huge 1 "--epochs 9223372036854775807 of 16 steps each is more than 2147483647 steps" -- \
+  "$TRAIN" "${SMALL[@]}" --epochs 9223372036854775807
 expect resume-needs-dir 1 "--resume needs --checkpoint DIR" -- "$TRAIN" "${SMALL[@]}" --resume
 expect bad-device 1 "--device: unknown device 'gpu'; valid: auto, cpu, cuda, cuda:N" -- "$TRAIN" "${SMALL[@]}" --device gpu
 
