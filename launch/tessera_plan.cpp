@@ -589,6 +589,7 @@ int main(int argc, char **argv) {
     add_swap_flags(app, a);
     try {
         app.parse(argc, argv);
+        tessera::refuse_empty_values(app);
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }

@@ -164,6 +164,7 @@ int main(int argc, char **argv) {
     add_process_flags(app, comm_timeout, threads, env);
     try {
         app.parse(argc, argv);
+        tessera::refuse_empty_values(app);
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
