@@ -251,10 +251,7 @@ private:
         }
         TESSERA_CHECK(start <= total_, "the checkpoint is at step ", start, " but this run has only ", total_,
                       " steps; raise --steps or --epochs to continue");
-        if (!o_.checkpoint_dir.empty() && root_) {
-            std::filesystem::create_directories(o_.checkpoint_dir);
-            remove_stale_checkpoint_temporaries(o_.checkpoint_dir);
-        }
+        if (!o_.checkpoint_dir.empty() && root_) prepare_checkpoint_dir(o_.checkpoint_dir);
         return start;
     }
 

@@ -401,6 +401,15 @@ TEST(ModelZoo, TransformerDefaultAndSmall) {
     }
 }
 
+// Two spellings of one model have one canonical spec: defaults and rules filled in.
+TEST(ModelZoo, CanonicalSpecFillsInDefaults) {
+    EXPECT_EQ(canonical_model_spec("mlp:hidden=16"), "mlp:classes=10,hidden=16,input=784,layers=3");
+    EXPECT_EQ(canonical_model_spec("mlp: layers=3 , hidden=16"), canonical_model_spec("mlp:hidden=16"));
+    EXPECT_NE(canonical_model_spec("mlp:hidden=32"), canonical_model_spec("mlp:hidden=16"));
+    EXPECT_EQ(canonical_model_spec("transformer:d_model=64"), canonical_model_spec("transformer:d_model=64,ffn=256"));
+    expect_error([] { canonical_model_spec("mlp:depth=3"); }, {"model 'mlp' has no parameter 'depth'"});
+}
+
 TEST(ModelZoo, SpecOverloadMatchesString) {
     Model a = build_model("transformer:layers=1,d_model=8,heads=2,seq=4,vocab=9", 2);
     Model b = build_model(ModelSpec{"transformer", {{"layers", "1"}, {"d_model", "8"}, {"heads", "2"},
