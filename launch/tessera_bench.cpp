@@ -324,7 +324,6 @@ int main(int argc, char **argv) {
     }
     return tessera::exit_code_of("tessera-bench", [&] {
         const std::string text = scaling->parsed() ? run_scaling(a) : models->parsed() ? run_models(a) : run_budgets(a);
-        if (a.out_path.empty()) std::cout << text << std::flush;
-        else tessera::write_file_atomically(a.out_path, text, "");
+        tessera::write_output(a.out_path, text);
     });
 }

@@ -604,7 +604,6 @@ int main(int argc, char **argv) {
     return tessera::exit_code_of("tessera-plan", [&] {
         check_usage(a);
         const std::string text = a.ops ? ops_text(a.all_variants, a.format) : model_plan_text(a);
-        if (a.out_path.empty()) std::cout << text << std::flush;
-        else tessera::write_file_atomically(a.out_path, text, "");
+        tessera::write_output(a.out_path, text);
     });
 }

@@ -11,8 +11,10 @@
 
 #include "gpu_sharing.h"
 #include "job_machine.h"
+#include "rank_agreement.h"
 #include "tensor_store.h"
 #include "trainer.h"
+#include "tessera/atomic_file.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
@@ -217,10 +219,12 @@ TrainResult run_training(const TrainOptions &o) {
     const int local_rank = o.comm ? o.comm->local_rank() : local_rank_from_env(0);
     const int local_ranks = o.comm ? o.comm->local_size() : local_size_from_env(1);
     const DeviceChoice choice = choose_device(o.device, local_rank);
-    if (root)
+    if (root) {
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", ranks) : "")
-                  << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n") << std::flush;
+                  << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n");
+        flush_stdout();  // an output that cannot be written fails the run here, not after training
+    }
     // Every rank takes part in the gather, on a GPU or not.
     const GpuSharing gpus =
         gpu_sharing(gather_gpu_uuids(o.comm, choice.cuda ? cuda_device_uuid(choice.index) : GpuUuid{}), rank);

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -69,20 +71,27 @@ private:
     ProgressLine out_;
 };
 
-// JSON lines: one object per step and per evaluation, flushed as written.
+// JSON lines: one object per step and per evaluation, flushed as written,
+// every write checked (a full disk ends the run naming the file).
 class MetricsWriter {
 public:
-    MetricsWriter(const std::string &path, bool append) {
+    MetricsWriter(const std::string &path, bool append) : path_(path) {
         if (path.empty()) return;
+        errno = 0;
         out_.open(path, append ? std::ios::app : std::ios::trunc);
-        TESSERA_CHECK(out_.good(), "--metrics: cannot open '", path, "' for writing");
+        TESSERA_CHECK(out_.good(), "--metrics: cannot open '", path, "' for writing: ", reason(errno));
     }
     void write(const nlohmann::json &j) {
         if (!out_.is_open()) return;
+        errno = 0;
         out_ << j.dump() << "\n" << std::flush;
+        TESSERA_CHECK(out_.good(), "--metrics: cannot write '", path_, "': ", reason(errno));
     }
 
 private:
+    static std::string reason(int error) { return error ? std::strerror(error) : "the write failed"; }
+
+    std::string path_;
     std::ofstream out_;
 };
 
