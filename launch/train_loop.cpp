@@ -235,6 +235,9 @@ TrainResult run_training(const TrainOptions &o) {
     const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus);
     DeviceSlot slot(choice);
     const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root, budget), slot.profiler(root));
+    if (sharded)
+        agree_across_ranks(*o.comm, "partition plans", plan_identity(*run.partition),
+                           "the ranks' machine files (--machine) or builds differ");
     Device &device = slot.get(run.arena);
     Executor ex(run.graph(), device, run.memory);  // fails here, before any data is read, if the arena is too small
     // In-step operator times, for re-simulating the plan. On a device where host
