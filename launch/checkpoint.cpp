@@ -1,6 +1,10 @@
 #include "checkpoint.h"
 
+#include <charconv>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <type_traits>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,6 +12,7 @@
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/exec/safetensors.h"
+#include "tessera/json_input.h"
 #include "tessera/models/zoo.h"
 
 namespace tessera {
@@ -20,6 +25,59 @@ bool saved(const TensorInfo &t) { return t.role == TensorRole::Param || t.role =
 
 std::string float_str(double v) { return fmt::format("{}", v); }
 
+// The first NaN or infinity among a float tensor's elements (index -1 when
+// all are finite, and for integer tensors).
+struct NonFinite {
+    int64_t index = -1;
+    double value = 0;
+};
+NonFinite first_non_finite(const StTensor &t) {
+    auto scan = [&](auto element) -> NonFinite {
+        using T = decltype(element);
+        for (int64_t i = 0; i < t.elements(); i++) {
+            T v;
+            std::memcpy(&v, t.data.data() + i * sizeof(T), sizeof(T));
+            if (!std::isfinite(v)) return {i, static_cast<double>(v)};
+        }
+        return {};
+    };
+    if (t.dtype == StDType::F32) return scan(float{});
+    if (t.dtype == StDType::F64) return scan(double{});
+    return {};
+}
+
+// Throws naming the first tensor that holds a NaN or an infinity: `where`
+// says whose tensors they are, `advice` what to do.
+void check_finite(const std::vector<StTensor> &tensors, const std::string &where, const std::string &advice) {
+    for (const StTensor &t : tensors) {
+        const NonFinite bad = first_non_finite(t);
+        TESSERA_CHECK(bad.index < 0, where, ": tensor '", t.name, "' holds ", bad.value, " at element ", bad.index,
+                      " of ", t.elements(), "; ", advice);
+    }
+}
+
+// The identity keys in the order a mismatch is best explained: what the run
+// is before the settings of its parts (the optimizer before its momentum).
+std::vector<std::string> identity_order(const CheckpointInfo &info) {
+    std::vector<std::string> keys = {"model", "optimizer"};
+    for (const auto &[key, value] : info.identity)
+        if (key != "model" && key != "optimizer") keys.push_back(key);
+    return keys;
+}
+
+// Whether the checkpoint's `have` names the same run setting as `want`; a
+// model is compared by its canonical spec (defaults filled in), since older
+// checkpoints hold the spec as it was given.
+bool same_identity(const std::string &key, const std::string &have, const std::string &want) {
+    if (have == want) return true;
+    if (key != "model") return false;
+    try {
+        return canonical_model_spec(have) == want;
+    } catch (const Error &) {
+        return false;  // not a model this build knows: a mismatch
+    }
+}
+
 }  // namespace
 
 CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch) {
@@ -28,7 +86,7 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch) {
     info.seed = o.seed;
     const OptimizerConfig &c = o.optimizer;
     info.identity = {
-        {"model", model_spec_str(parse_model_spec(o.model))},
+        {"model", canonical_model_spec(o.model)},
         {"batch", std::to_string(o.batch)},
         {"optimizer", optimizer_name(c.kind)},
         {"lr", float_str(c.lr)},
@@ -46,7 +104,17 @@ std::string checkpoint_path(const std::string &dir) {
     return (std::filesystem::path(dir) / "checkpoint.safetensors").string();
 }
 
-bool checkpoint_exists(const std::string &dir) { return std::filesystem::exists(checkpoint_path(dir)); }
+bool checkpoint_exists(const std::string &dir) {
+    std::error_code ec;  // a --checkpoint under a file has no checkpoint; prepare_checkpoint_dir says why
+    return std::filesystem::exists(checkpoint_path(dir), ec);
+}
+
+void prepare_checkpoint_dir(const std::string &dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    TESSERA_CHECK(!ec, "--checkpoint: cannot create the directory '", dir, "': ", ec.message());
+    remove_stale_checkpoint_temporaries(dir);
+}
 
 void remove_stale_checkpoint_temporaries(const std::string &dir) {
     std::error_code ec;
@@ -71,6 +139,8 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
         tensors.push_back(std::move(st));
     }
     if (!store.root()) return;
+    check_finite(tensors, fmt::format("cannot write the checkpoint of step {} to {}", step, checkpoint_path(dir)),
+                 "training diverged; lower --lr");
     std::map<std::string, std::string> meta = info.identity;
     meta["format"] = kFormat;
     meta["step"] = std::to_string(step);
@@ -81,39 +151,74 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
     write_safetensors(checkpoint_path(dir), tensors, meta);
 }
 
-int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store) {
-    const std::string path = checkpoint_path(dir);
-    StFile f = read_safetensors(path);
-    auto meta = [&](const std::string &key) -> const std::string & {
-        auto it = f.metadata.find(key);
-        TESSERA_CHECK(it != f.metadata.end(), path, ": not a Tessera checkpoint (no '", key, "' in its metadata)");
+namespace {
+
+// A checkpoint's metadata, read strictly: every value named in errors with the file.
+class CheckpointMeta {
+public:
+    explicit CheckpointMeta(const StFile &f) : f_(f) {}
+
+    const std::string &text(const std::string &key) const {
+        auto it = f_.metadata.find(key);
+        TESSERA_CHECK(it != f_.metadata.end(), f_.path, ": not a Tessera checkpoint (no '", key,
+                      "' in its metadata)");
         return it->second;
-    };
-    TESSERA_CHECK(meta("format") == kFormat, path, ": checkpoint format '", meta("format"), "', this build reads '",
-                  kFormat, "'");
-    for (const auto &[key, want] : info.identity) {
-        const std::string &have = meta(key);
-        TESSERA_CHECK(have == want, path, ": the checkpoint was written with ", key, " '", have,
+    }
+
+    // The whole text as a non-negative integer: "2xyz", "-1" and "" are refused.
+    int64_t count(const std::string &key) const {
+        const std::string &t = text(key);
+        int64_t v = -1;
+        const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+        TESSERA_CHECK(ec == std::errc() && end == t.data() + t.size() && v >= 0, f_.path, ": bad ", key, " '", t,
+                      "' in the metadata; expected a whole number of at least 0");
+        return v;
+    }
+
+    // The rng entry's integer field `field`; any other JSON or type is refused.
+    template<typename T>
+    T rng_field(const char *field) const {
+        const nlohmann::json rng = parse_json_input(text("rng"), f_.path + ": the 'rng' metadata");
+        TESSERA_CHECK(rng.is_object() && rng.contains(field) && rng.at(field).is_number_integer() &&
+                          (std::is_signed_v<T> || rng.at(field).is_number_unsigned()),
+                      f_.path, ": the 'rng' metadata has no integer '", field, "' (a damaged checkpoint?)");
+        return rng.at(field).get<T>();
+    }
+
+private:
+    const StFile &f_;
+};
+
+// The checkpoint's settings against this run's: the first that differs is named.
+void check_identity(const CheckpointMeta &meta, const CheckpointInfo &info, const std::string &path) {
+    TESSERA_CHECK(meta.text("format") == kFormat, path, ": checkpoint format '", meta.text("format"),
+                  "', this build reads '", kFormat, "'");
+    for (const std::string &key : identity_order(info)) {
+        const std::string &want = info.identity.at(key), &have = meta.text(key);
+        TESSERA_CHECK(same_identity(key, have, want), path, ": the checkpoint was written with ", key, " '", have,
                       "' but this run uses '", want, "'; resume with the same ", key,
                       " or use a new --checkpoint directory");
     }
-    int64_t step = 0;
-    try {
-        step = std::stoll(meta("step"));
-    } catch (const std::exception &) {
-        fail(path, ": bad step '", meta("step"), "' in the metadata");
-    }
-    TESSERA_CHECK(step >= 0, path, ": negative step ", step);
+}
+
+}  // namespace
+
+int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store) {
+    const std::string path = checkpoint_path(dir);
+    StFile f = read_safetensors(path);
+    const CheckpointMeta meta(f);
+    check_identity(meta, info, path);
+    const int64_t step = meta.count("step");
     // The data position must agree with the step: the order is a function of the
     // seed and the epoch only.
-    auto rng = nlohmann::json::parse(meta("rng"), nullptr, false);
-    TESSERA_CHECK(!rng.is_discarded() && rng.value("seed", uint64_t{0}) == info.seed, path,
-                  ": the RNG state does not match the seed");
+    TESSERA_CHECK(meta.rng_field<uint64_t>("seed") == info.seed, path, ": the RNG state does not match the seed");
     if (info.steps_per_epoch)
-        TESSERA_CHECK(rng.value("data_epoch", int64_t{-1}) == step / info.steps_per_epoch &&
-                          rng.value("data_batch", int64_t{-1}) == step % info.steps_per_epoch,
+        TESSERA_CHECK(meta.rng_field<int64_t>("data_epoch") == step / info.steps_per_epoch &&
+                          meta.rng_field<int64_t>("data_batch") == step % info.steps_per_epoch,
                       path, ": the data position in the RNG state does not match step ", step,
                       " (a different dataset size?)");
+    check_finite(f.tensors, path,
+                 "the checkpoint is damaged, or its run diverged; start a new --checkpoint directory");
     for (TensorId t = 0; t < g.num_tensors(); t++) {
         const TensorInfo &ti = g.tensor(t);
         if (!saved(ti)) continue;

@@ -27,6 +27,11 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch);
 std::string checkpoint_path(const std::string &dir);
 bool checkpoint_exists(const std::string &dir);
 
+// Creates the checkpoint directory `dir` if missing and clears what a killed
+// run left in it; tessera::Error naming --checkpoint when `dir` is a file,
+// lies under one, or cannot be created (a read-only file system).
+void prepare_checkpoint_dir(const std::string &dir);
+
 // Removes temporary files that a run killed while writing a checkpoint left in
 // `dir` (".checkpoint.safetensors.tmp.*"); the checkpoint itself is never
 // half-written, because it only ever appears by rename.

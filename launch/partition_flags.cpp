@@ -45,4 +45,13 @@ std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population,
                 ->capture_default_str()};
 }
 
+void refuse_empty_values(const CLI::App &app) {
+    for (const CLI::Option *opt : app.get_options()) {
+        if (opt->get_type_size_max() == 0) continue;  // a flag: no value to be empty
+        for (const std::string &value : opt->results())
+            if (value.empty())
+                throw CLI::ValidationError(opt->get_name(), "the value is empty; give a value or leave the flag out");
+    }
+}
+
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// The flags both programs take: the partition flags (--force,
+// The flags both programs take, and the check they share (no empty values): the partition flags (--force,
 // --no-staged-reductions, --no-replicate-weights) and the swap search's, registered in one place so that their names and
 // meanings cannot drift apart between tessera-plan and tessera-train.
 #pragma once
@@ -29,5 +29,10 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
 // out of range is a usage error naming the flag. Returns the three options.
 std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations,
                                                  double &time_limit_s);
+
+// Throws CLI::ValidationError (a usage error) naming the first option given
+// an empty value (--device-mem "", --compare ""): every option's empty value
+// would otherwise mean "not given" and be silently ignored. Call after parse.
+void refuse_empty_values(const CLI::App &app);
 
 }  // namespace tessera

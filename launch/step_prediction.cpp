@@ -8,6 +8,7 @@
 
 #include "tessera/error.h"
 #include "tessera/exec/thread_budget.h"
+#include "tessera/json_input.h"
 #include "tessera/partition/lower.h"
 
 namespace tessera {
@@ -37,7 +38,8 @@ StepPredictor::StepPredictor(const RunPlan &run, Communicator *comm, int rank) :
     std::vector<std::string> programs = sharded ? all_gather_strings(*comm, program_to_json(run.train).dump())
                                                 : std::vector<std::string>{program_to_json(run.train).dump()};
     for (int r = 0; r < static_cast<int>(programs.size()); r++) {
-        programs_.push_back(program_from_json(nlohmann::json::parse(programs[r]), "rank " + std::to_string(r)));
+        programs_.push_back(program_from_json(parse_json_input(programs[r], "rank " + std::to_string(r) + "'s program"),
+                                             "rank " + std::to_string(r)));
         if (r == rank_ || !sharded) graphs_.push_back(nullptr);
         else graphs_.push_back(std::make_unique<Graph>(lower(run.model.graph, *run.partition, r).graph));
         node_counts_.push_back(static_cast<size_t>((graphs_.back() ? *graphs_.back() : run.graph()).num_nodes()));

@@ -463,7 +463,6 @@ int main(int argc, char **argv) {
                                  : models->parsed() ? run_models(a)
                                  : measure->parsed() ? run_measure(a)
                                                      : run_budgets(a);
-        if (a.out_path.empty()) std::cout << text << std::flush;
-        else tessera::write_file_atomically(a.out_path, text, "");
+        tessera::write_output(a.out_path, text);
     });
 }

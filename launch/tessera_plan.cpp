@@ -535,11 +535,19 @@ void check_swap_values(PlanArgs &a) {
     if (!swap.host_bandwidth.empty()) parse_bandwidth(swap.host_bandwidth);
 }
 
+// The most devices tessera-plan plans for: an --executable plan lowers every
+// rank's graph, so its time grows with the device count (docs/cli.md).
+constexpr int kMaxPlanDevices = 4096;
+
 // The machine of --devices or --machine, and the strategies to plan with.
 std::vector<tessera::PartitionStrategy> read_machine_and_strategies(PlanArgs &a) {
-    if (a.devices) TESSERA_CHECK(*a.devices >= 1, "--devices must be at least 1, got ", *a.devices);
+    if (a.devices)
+        TESSERA_CHECK(*a.devices >= 1 && *a.devices <= kMaxPlanDevices, "--devices must be in [1, ", kMaxPlanDevices,
+                      "], got ", *a.devices);
     PlanRequest &req = a.req;
     req.machine = a.machine_path.empty() ? tessera::flat_machine(*a.devices) : tessera::load_machine(a.machine_path);
+    TESSERA_CHECK(req.machine.devices() <= kMaxPlanDevices, "--machine ", a.machine_path, " has ",
+                  req.machine.devices(), " devices; tessera-plan plans for at most ", kMaxPlanDevices);
     if (a.devices && req.machine.devices() != *a.devices)
         throw UsageError{fmt::format("--devices {} disagrees with --machine {}, which has {} devices; "
                                      "omit --devices or make them agree",
@@ -589,13 +597,13 @@ int main(int argc, char **argv) {
     add_swap_flags(app, a);
     try {
         app.parse(argc, argv);
+        tessera::refuse_empty_values(app);
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
     return tessera::exit_code_of("tessera-plan", [&] {
         check_usage(a);
         const std::string text = a.ops ? ops_text(a.all_variants, a.format) : model_plan_text(a);
-        if (a.out_path.empty()) std::cout << text << std::flush;
-        else tessera::write_file_atomically(a.out_path, text, "");
+        tessera::write_output(a.out_path, text);
     });
 }

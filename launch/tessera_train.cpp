@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tessera/atomic_file.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/comm/launcher.h"
 #include "tessera/error.h"
@@ -17,6 +18,7 @@
 #include "tessera/models/zoo.h"
 #include "environment.h"
 #include "partition_flags.h"
+#include "rank_agreement.h"
 #include "train_loop.h"
 
 namespace {
@@ -41,6 +43,15 @@ void join(Job &job, int *argc, char ***argv, double comm_timeout) {
     if (job.world > 1) job.who += ": rank " + std::to_string(job.comm->rank());
     tessera::check_job_formed(launch, job.world);
     job.comm->set_timeout(comm_timeout);
+}
+
+// A rank that finished waits, under the watchdog, for the others to finish
+// too. Without it, a rank that hangs where the plan has no communication
+// (nothing to time out on) leaves the others blocked in MPI_Finalize forever;
+// with it, they fail after --comm-timeout naming the rank, and the job ends.
+void leave_job(Job &job) {
+    if (job.world > 1) job.comm->barrier(job.comm->world_group());
+    job.comm.reset();
 }
 
 // In a job one rank's failure must end the whole job: the message names the
@@ -164,6 +175,7 @@ int main(int argc, char **argv) {
     add_process_flags(app, comm_timeout, threads, env);
     try {
         app.parse(argc, argv);
+        tessera::refuse_empty_values(app);
     } catch (const CLI::ParseError &e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
@@ -175,12 +187,17 @@ int main(int argc, char **argv) {
     try {
         join(job, &argc, &argv, comm_timeout);
         o.comm = job.comm.get();
-        o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
         o.eval = !no_eval;
         o.optimizer.kind = tessera::optimizer_from_name(optimizer);
         o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
+        // Before any other exchange: ranks started with different arguments must not meet in a collective.
+        if (job.world > 1)
+            tessera::agree_across_ranks(*job.comm, "arguments", tessera::run_arguments(o),
+                                        "start every rank with the same arguments");
+        o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
         tessera::run_training(o);
-        job.comm.reset();
+        tessera::flush_stdout();
+        leave_job(job);
         return finish(0, job);
     } catch (const tessera::Error &e) {
         std::cerr << job.who << ": error: " << e.what() << "\n" << std::flush;

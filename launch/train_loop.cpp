@@ -11,8 +11,10 @@
 
 #include "gpu_sharing.h"
 #include "job_machine.h"
+#include "rank_agreement.h"
 #include "tensor_store.h"
 #include "trainer.h"
+#include "tessera/atomic_file.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
@@ -38,8 +40,14 @@ using Clock = std::chrono::steady_clock;
 
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
-    TESSERA_CHECK(!(o.epochs > 0 && o.steps > 0), "give --epochs or --steps, not both");
-    TESSERA_CHECK(o.epochs >= 0 && o.steps >= 0, "--epochs and --steps must be positive");
+    // 2^30 samples of even one value each is 4 GiB; the bound keeps the sizes' products far from overflow.
+    constexpr int64_t kMaxSynthetic = int64_t{1} << 30;
+    TESSERA_CHECK(o.synthetic_size >= 1 && o.synthetic_size <= kMaxSynthetic, "--synthetic-size must be in [1, ",
+                  kMaxSynthetic, "], got ", o.synthetic_size);
+    TESSERA_CHECK(!(o.epochs && o.steps), "give --epochs or --steps, not both");
+    TESSERA_CHECK(!o.steps || (*o.steps >= 1 && *o.steps <= kMaxSteps), "--steps must be in [1, ", kMaxSteps,
+                  "], got ", *o.steps);
+    TESSERA_CHECK(!o.epochs || *o.epochs >= 1, "--epochs must be at least 1, got ", *o.epochs);
     TESSERA_CHECK(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     TESSERA_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative");
     TESSERA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "--lr-schedule: unknown schedule '",
@@ -211,10 +219,12 @@ TrainResult run_training(const TrainOptions &o) {
     const int local_rank = o.comm ? o.comm->local_rank() : local_rank_from_env(0);
     const int local_ranks = o.comm ? o.comm->local_size() : local_size_from_env(1);
     const DeviceChoice choice = choose_device(o.device, local_rank);
-    if (root)
+    if (root) {
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", ranks) : "")
-                  << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n") << std::flush;
+                  << (o.threads.empty() ? "" : "tessera-train: " + o.threads + "\n");
+        flush_stdout();  // an output that cannot be written fails the run here, not after training
+    }
     // Every rank takes part in the gather, on a GPU or not.
     const GpuSharing gpus =
         gpu_sharing(gather_gpu_uuids(o.comm, choice.cuda ? cuda_device_uuid(choice.index) : GpuUuid{}), rank);
@@ -225,6 +235,9 @@ TrainResult run_training(const TrainOptions &o) {
     const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus);
     DeviceSlot slot(choice);
     const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root, budget), slot.profiler(root));
+    if (sharded)
+        agree_across_ranks(*o.comm, "partition plans", plan_identity(*run.partition),
+                           "the ranks' machine files (--machine) or builds differ");
     Device &device = slot.get(run.arena);
     Executor ex(run.graph(), device, run.memory);  // fails here, before any data is read, if the arena is too small
     // In-step operator times, for re-simulating the plan. On a device where host

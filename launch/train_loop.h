@@ -8,6 +8,8 @@
 #include "partition_flags.h"
 
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "tessera/graph/optimizer.h"
@@ -17,14 +19,19 @@ namespace tessera {
 
 class Communicator;
 
+// The most steps a run may take: the step counter the graph sees (Adam's
+// bias correction) is 32-bit.
+inline constexpr int64_t kMaxSteps = std::numeric_limits<int32_t>::max();
+
 struct TrainOptions {
     std::string model = "mlp";
     std::string data = "auto";  // fashion-mnist | synthetic | auto (fashion-mnist when the model takes it)
     std::string data_dir;       // empty: the Debian package's directory
     int64_t synthetic_size = 8192;
     int64_t batch = 128;
-    int64_t epochs = 0;  // one of epochs and steps; neither: 1 epoch
-    int64_t steps = 0;
+    // At most one of the two; neither: 1 epoch. Each must be at least 1, and
+    // the run at most kMaxSteps steps.
+    std::optional<int64_t> epochs, steps;
     OptimizerConfig optimizer;
     std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -69,20 +71,27 @@ private:
     ProgressLine out_;
 };
 
-// JSON lines: one object per step and per evaluation, flushed as written.
+// JSON lines: one object per step and per evaluation, flushed as written,
+// every write checked (a full disk ends the run naming the file).
 class MetricsWriter {
 public:
-    MetricsWriter(const std::string &path, bool append) {
+    MetricsWriter(const std::string &path, bool append) : path_(path) {
         if (path.empty()) return;
+        errno = 0;
         out_.open(path, append ? std::ios::app : std::ios::trunc);
-        TESSERA_CHECK(out_.good(), "--metrics: cannot open '", path, "' for writing");
+        TESSERA_CHECK(out_.good(), "--metrics: cannot open '", path, "' for writing: ", reason(errno));
     }
     void write(const nlohmann::json &j) {
         if (!out_.is_open()) return;
+        errno = 0;
         out_ << j.dump() << "\n" << std::flush;
+        TESSERA_CHECK(out_.good(), "--metrics: cannot write '", path_, "': ", reason(errno));
     }
 
 private:
+    static std::string reason(int error) { return error ? std::strerror(error) : "the write failed"; }
+
+    std::string path_;
     std::ofstream out_;
 };
 
@@ -251,10 +260,7 @@ private:
         }
         TESSERA_CHECK(start <= total_, "the checkpoint is at step ", start, " but this run has only ", total_,
                       " steps; raise --steps or --epochs to continue");
-        if (!o_.checkpoint_dir.empty() && root_) {
-            std::filesystem::create_directories(o_.checkpoint_dir);
-            remove_stale_checkpoint_temporaries(o_.checkpoint_dir);
-        }
+        if (!o_.checkpoint_dir.empty() && root_) prepare_checkpoint_dir(o_.checkpoint_dir);
         return start;
     }
 
@@ -441,7 +447,11 @@ DataSplit load_data(const TrainOptions &o, const Model &m) {
 }
 
 int64_t total_steps(const TrainOptions &o, int64_t steps_per_epoch) {
-    return o.steps > 0 ? o.steps : steps_per_epoch * std::max<int64_t>(1, o.epochs);
+    if (o.steps) return *o.steps;
+    const int64_t epochs = o.epochs.value_or(1);
+    TESSERA_CHECK(steps_per_epoch >= 1 && epochs <= kMaxSteps / steps_per_epoch, "--epochs ", epochs, " of ",
+                  steps_per_epoch, " steps each is more than ", kMaxSteps, " steps, the most a run can take");
+    return epochs * steps_per_epoch;
 }
 
 TrainResult train(const TrainSession &session) { return Trainer(session).run(); }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/comm/watchdog.h"
 #include "tessera/error.h"
 
 #ifdef TESSERA_HAVE_MPI
@@ -149,9 +150,7 @@ protected:
         if (dst >= 0) post(sends_, const_cast<void *>(send_buf), send_bytes, dst, /*is_send=*/true);
 
         const bool watch = timeout() > 0;
-        const auto deadline = std::chrono::steady_clock::now() +
-                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                  std::chrono::duration<double>(timeout()));
+        const auto deadline = deadline_after(std::chrono::steady_clock::now(), timeout());
         for (int polls = 0;; polls++) {
             bool recv_done = poll(recvs_, op, g, src);
             bool send_done = poll(sends_, op, g, dst);

@@ -16,6 +16,7 @@
 #include <mutex>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/comm/watchdog.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -76,9 +77,7 @@ private:
         std::unique_lock<std::mutex> lock(shared_->locks[rank()]);
         auto ready = [&] { return !box.queue.empty(); };
         if (timeout() > 0) {
-            auto deadline = std::chrono::steady_clock::now() +
-                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                std::chrono::duration<double>(timeout()));
+            auto deadline = deadline_after(std::chrono::steady_clock::now(), timeout());
             if (!shared_->arrived[rank()].wait_until(lock, deadline, ready)) fail(comm_timeout_message(op, g, src));
         } else {
             shared_->arrived[rank()].wait(lock, ready);

@@ -19,6 +19,7 @@
 
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/json_input.h"
 
 namespace tessera {
 
@@ -85,7 +86,7 @@ struct Entry {
 };
 
 uint64_t json_uint(const nlohmann::json &v, const std::string &file, const std::string &what) {
-    TESSERA_CHECK(v.is_number_unsigned(), where(file), what, " holds ", v.dump(),
+    TESSERA_CHECK(v.is_number_unsigned(), where(file), what, " holds ", json_preview(v),
                   " where a non-negative integer belongs");
     return v.get<uint64_t>();
 }
@@ -93,7 +94,7 @@ uint64_t json_uint(const nlohmann::json &v, const std::string &file, const std::
 Entry parse_entry(const std::string &file, const std::string &name, const nlohmann::json &v) {
     const std::string e = "entry '" + name + "'";
     TESSERA_CHECK(v.is_object(), where(file), e, " must be an object with dtype, shape and "
-                  "data_offsets, got ", v.dump());
+                  "data_offsets, got ", json_preview(v));
     for (const auto &[key, _] : v.items())
         TESSERA_CHECK(key == "dtype" || key == "shape" || key == "data_offsets", where(file), e,
                       " has an unknown field '", key, "' (expected dtype, shape, data_offsets)");
@@ -103,10 +104,10 @@ Entry parse_entry(const std::string &file, const std::string &name, const nlohma
     out.tensor.name = name;
     const nlohmann::json &dt = v["dtype"];
     TESSERA_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), &out.tensor.dtype),
-                  where(file), e, " has dtype ", dt.dump(),
+                  where(file), e, " has dtype ", json_preview(dt),
                   ", which Tessera does not read (supported: F32, I32, I64, U8, F64)");
     const nlohmann::json &shape = v["shape"];
-    TESSERA_CHECK(shape.is_array(), where(file), e, " has shape ", shape.dump(),
+    TESSERA_CHECK(shape.is_array(), where(file), e, " has shape ", json_preview(shape),
                   ", not a list of extents");
     for (const nlohmann::json &d : shape) {
         const uint64_t extent = json_uint(d, file, "the shape of " + e);
@@ -116,7 +117,7 @@ Entry parse_entry(const std::string &file, const std::string &name, const nlohma
     }
     const nlohmann::json &off = v["data_offsets"];
     TESSERA_CHECK(off.is_array() && off.size() == 2, where(file), e, " has data_offsets ",
-                  off.dump(), ", not [begin, end]");
+                  json_preview(off), ", not [begin, end]");
     out.begin = json_uint(off[0], file, "the data_offsets of " + e);
     out.end = json_uint(off[1], file, "the data_offsets of " + e);
     TESSERA_CHECK(out.begin <= out.end, where(file), e, " has data_offsets [", out.begin, ", ",
@@ -353,12 +354,7 @@ StFile read_safetensors(const std::string &path) {
         }
         return true;
     };
-    nlohmann::json doc;
-    try {
-        doc = nlohmann::json::parse(header, watch);
-    } catch (const nlohmann::json::exception &e) {
-        fail(where(path), "the header is not valid JSON: ", e.what());
-    }
+    const nlohmann::json doc = parse_json_input(header, where(path) + "the header", watch);
     TESSERA_CHECK(duplicate.empty(), where(path), "the header's ", duplicate);
     TESSERA_CHECK(doc.is_object(), where(path), "the header is not a JSON object");
 
@@ -368,10 +364,10 @@ StFile read_safetensors(const std::string &path) {
     for (const auto &[key, value] : doc.items()) {
         if (key == "__metadata__") {
             TESSERA_CHECK(value.is_object(), where(path), "__metadata__ must be an object of "
-                          "strings, got ", value.dump());
+                          "strings, got ", json_preview(value));
             for (const auto &[mk, mv] : value.items()) {
                 TESSERA_CHECK(mv.is_string(), where(path), "__metadata__ entry '", mk,
-                              "' must be a string, got ", mv.dump());
+                              "' must be a string, got ", json_preview(mv));
                 file.metadata[mk] = mv.get<std::string>();
             }
             continue;

@@ -7,6 +7,8 @@
 
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/input_file.h"
+#include "tessera/json_input.h"
 
 namespace tessera {
 
@@ -27,12 +29,12 @@ AttrValue attr_value(const json &j, const std::string &where) {
     if (j.is_array()) {
         std::vector<int64_t> v;
         for (const json &e : j) {
-            TESSERA_CHECK(e.is_number_integer(), where, ": list attributes hold integers, got ", e.dump());
+            TESSERA_CHECK(e.is_number_integer(), where, ": list attributes hold integers, got ", json_preview(e));
             v.push_back(e.get<int64_t>());
         }
         return v;
     }
-    fail(where, ": unsupported attribute value ", j.dump());
+    fail(where, ": unsupported attribute value ", json_preview(j));
 }
 
 DType dtype_from(const std::string &s, const std::string &where) {
@@ -54,7 +56,7 @@ T field(const json &j, const char *key, const std::string &where) {
     try {
         return j.at(key).get<T>();
     } catch (const json::exception &e) {
-        fail(where, ": field '", key, "' has the wrong type (", j.at(key).dump(), ")");
+        fail(where, ": field '", key, "' has the wrong type (", json_preview(j.at(key)), ")");
     }
 }
 
@@ -222,7 +224,7 @@ Graph graph_from_json(const json &j, const std::string &source) {
     TESSERA_CHECK(j.is_object() && j.value("format", "") == "tessera-graph", source,
                   ": not a Tessera graph (expected \"format\": \"tessera-graph\")");
     TESSERA_CHECK(field<int>(j, "version", source) == 1, source, ": unsupported graph version ",
-                  j.at("version").dump(), " (this build reads version 1)");
+                  json_preview(j.at("version")), " (this build reads version 1)");
     Graph g;
     const json &tensors = j.at("tensors");
     TESSERA_CHECK(tensors.is_array(), source, ": 'tensors' must be a list");
@@ -255,14 +257,8 @@ void save_graph(const Graph &g, const std::string &path) {
 }
 
 Graph load_graph(const std::string &path) {
-    std::ifstream f(path);
-    TESSERA_CHECK(f.good(), "cannot read the graph file '", path, "': no such file or not readable");
-    json j;
-    try {
-        j = json::parse(f);
-    } catch (const json::exception &e) {
-        fail("'", path, "' is not valid JSON: ", e.what());
-    }
+    const json j = parse_json_input(read_input_file(path, "the graph file", kMaxJsonFileBytes),
+                                    "the graph file '" + path + "'");
     try {
         return graph_from_json(j, path);
     } catch (const json::exception &e) {

@@ -8,6 +8,11 @@
 //   c = sigmoid(f) * c + sigmoid(i) * tanh(g)
 //   h = sigmoid(o) * tanh(c)
 // The state starts at zero, so step 0 simply omits the h Wh and f * c terms.
+// With seq=1 there is no step after it, so no h Wh at all: the model has no
+// recurrent weight Wh (a weight that cannot affect the loss would be one the
+// optimizer cannot train), and each layer is one gated feed-forward cell.
+#include <optional>
+
 #include "zoo_internal.h"
 
 namespace tessera::zoo {
@@ -44,13 +49,14 @@ Model build(const Params &p, int64_t batch) {
         auto scope = b.scope(str("lstm", l));
         const int64_t in = steps[0].dim(1);
         Tensor wx = b.param("wx", {in, 4 * hidden}, Init::xavier_uniform(in, 4 * hidden));
-        Tensor wh = b.param("wh", {hidden, 4 * hidden}, Init::xavier_uniform(hidden, 4 * hidden));
+        std::optional<Tensor> wh;
+        if (seq > 1) wh = b.param("wh", {hidden, 4 * hidden}, Init::xavier_uniform(hidden, 4 * hidden));
         Tensor bias = b.param("b", {4 * hidden}, Init::zeros());
         Tensor h, c;
         for (int64_t t = 0; t < seq; t++) {
             auto step_scope = b.scope(str("t", t));
             Tensor gates = b.matmul(steps[t], wx);
-            if (t > 0) gates = b.add(gates, b.matmul(h, wh));
+            if (t > 0) gates = b.add(gates, b.matmul(h, *wh));
             gates = b.bias_add(gates, bias);
             auto gate = [&](int k) { return b.slice(gates, 1, k * hidden, (k + 1) * hidden); };
             Tensor i = b.sigmoid(gate(0)), g = b.tanh(gate(2)), o = b.sigmoid(gate(3));
@@ -92,7 +98,7 @@ const ModelDef &lstm_def() {
         "stacked LSTM language model unrolled over seq steps (Tofu's RNN); input i32 token ids [batch, seq]",
         {{"layers", "2", "number of stacked LSTM layers"},
          {"hidden", "256", "LSTM state size"},
-         {"seq", "16", "tokens per sample (unrolled steps); one label per token"},
+         {"seq", "16", "tokens per sample (unrolled steps); one label per token; with 1, no recurrent weight"},
          {"vocab", "1000", "vocabulary size: token ids and predicted classes (at least 2)"},
          {"embed", "hidden", "token embedding width (by default the LSTM state size)"}},
         build};

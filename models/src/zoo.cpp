@@ -29,6 +29,12 @@ std::string join_names(const std::vector<std::string> &names) {
 }  // namespace
 
 int64_t Params::get(const std::string &key, int64_t fallback, int64_t min, int64_t max) const {
+    const int64_t v = value(key, fallback, min, max);
+    read_[key] = std::to_string(v);
+    return v;
+}
+
+int64_t Params::value(const std::string &key, int64_t fallback, int64_t min, int64_t max) const {
     auto it = spec_.params.find(key);
     if (it == spec_.params.end()) return fallback;
     const std::string &text = it->second;
@@ -131,7 +137,10 @@ std::vector<std::string> model_names() {
     return names;
 }
 
-Model build_model(const ModelSpec &spec, int64_t batch) {
+namespace {
+
+// The model `spec` names, once its parameters' names are checked.
+const zoo::ModelDef &checked_model_def(const ModelSpec &spec) {
     const zoo::ModelDef *def = nullptr;
     for (const zoo::ModelDef *d : zoo::registry())
         if (d->name == spec.name) def = d;
@@ -143,9 +152,23 @@ Model build_model(const ModelSpec &spec, int64_t batch) {
         TESSERA_CHECK(std::find(valid.begin(), valid.end(), key) != valid.end(), "model '", spec.name,
                       "' has no parameter '", key, "' (spec '", model_spec_str(spec),
                       "'); valid parameters: ", zoo::join_names(valid));
+    return *def;
+}
+
+}  // namespace
+
+Model build_model(const ModelSpec &spec, int64_t batch) {
+    const zoo::ModelDef &def = checked_model_def(spec);
     TESSERA_CHECK(batch >= 1, "model '", model_spec_str(spec), "': the batch size must be at least 1, got ",
                   batch);
-    return def->build(zoo::Params(spec.name, spec), batch);
+    return def.build(zoo::Params(spec.name, spec), batch);
+}
+
+std::string canonical_model_spec(const std::string &text) {
+    const ModelSpec spec = parse_model_spec(text);
+    const zoo::Params params(spec.name, spec);
+    checked_model_def(spec).build(params, 1);  // shapes only: milliseconds even for the largest models
+    return model_spec_str(ModelSpec{spec.name, params.read()});
 }
 
 Model build_model(const std::string &spec, int64_t batch) { return build_model(parse_model_spec(spec), batch); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ struct ParamDef {
 };
 
 // Reads a model's parameters. The set of keys is validated before a model's
-// build function runs, so a getter only checks the value.
+// build function runs, so a getter only checks the value. It remembers every
+// value it returned, defaults included, for canonical_model_spec.
 class Params {
 public:
     Params(std::string model, const ModelSpec &spec) : model_(std::move(model)), spec_(spec) {}
@@ -37,9 +39,15 @@ public:
 
     static constexpr int64_t kMax = 2147483647;  // keeps extent products within int64
 
+    // Every parameter read so far and the value it had.
+    const std::map<std::string, std::string> &read() const { return read_; }
+
 private:
+    int64_t value(const std::string &key, int64_t fallback, int64_t min, int64_t max) const;
+
     std::string model_;
     const ModelSpec &spec_;
+    mutable std::map<std::string, std::string> read_;
 };
 
 // Streams the arguments into a string ("fc", 3 -> "fc3").

@@ -79,12 +79,18 @@ Coarsening coarsen(const Graph &g, bool enabled) {
     int grouped_backward = 0, grouped_updates = 0, merged_elementwise = 0, merged_steps = 0;
     auto same_shape = [&](TensorId a, TensorId b) { return g.tensor(a).type.shape == g.tensor(b).type.shape; };
 
+    // Not a choice but a rule, so it holds without coarsening too: an
+    // optimizer output replaces the tensor it updates in place (the same
+    // storage), so both must have one layout at every level.
+    int tied_updates = 0;
+    for (TensorId t = 0; t < nt; t++) {
+        TensorId u = g.tensor(t).updates;
+        if (u != kNoTensor) tied_updates += tensors.unite(t, u);
+    }
     if (enabled) {
         for (TensorId t = 0; t < nt; t++) {
             TensorId p = g.tensor(t).grad_of;
             if (p != kNoTensor && same_shape(t, p)) tied_grads += tensors.unite(t, p);
-            TensorId u = g.tensor(t).updates;
-            if (u != kNoTensor) tied_weights += tensors.unite(t, u);
         }
         std::map<std::string, NodeId> first_step;  // timestep key -> first node with it
         for (NodeId n = 0; n < nn; n++) {
@@ -137,6 +143,7 @@ Coarsening coarsen(const Graph &g, bool enabled) {
     line(merged_elementwise, "element-wise operators merged into the operator before them");
     line(merged_steps, "operators merged across RNN timesteps");
     line(tied_grads, "gradients tied to the layout of their tensor");
+    line(tied_updates, "updated tensors tied to the layout of the tensor they replace");
     line(tied_weights, "optimizer tensors tied to the layout of their weight");
     line(tied_elementwise, "element-wise outputs tied to the layout of their input");
     line(tied_steps, "timestep tensors tied to the layout of the first timestep's");

@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/input_file.h"
+#include "tessera/json_input.h"
 
 namespace tessera {
 
@@ -55,25 +57,20 @@ template<typename T>
 T number(const json &j, const char *key, const std::string &where) {
     TESSERA_CHECK(j.contains(key), where, ": missing field '", key, "'");
     const json &v = j.at(key);
-    TESSERA_CHECK(v.is_number(), where, ": '", key, "' must be a number, got ", v.dump());
+    TESSERA_CHECK(v.is_number(), where, ": '", key, "' must be a number, got ", json_preview(v));
     return v.get<T>();
 }
 
 std::string optional_string(const json &j, const char *key, const std::string &fallback, const std::string &where) {
     if (!j.contains(key)) return fallback;
-    TESSERA_CHECK(j.at(key).is_string(), where, ": '", key, "' must be a string, got ", j.at(key).dump());
+    TESSERA_CHECK(j.at(key).is_string(), where, ": '", key, "' must be a string, got ", json_preview(j.at(key)));
     return j.at(key).get<std::string>();
 }
 
 }  // namespace
 
 Machine machine_from_json_text(const std::string &text, const std::string &source) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception &e) {  // syntax errors, and numbers beyond a double
-        fail(source, ": not valid JSON (", e.what(), ")");
-    }
+    const json j = parse_json_input(text, source);
     TESSERA_CHECK(j.is_object(), source, ": a machine description must be a JSON object with 'levels'");
     Machine m;
     m.name = optional_string(j, "name", "machine", source);
@@ -90,7 +87,7 @@ Machine machine_from_json_text(const std::string &text, const std::string &sourc
         TESSERA_CHECK(e.contains("count") && e.at("count").is_number_integer(), where,
                       ": 'count' must be an integer");
         TESSERA_CHECK(!e.at("count").is_number_unsigned() || e.at("count").get<uint64_t>() <= 65536, where,
-                      ": 'count' must be in [1, 65536], got ", e.at("count").dump());
+                      ": 'count' must be in [1, 65536], got ", json_preview(e.at("count")));
         int64_t count = e.at("count").get<int64_t>();
         TESSERA_CHECK(count >= 1 && count <= 65536, where, ": 'count' must be in [1, 65536], got ", count);
         l.count = static_cast<int>(count);
@@ -108,11 +105,7 @@ Machine machine_from_json_text(const std::string &text, const std::string &sourc
 }
 
 Machine load_machine(const std::string &path) {
-    std::ifstream f(path);
-    TESSERA_CHECK(f.good(), "cannot read the machine description '", path, "'");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return machine_from_json_text(ss.str(), path);
+    return machine_from_json_text(read_input_file(path, "the machine description", kMaxMachineFileBytes), path);
 }
 
 std::string machine_to_json_text(const Machine &m) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
+#include "tessera/json_input.h"
 
 namespace tessera {
 
@@ -44,7 +45,7 @@ public:
     }
 
     const json &object(const json &j, const std::string &path) const {
-        if (!j.is_object()) bad(path, "must be an object, got " + j.dump());
+        if (!j.is_object()) bad(path, "must be an object, got " + json_preview(j));
         return j;
     }
     const json &array(const json &j, const std::string &path) const {
@@ -60,7 +61,7 @@ public:
     int64_t int64(const json &j, const std::string &path) const {
         if (j.is_number_unsigned()) {
             if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-                bad(path, "is out of range, got " + j.dump());
+                bad(path, "is out of range, got " + json_preview(j));
             return static_cast<int64_t>(j.get<uint64_t>());
         }
         if (!j.is_number_integer()) bad(path, "must be an integer, got " + brief(j));
@@ -118,10 +119,7 @@ public:
 
 private:
     // A value in an error message, cut short: a list of 10,000 ops is no help.
-    static std::string brief(const json &j) {
-        std::string s = j.dump();
-        return s.size() > 60 ? s.substr(0, 57) + "..." : s;
-    }
+    static std::string brief(const json &j) { return json_preview(j); }
 
     std::string source_;
 };
@@ -286,12 +284,7 @@ std::string plan_to_json(const Plan &p, int indent) {
 }
 
 Plan plan_from_json(const std::string &text, const std::string &source) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::parse_error &e) {
-        fail(source, ": not valid JSON (", e.what(), ")");
-    }
+    const json j = parse_json_input(text, source);
     Reader r(source);
     TESSERA_CHECK(j.is_object(), source, ": a plan must be a JSON object with \"format\": \"", kFormat, "\"");
     std::string format = r.str(r.at(j, "", "format"), "format");

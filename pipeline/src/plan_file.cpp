@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/input_file.h"
+#include "tessera/json_input.h"
 #include "tessera/size.h"
 
 namespace tessera {
@@ -11,13 +13,14 @@ namespace tessera {
 namespace {
 
 std::string budget_text(const nlohmann::json &budget) {
-    return budget.is_null() ? std::string("no --device-mem") : "--device-mem " + format_bytes(budget.get<int64_t>());
+    if (budget.is_null()) return "no --device-mem";
+    return "--device-mem " + (budget.is_number_integer() ? format_bytes(budget.get<int64_t>()) : json_preview(budget));
 }
 
 // "batch 32", "model mlp:hidden=64", ...: one field of an identity, as the error says it.
 std::string field_text(const std::string &key, const nlohmann::json &v) {
     if (key == "budget") return budget_text(v);
-    return key + " " + (v.is_string() ? v.get<std::string>() : v.dump());
+    return key + " " + (v.is_string() ? v.get<std::string>() : json_preview(v));
 }
 
 // The machine's shape: its levels' counts, outermost first. The plan's cuts
@@ -55,22 +58,14 @@ nlohmann::json swap_ranks_json(const std::map<int, SwapPlans> &swaps) {
 }
 
 PlanFile read_plan_file(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    TESSERA_CHECK(in.good(), "--plan: cannot read '", path, "'");
-    std::stringstream text;
-    text << in.rdbuf();
+    const std::string text = read_input_file(path, "the --plan file", kMaxJsonFileBytes);
     PlanFile f;
     f.path = path;
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text.str());
-    } catch (const nlohmann::json::exception &e) {
-        fail("--plan: '", path, "' is not JSON: ", e.what());
-    }
+    const nlohmann::json j = parse_json_input(text, "--plan " + path);
     TESSERA_CHECK(j.is_object() && j.contains("run"), "--plan: '", path, "' has no \"run\" object; write the plan "
                   "with tessera-plan ... --format json -o FILE");
     f.run = j.at("run");
-    f.partition = plan_from_json(text.str(), path);
+    f.partition = plan_from_json(text, path);
     if (j.contains("swap_ranks"))
         for (const auto &e : j.at("swap_ranks")) {
             TESSERA_CHECK(e.contains("rank") && e.at("rank").is_number_integer(), "--plan: '", path,

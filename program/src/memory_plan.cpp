@@ -7,6 +7,7 @@
 
 #include "tessera/align.h"
 #include "tessera/error.h"
+#include "tessera/json_input.h"
 #include "tessera/size.h"
 
 namespace tessera {
@@ -305,7 +306,7 @@ MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &sou
     };
     auto integer = [&](const char *name) {
         const nlohmann::json &v = field(name);
-        TESSERA_CHECK(v.is_number_integer(), source, ": field '", name, "' must be an integer, got ", v.dump());
+        TESSERA_CHECK(v.is_number_integer(), source, ": field '", name, "' must be an integer, got ", json_preview(v));
         return v.get<int64_t>();
     };
     auto integers = [&](const char *name) {
@@ -314,7 +315,7 @@ MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &sou
         std::vector<int64_t> out;
         for (size_t i = 0; i < v.size(); i++) {
             TESSERA_CHECK(v[i].is_number_integer(), source, ": ", name, "[", i, "] must be an integer, got ",
-                          v[i].dump());
+                          json_preview(v[i]));
             out.push_back(v[i].get<int64_t>());
         }
         return out;

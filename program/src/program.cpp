@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/json_input.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/text.h"
 
@@ -331,7 +332,7 @@ Program program_from_json(const nlohmann::json &j, const std::string &source) {
                       "tensor, -1 for the memory plan's)");
         for (size_t i = 0; i < place.size(); i++) {
             TESSERA_CHECK(place[i].is_number_integer(), source, ": place[", i, "] must be an integer, got ",
-                          place[i].dump());
+                          json_preview(place[i]));
             p.place.push_back(place[i].get<int64_t>());
         }
     }

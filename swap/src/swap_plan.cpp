@@ -8,6 +8,7 @@
 
 #include "internal.h"
 #include "tessera/error.h"
+#include "tessera/json_input.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
 
@@ -106,7 +107,7 @@ SwapPlan swap_plan_from_json(const nlohmann::json &j, const std::string &source)
         try {
             return v.get<T>();
         } catch (const nlohmann::json::exception &) {
-            fail(source, ": ", where, ": '", key, "' has the wrong type (", v.dump(), ")");
+            fail(source, ": ", where, ": '", key, "' has the wrong type (", json_preview(v), ")");
         }
     };
     SwapPlan p;

@@ -4,8 +4,10 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "expect_error.h"
@@ -63,8 +65,62 @@ TEST_F(AtomicFileTest, ErrorsNameTheFileAndTheCause) {
                            "': cannot create a file in '" + file("no/such/dir") + "': No such file or directory");
     fs::create_directories(dir_ / "taken");
     test::expect_error([&] { write_file_atomically(file("taken"), "x", ""); },
-                       "cannot write '" + file("taken") + "': rename failed");
+                       "cannot write '" + file("taken") + "': it is a directory");
     EXPECT_EQ(entries(), 1u);  // only "taken": no temporary file left
+}
+
+// A link is written through: the file it points to is replaced, the link
+// stays, and a dangling link's target is created. A link to a link too.
+TEST_F(AtomicFileTest, ASymbolicLinkIsWrittenThrough) {
+    write_file_atomically(file("real.txt"), "old", "");
+    fs::create_symlink("real.txt", dir_ / "link");
+    fs::create_symlink(dir_ / "link", dir_ / "link2");
+    write_file_atomically(file("link2"), "new", "");
+    EXPECT_TRUE(fs::is_symlink(dir_ / "link2"));
+    EXPECT_TRUE(fs::is_symlink(dir_ / "link"));
+    EXPECT_EQ(read(file("real.txt")), "new");
+    fs::create_symlink("absent.txt", dir_ / "dangling");
+    write_file_atomically(file("dangling"), "made", "");
+    EXPECT_TRUE(fs::is_symlink(dir_ / "dangling"));
+    EXPECT_EQ(read(file("absent.txt")), "made");
+    EXPECT_EQ(entries(), 5u);  // no temporary file left
+}
+
+// A replaced file keeps its permissions.
+TEST_F(AtomicFileTest, AReplacedFileKeepsItsPermissions) {
+    write_file_atomically(file("a.sh"), "old", "");
+    fs::permissions(file("a.sh"), fs::perms::owner_all | fs::perms::group_read);
+    write_file_atomically(file("a.sh"), "new", "");
+    EXPECT_EQ(fs::status(file("a.sh")).permissions(), fs::perms::owner_all | fs::perms::group_read);
+}
+
+// A FIFO (or a device) is written directly, as a shell redirection would:
+// renaming over it would leave a plain file in its place.
+TEST_F(AtomicFileTest, AFifoIsWrittenDirectlyAndStaysAFifo) {
+    ASSERT_EQ(::mkfifo(file("fifo").c_str(), 0600), 0);
+    std::string got;
+    std::thread reader([&] { got = read(file("fifo")); });
+    write_file_atomically(file("fifo"), "through the pipe", "");
+    reader.join();
+    EXPECT_EQ(got, "through the pipe");
+    EXPECT_TRUE(fs::is_fifo(file("fifo")));
+    EXPECT_EQ(entries(), 1u);
+}
+
+// Devices, reached through links in the test's own directory (so that a
+// broken AtomicFile replaces only the link, never the device): /dev/null
+// takes the bytes and stays a device; /dev/full's error is reported.
+TEST_F(AtomicFileTest, DevicesAreWrittenDirectlyAndTheirErrorsReported) {
+    fs::create_symlink("/dev/null", dir_ / "null");
+    write_file_atomically(file("null"), "gone", "");
+    EXPECT_TRUE(fs::is_symlink(dir_ / "null"));
+    EXPECT_TRUE(fs::is_character_file("/dev/null"));
+    if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+    fs::create_symlink("/dev/full", dir_ / "full");
+    test::expect_error([&] { write_file_atomically(file("full"), "x", "test file"); },
+                       "cannot write test file '" + file("full") + "': write failed: No space left on device");
+    EXPECT_TRUE(fs::is_symlink(dir_ / "full"));
+    EXPECT_EQ(entries(), 2u);
 }
 
 TEST_F(AtomicFileTest, TemporaryFilesAreHiddenBesideTheDestination) {

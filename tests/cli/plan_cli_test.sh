@@ -154,7 +154,7 @@ expect unknown-strategy 1 "--strategy: unknown partition strategy 'magic' (valid
     "$PLAN" --model mlp --devices 4 --strategy magic
 expect unknown-compare 1 "--compare: unknown partition strategy 'nope'" -- "$PLAN" --model mlp --devices 4 --compare tofu,nope
 expect unknown-optimizer 1 "unknown optimizer 'rmsprop'" -- "$PLAN" --model mlp --devices 4 --optimizer rmsprop
-expect devices-zero 1 "--devices must be at least 1, got 0" -- "$PLAN" --model mlp --devices 0
+expect devices-zero 1 "--devices must be in [1, 4096], got 0" -- "$PLAN" --model mlp --devices 0
 expect batch-zero 1 "--batch must be at least 1, got 0" -- "$PLAN" --model mlp --devices 2 --batch 0
 expect devices-machine 2 "--devices 4 disagrees with --machine $TMP/machine.json, which has 8 devices" -- \
     "$PLAN" --model mlp --devices 4 --machine "$TMP/machine.json"
@@ -321,4 +321,45 @@ expect force-staged 0 "split c (all-reduce inside)" -- "$PLAN" --model mlp --dev
 TESSERA_LOG=swap "$PLAN" "${SW[@]}" --device-mem 16MiB --format json >"$TMP/log.json" 2>"$TMP/log.txt" || fail=1
 grep -q "^---- swap ----" "$TMP/log.txt" && grep -q "^(advisor)" "$TMP/log.txt" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
     "$TMP/log.json" && echo "ok   log-swap" || { echo "FAIL log-swap: $(head -3 "$TMP/log.txt")"; fail=1; }
+
+# ---- hostile and odd inputs and outputs ----
+# A machine file nested 200,000 deep, or one that never ends, is refused with a message.
+python3 -c "print('{\"name\": ' + '[' * 200000)" >"$TMP/deep.json"
+expect machine-deep 1 "$TMP/deep.json: JSON nested deeper than 64 levels (at byte 72)" -- \
+    "$PLAN" --model mlp --machine "$TMP/deep.json"
+expect machine-endless 1 "the machine description '/dev/zero' is larger than 1.00 MiB" -- \
+    "$PLAN" --model mlp --machine /dev/zero
+# Values quoted in errors are cut short.
+python3 -c "print('{\"name\": [' + ','.join(['1'] * 100000) + '], \"levels\": []}')" >"$TMP/long.json"
+out="$("$PLAN" --model mlp --machine "$TMP/long.json" 2>&1)"
+[ ${#out} -lt 300 ] && grep -qF "'name' must be a string, got [1, 1, 1" <<<"$out" \
+    && echo "ok   machine-long-value" || { echo "FAIL machine-long-value: ${out:0:300}"; fail=1; }
+expect compare-empty 2 "--compare: the value is empty" -- "$PLAN" --model mlp --devices 2 --compare ""
+expect devices-too-many 1 "--devices must be in [1, 4096], got 100000" -- "$PLAN" --model mlp --devices 100000 --executable
+# -o writes through a symbolic link (the link stays) and into a FIFO (it stays a FIFO).
+echo old >"$TMP/target.txt"
+ln -s target.txt "$TMP/link.txt"
+expect out-symlink 0 "" -- "$PLAN" --model mlp --devices 2 -o "$TMP/link.txt"
+[ -L "$TMP/link.txt" ] && grep -q "mlp" "$TMP/target.txt" && echo "ok   out-symlink-kept" ||
+    { echo "FAIL out-symlink: the link was replaced or its file not written"; fail=1; }
+mkfifo "$TMP/fifo"
+cat "$TMP/fifo" >"$TMP/from-fifo.txt" &
+reader=$!
+expect out-fifo 0 "" -- "$PLAN" --model mlp --devices 2 -o "$TMP/fifo"
+wait $reader
+[ -p "$TMP/fifo" ] && grep -q "mlp" "$TMP/from-fifo.txt" && echo "ok   out-fifo-kept" ||
+    { echo "FAIL out-fifo: the FIFO was replaced or nothing came through it"; fail=1; }
+# A device stays a device: a null device of the test's own (mknod needs
+# root), so that a regression replaces that one, never /dev/null.
+if mknod "$TMP/null" c 1 3 2>/dev/null; then
+  expect out-null 0 "" -- "$PLAN" --model mlp --devices 2 -o "$TMP/null"
+  [ -c "$TMP/null" ] && echo "ok   out-null-kept" || { echo "FAIL out-null: the device was replaced"; fail=1; }
+fi
+# A full disk is an error naming the output, through -o or standard output.
+ln -s /dev/full "$TMP/full"
+expect out-full 1 "cannot write '$TMP/full': write failed: No space left on device" -- \
+    "$PLAN" --model mlp --devices 2 --format json -o "$TMP/full"
+out="$("$PLAN" --model mlp --devices 2 --format json 2>&1 >/dev/full)"; rc=$?
+[ "$rc" = 1 ] && grep -qF "cannot write to standard output: No space left on device" <<<"$out" \
+    && echo "ok   stdout-full" || { echo "FAIL stdout-full: exit $rc: $out"; fail=1; }
 exit $fail

@@ -27,6 +27,12 @@ expect bad-size 1 "--device-mem: '12XB' is not a size" -- "$TRAIN" "${SMALL[@]}"
 expect bad-dataset 1 "unknown dataset 'cifar'" -- "$TRAIN" --model mlp --data cifar
 expect missing-data 1 "--data-dir" -- "$TRAIN" --model mlp --data fashion-mnist --data-dir "$TMP/nowhere"
 expect data-mismatch 1 "fashion-mnist gives 784" -- "$TRAIN" --model mlp:input=100 --data fashion-mnist
+# How long to train: 0 is refused as -1 is, and the epoch count cannot overflow the step count.
+expect steps-zero 1 "--steps must be in [1, 2147483647], got 0" -- "$TRAIN" "${SMALL[@]}" --steps 0
+expect steps-negative 1 "--steps must be in [1, 2147483647], got -1" -- "$TRAIN" "${SMALL[@]}" --steps -1
+expect epochs-zero 1 "--epochs must be at least 1, got 0" -- "$TRAIN" "${SMALL[@]}" --epochs 0
+expect epochs-huge 1 "--epochs 9223372036854775807 of 16 steps each is more than 2147483647 steps" -- \
+  "$TRAIN" "${SMALL[@]}" --epochs 9223372036854775807
 expect resume-needs-dir 1 "--resume needs --checkpoint DIR" -- "$TRAIN" "${SMALL[@]}" --resume
 expect bad-device 1 "--device: unknown device 'gpu'; valid: auto, cpu, cuda, cuda:N" -- "$TRAIN" "${SMALL[@]}" --device gpu
 
@@ -172,5 +178,66 @@ expect resume-mismatch 1 "written with lr '0.001' but this run uses '0.002'" -- 
 printf 'garbage' > "$TMP/a/checkpoint.safetensors"
 expect corrupt-checkpoint 1 "checkpoint.safetensors" -- \
     "$TRAIN" "${RES[@]}" --checkpoint "$TMP/a" --resume
+
+# ---- checkpoints: what a resume refuses, and why ------------------------------
+"$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --checkpoint "$TMP/c" >/dev/null 2>&1 || { echo "FAIL small checkpoint"; fail=1; }
+# Edits a copy of the small checkpoint: metadata KEY=VALUE, or nan=TENSOR.
+edit_checkpoint() {  # edit_checkpoint DIR EDIT
+    mkdir -p "$1" && python3 - "$TMP/c/checkpoint.safetensors" "$1/checkpoint.safetensors" "$2" <<'PY'
+import json, struct, sys
+src, dst, edit = sys.argv[1:4]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header, data = json.loads(raw[8:8 + n]), bytearray(raw[8 + n:])
+key, value = edit.split("=", 1)
+if key == "nan":
+    begin = header[value]["data_offsets"][0]
+    data[begin:begin + 4] = struct.pack("<f", float("nan"))
+else:
+    header["__metadata__"][key] = value
+text = json.dumps(header).encode()
+open(dst, "wb").write(struct.pack("<Q", len(text)) + text + bytes(data))
+PY
+}
+# The same model spelled with its defaults resumes; another optimizer is named as such.
+expect resume-canonical-model 0 "resumed from" -- \
+  "$TRAIN" --model mlp:layers=2,hidden=32,input=20,classes=4 "${SMALL[@]:2}" --steps 5 --no-eval --checkpoint "$TMP/c" --resume
+expect resume-other-optimizer 1 "the checkpoint was written with optimizer 'sgd' but this run uses 'adam'" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 5 --optimizer adam --checkpoint "$TMP/c" --resume
+edit_checkpoint "$TMP/step" "step=2xyz"
+expect resume-bad-step 1 "bad step '2xyz' in the metadata; expected a whole number" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 5 --checkpoint "$TMP/step" --resume
+edit_checkpoint "$TMP/rng" 'rng={"seed": "7", "data_epoch": 0, "data_batch": 4}'
+expect resume-bad-rng 1 "the 'rng' metadata has no integer 'seed' (a damaged checkpoint?)" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 5 --checkpoint "$TMP/rng" --resume
+edit_checkpoint "$TMP/nan" "nan=fc1.w"
+expect resume-nan-weights 1 "checkpoint.safetensors: tensor 'fc1.w' holds nan at element 0 of" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 5 --checkpoint "$TMP/nan" --resume
+# A checkpoint is never written with non-finite weights: an enormous lr and
+# weight decay ruin them in the first update, while that step's loss was still finite.
+expect save-nan-weights 1 "cannot write the checkpoint of step 1 to $TMP/diverged/checkpoint.safetensors: tensor 'fc1.w' holds " -- \
+  "$TRAIN" "${SMALL[@]}" --steps 3 --lr 1e30 --weight-decay 1e30 --checkpoint-every 1 --checkpoint "$TMP/diverged"
+[ ! -e "$TMP/diverged/checkpoint.safetensors" ] || { echo "FAIL a diverged run wrote a checkpoint"; fail=1; }
+
+# --checkpoint that cannot be a directory: a user error (exit 1), not an internal one.
+touch "$TMP/afile"
+expect checkpoint-is-file 1 "--checkpoint: cannot create the directory '$TMP/afile': Not a directory" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --checkpoint "$TMP/afile"
+expect checkpoint-under-file 1 "--checkpoint: cannot create the directory '$TMP/afile/ck'" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --checkpoint "$TMP/afile/ck"
+expect synthetic-size-negative 1 "--synthetic-size must be in [1, 1073741824], got -5" -- \
+  "$TRAIN" --model mlp:layers=2,hidden=32,input=20,classes=4 --data synthetic --synthetic-size -5
+expect device-mem-empty 2 "--device-mem: the value is empty" -- "$TRAIN" "${SMALL[@]}" --steps 1 --device-mem ""
+
+# ---- write errors -------------------------------------------------------------
+expect metrics-full 1 "--metrics: cannot write '/dev/full': No space left on device" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --metrics /dev/full
+out="$("$TRAIN" "${SMALL[@]}" --steps 2 --no-eval 2>&1 >/dev/full)"; rc=$?
+[ "$rc" = 1 ] && grep -qF "cannot write to standard output: No space left on device" <<<"$out" \
+  && echo "ok   stdout-full" || { echo "FAIL stdout-full: exit $rc: $out"; fail=1; }
+
+# lstm:seq=1 trains: one step has no recurrent weight.
+expect lstm-seq-1 0 "summary:" -- "$TRAIN" --model lstm:layers=1,hidden=8,seq=1,vocab=5 --data synthetic \
+  --synthetic-size 64 --batch 8 --steps 2 --no-eval --progress none
 
 exit $fail

@@ -8,6 +8,7 @@
 #include "tessera/comm/watchdog.h"
 
 #include <chrono>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -39,6 +40,17 @@ TEST(commWatchdog, TheDeadlineStartsWhenTheOperationStarts) {
     EXPECT_EQ(w.update(seen(true), start), WatchVerdict::Waiting);
     EXPECT_EQ(w.update(seen(true), start + milliseconds(1499)), WatchVerdict::Waiting);
     EXPECT_EQ(w.update(seen(true), start + milliseconds(1500)), WatchVerdict::TimedOut);
+}
+
+// A timeout longer than the clock's range never comes, rather than wrapping
+// into the past; an ordinary one lands where it should.
+TEST(commWatchdog, ADeadlineBeyondTheClocksRangeSaturates) {
+    const Clock::time_point t0 = Clock::now();
+    EXPECT_EQ(deadline_after(t0, 1.5), t0 + milliseconds(1500));
+    EXPECT_EQ(deadline_after(t0, 1e10), Clock::time_point::max());
+    EXPECT_EQ(deadline_after(t0, 1e300), Clock::time_point::max());
+    EXPECT_EQ(deadline_after(t0, std::numeric_limits<double>::infinity()), Clock::time_point::max());
+    EXPECT_GT(deadline_after(t0, 1e9), t0 + std::chrono::hours(24 * 365 * 30));
 }
 
 TEST(commWatchdog, ATimeoutOfZeroWaitsForever) {

@@ -2,11 +2,14 @@
 // flags that configure it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <latch>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -196,15 +199,25 @@ TEST(CpuStream, RunsItsWorkInOrderOnItsOwnThread) {
 }
 
 TEST(CpuStream, StreamsRunConcurrently) {
-    // Each stream blocks until all four have started: only possible if they
-    // really run in parallel.
+    // Each stream's task waits, for a bounded time, until all of them are in
+    // flight at once: only possible if the streams really run in parallel. Run
+    // one after another, each task gives up after the wait and the test fails
+    // (instead of deadlocking).
     CpuDevice dev(64);
-    std::latch all_started(kNumStreams);
-    for (int k = 0; k < kNumStreams; k++) dev.stream(static_cast<StreamKind>(k)).enqueue([&] {
-        all_started.arrive_and_wait();
+    std::mutex m;
+    std::condition_variable cv;
+    int in_flight = 0, most_in_flight = 0;
+    std::vector<int> saw_all(kNumStreams, 0);
+    for (int k = 0; k < kNumStreams; k++) dev.stream(static_cast<StreamKind>(k)).enqueue([&, k] {
+        std::unique_lock<std::mutex> lock(m);
+        most_in_flight = std::max(most_in_flight, ++in_flight);
+        cv.notify_all();
+        saw_all[k] = cv.wait_for(lock, std::chrono::seconds(5), [&] { return most_in_flight == kNumStreams; });
+        in_flight--;
     });
     dev.synchronize();
-    SUCCEED();
+    EXPECT_EQ(most_in_flight, kNumStreams);
+    EXPECT_EQ(saw_all, std::vector<int>(kNumStreams, 1));
 }
 
 // The race an event prevents. The writer is held by a gate; without an event

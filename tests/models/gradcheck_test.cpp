@@ -380,6 +380,8 @@ TEST(GradCheck, WresnetImageNetStem) {
 TEST(GradCheck, Lstm) {
     check_model({"lstm:layers=2,hidden=4,seq=3,vocab=7,embed=5", 2, unit_embedding});
     check_model({"lstm:layers=1,hidden=3,seq=6,vocab=5", 3, unit_embedding});  // two levels of the concat tree
+    // One step: no recurrent weight, so every weight gets a gradient (and trains).
+    check_model({"lstm:layers=2,hidden=3,seq=1,vocab=5", 2, unit_embedding});
 }
 
 TEST(GradCheck, Transformer) {

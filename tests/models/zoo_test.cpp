@@ -235,9 +235,11 @@ int64_t wresnet_params(int depth, int64_t width, int64_t image, int64_t channels
     return n + in * classes + classes;
 }
 
-int64_t lstm_params(int64_t layers, int64_t hidden, int64_t vocab, int64_t embed) {
+// With seq=1 there is no recurrence, so no recurrent weight wh (hidden x 4 hidden).
+int64_t lstm_params(int64_t layers, int64_t hidden, int64_t vocab, int64_t embed, int64_t seq = 2) {
     int64_t n = vocab * embed, in = embed;
-    for (int64_t l = 0; l < layers; l++, in = hidden) n += (in + hidden) * 4 * hidden + 4 * hidden;
+    const int64_t recurrent = seq > 1 ? hidden : 0;
+    for (int64_t l = 0; l < layers; l++, in = hidden) n += (in + recurrent) * 4 * hidden + 4 * hidden;
     return n + hidden * vocab + vocab;
 }
 
@@ -377,7 +379,8 @@ TEST(ModelZoo, LstmDefaultAndSmall) {
         SCOPED_TRACE(spec);
         Model s = build_model(spec, 2);
         expect_contract(s, 2, DType::I32, {2, seq}, 2 * seq, vocab, seq);
-        EXPECT_EQ(s.graph.param_count(), lstm_params(layers, hidden, vocab, embed));
+        EXPECT_EQ(s.graph.param_count(), lstm_params(layers, hidden, vocab, embed, seq));
+        EXPECT_EQ(s.graph.find_tensor("lstm1.wh").has_value(), seq > 1);
     }
 }
 
@@ -399,6 +402,15 @@ TEST(ModelZoo, TransformerDefaultAndSmall) {
         expect_contract(s, 3, DType::I32, {3, seq}, 3 * seq, vocab, seq);
         EXPECT_EQ(s.graph.param_count(), transformer_params(layers, d, seq, vocab, ffn));
     }
+}
+
+// Two spellings of one model have one canonical spec: defaults and rules filled in.
+TEST(ModelZoo, CanonicalSpecFillsInDefaults) {
+    EXPECT_EQ(canonical_model_spec("mlp:hidden=16"), "mlp:classes=10,hidden=16,input=784,layers=3");
+    EXPECT_EQ(canonical_model_spec("mlp: layers=3 , hidden=16"), canonical_model_spec("mlp:hidden=16"));
+    EXPECT_NE(canonical_model_spec("mlp:hidden=32"), canonical_model_spec("mlp:hidden=16"));
+    EXPECT_EQ(canonical_model_spec("transformer:d_model=64"), canonical_model_spec("transformer:d_model=64,ffn=256"));
+    expect_error([] { canonical_model_spec("mlp:depth=3"); }, {"model 'mlp' has no parameter 'depth'"});
 }
 
 TEST(ModelZoo, SpecOverloadMatchesString) {

@@ -37,4 +37,21 @@ if grep -qE "timed out after 2 s waiting for rank 2" "$work/hang.log"; then
 else
   echo "FAIL hang: no watchdog message naming rank 2:"; cat "$work/hang.log"; failed=1
 fi
+
+# 3. Rank 0 hangs in a plan with no communication (every extent is below 3, so
+# everything is replicated): the others finish, and the final barrier's
+# watchdog, not MPI_Finalize, is where they wait.
+start=$(date +%s.%N)
+TESSERA_FAULT_HANG=0:5 timeout 120 mpirun --oversubscribe -np 3 "$train" --model mlp:layers=1,input=2,classes=2 \
+  --data synthetic --synthetic-size 64 --batch 2 --steps 20 --progress none --no-eval --comm-timeout 3 \
+  >"$work/idle.log" 2>&1
+rc=$?
+end=$(date +%s.%N)
+took=$(python3 -c "print(f'{$end - $start:.1f}')")
+if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then echo "FAIL idle hang: exit code $rc after ${took}s"; failed=1; fi
+if grep -q " 0 communication nodes" "$work/idle.log" && grep -qE "barrier over ranks \[0,1,2\] timed out after 3 s waiting for rank 0" "$work/idle.log"; then
+  echo "ok   rank 0 hangs with no communication: exit $rc after ${took}s"
+else
+  echo "FAIL idle hang: no barrier timeout naming rank 0 (or the plan communicates):"; cat "$work/idle.log"; failed=1
+fi
 exit $failed

@@ -64,9 +64,9 @@ expect missing-rank 1 "has no swap plan for rank 0; make it with tessera-plan ..
 "$PLAN" "${MODEL[@]}" --devices 4 --format json -o "$TMP/search.json" >/dev/null
 expect not-executable 1 "is not a plan tessera-train can run; make it with tessera-plan --executable" -- \
     mpirun --oversubscribe -np 4 "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/search.json"
-expect missing-file 1 "--plan: cannot read '$TMP/nope.json'" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/nope.json"
+expect missing-file 1 "cannot read the --plan file '$TMP/nope.json'" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/nope.json"
 echo '{"run": ' > "$TMP/bad.json"
-expect not-json 1 "is not JSON" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/bad.json"
+expect not-json 1 "bad.json: not valid JSON" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/bad.json"
 echo '{"model": "mlp"}' > "$TMP/norun.json"
 expect no-run 1 "has no \"run\" object" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/norun.json"
 expect bad-rank 1 "--rank: 'two' is not a rank (0, 1, ...) or 'all'" -- \

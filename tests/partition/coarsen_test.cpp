@@ -223,16 +223,26 @@ TEST(Coarsen, SmallNetworkExactGroups) {
     EXPECT_FALSE(c.summary.empty());
 }
 
-TEST(Coarsen, DisabledGivesOneGroupEach) {
+// Without coarsening every node is its own group, and so is every tensor but
+// an optimizer output, which must share the layout of the tensor it replaces.
+TEST(Coarsen, DisabledGivesOneGroupEachButUpdatesKeepTheirTensors) {
     Graph g = small_training_graph();
     Coarsening c = coarsen(g, false);
     ASSERT_EQ(static_cast<int>(c.tensor_group.size()), g.num_tensors());
     ASSERT_EQ(static_cast<int>(c.op_group.size()), g.num_nodes());
-    for (TensorId t = 0; t < g.num_tensors(); t++) EXPECT_EQ(c.tensor_group[t], t);
+    int updated = 0;
+    for (TensorId a = 0; a < g.num_tensors(); a++) {
+        updated += g.tensor(a).updates != kNoTensor;
+        for (TensorId b = a + 1; b < g.num_tensors(); b++)
+            EXPECT_EQ(c.tensor_group[a] == c.tensor_group[b], g.tensor(a).updates == b || g.tensor(b).updates == a)
+                << g.tensor(a).name << " and " << g.tensor(b).name;
+    }
+    ASSERT_GT(updated, 0);
     for (NodeId n = 0; n < g.num_nodes(); n++) EXPECT_EQ(c.op_group[n], n);
-    EXPECT_EQ(c.num_tensor_groups, g.num_tensors());
+    EXPECT_EQ(c.num_tensor_groups, g.num_tensors() - updated);
     EXPECT_EQ(c.num_op_groups, g.num_nodes());
-    EXPECT_TRUE(c.summary.empty());
+    EXPECT_EQ(c.summary, std::vector<std::string>{std::to_string(updated) +
+                                                  " updated tensors tied to the layout of the tensor they replace"});
 }
 
 TEST(Coarsen, Deterministic) {

@@ -454,6 +454,50 @@ TEST(PartitionErrors, UnevenDimensionsSplitAndShortOnesAreReplicatedWithAReason)
     }
 }
 
+std::string layouts_str(const std::vector<Layout> &levels) {
+    std::string s;
+    for (const Layout &l : levels) s += l.str() + " ";
+    return s;
+}
+
+// An optimizer output replaces its tensor in place, so the two must have one
+// layout at every level: for every zoo model, every strategy, both optimizers,
+// and with coarsening off (where it once did not hold) as well as on.
+TEST(PartitionPlans, EveryUpdateHasItsTensorsLayoutAtEveryLevel) {
+    const std::vector<std::string> specs = {
+        "mlp:layers=3,hidden=8,input=6,classes=3",
+        "cnn:convs=2,channels=4,hidden=8",
+        "wresnet:depth=18,base=4,image=16",
+        "lstm:layers=1,hidden=8,seq=3,vocab=7",
+        "transformer:layers=1,d_model=8,heads=2,seq=4,vocab=9",
+    };
+    const std::vector<PartitionStrategy> strategies = {PartitionStrategy::Tofu, PartitionStrategy::DataParallel,
+                                                       PartitionStrategy::Owt, PartitionStrategy::EqualChop};
+    for (const std::string &spec : specs)
+        for (auto kind : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam}) {
+            Model m = build_model(spec, 4);
+            OptimizerConfig cfg;
+            cfg.kind = kind;
+            make_training_graph(m.graph, m.loss, cfg);
+            for (PartitionStrategy strategy : strategies)
+                for (bool coarsen : {true, false}) {
+                    SCOPED_TRACE(spec + " " + optimizer_name(kind) + " " + partition_strategy_name(strategy) +
+                                 (coarsen ? "" : " --no-coarsen"));
+                    const Plan p = partition(m.graph, flat_machine(4), {.strategy = strategy, .coarsen = coarsen});
+                    ASSERT_EQ(p.cuts.size(), 2u);
+                    int updates = 0;
+                    for (TensorId t = 0; t < m.graph.num_tensors(); t++) {
+                        const TensorId old = m.graph.tensor(t).updates;
+                        if (old == kNoTensor) continue;
+                        updates++;
+                        EXPECT_EQ(layouts_str(p.tensors[t].layout), layouts_str(p.tensors[old].layout))
+                            << p.tensors[t].tensor << " and " << p.tensors[old].tensor;
+                    }
+                    EXPECT_GT(updates, 0);
+                }
+        }
+}
+
 TEST(PartitionErrors, BadStrategyAndCuts) {
     test::expect_error([] { partition_strategy_from_name("zero"); }, "unknown partition strategy 'zero'");
     Graph g;

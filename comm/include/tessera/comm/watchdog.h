@@ -23,6 +23,17 @@
 
 namespace tessera {
 
+// `seconds` after `now`, saturating: a timeout beyond the clock's range
+// (--comm-timeout 1e10 is more nanoseconds than an int64 holds) is a deadline
+// that never comes, not one that has already passed.
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::steady_clock::time_point now,
+                                                            double seconds) {
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::duration<double> left = Clock::time_point::max() - now;
+    if (!(seconds < left.count())) return Clock::time_point::max();
+    return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
 // What one poll of an operation in flight saw.
 struct WatchPoll {
     bool started = false;  // the stream has reached the operation

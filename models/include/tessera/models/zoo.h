@@ -41,6 +41,13 @@ ModelSpec parse_model_spec(const std::string &text);
 // The canonical text of a spec ("mlp:hidden=512,layers=2"); parses back to `spec`.
 std::string model_spec_str(const ModelSpec &spec);
 
+// The spec with every parameter the model uses, defaults (and rules such as
+// d_ff=4*d_model) filled in: "mlp:hidden=16" and "mlp:layers=3,hidden=16"
+// both give "mlp:classes=10,hidden=16,input=784,layers=3". Two specs build the
+// same model exactly when their canonical specs are equal. Throws
+// tessera::Error as build_model does.
+std::string canonical_model_spec(const std::string &spec);
+
 struct Model {
     Graph graph;
     TensorId input = kNoTensor, labels = kNoTensor, logits = kNoTensor, loss = kNoTensor;

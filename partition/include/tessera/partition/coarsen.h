@@ -31,7 +31,10 @@ struct Coarsening {
     std::vector<std::string> summary;
 };
 
-// With `enabled` false every tensor and node is its own group.
+// With `enabled` false every node is its own group, and so is every tensor
+// but an optimizer's output, which always shares the group (the layout) of the
+// tensor it replaces in place (TensorInfo::updates): that is what running the
+// update needs, not a simplification.
 Coarsening coarsen(const Graph &g, bool enabled = true);
 
 // The RNN timestep key of a node name: "lstm0.t3.gates" -> "lstm0.t*.gates";
