@@ -4,7 +4,8 @@
 //
 // Exit codes: 0 success, 1 a user error (bad flag value, missing data, a budget
 // too small, a corrupt checkpoint), 2 a usage error (unknown flag), 3 an
-// internal error (a bug: please report it).
+// internal error (a bug: please report it), 128 + the signal when SIGTERM or
+// SIGINT stopped it at a step boundary with a checkpoint (stop_request.h).
 #include <iostream>
 #include <optional>
 
@@ -19,6 +20,7 @@
 #include "environment.h"
 #include "partition_flags.h"
 #include "rank_agreement.h"
+#include "stop_request.h"
 #include "train_loop.h"
 
 namespace {
@@ -195,10 +197,17 @@ int main(int argc, char **argv) {
             tessera::agree_across_ranks(*job.comm, "arguments", tessera::run_arguments(o),
                                         "start every rank with the same arguments");
         o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
+        tessera::install_stop_handlers();
         tessera::run_training(o);
         tessera::flush_stdout();
         leave_job(job);
         return finish(0, job);
+    } catch (const tessera::StopRequested &stop) {
+        // Every rank stopped at the same step: the job ends together, without an abort.
+        std::cout << std::flush;
+        if (!job.comm || job.comm->rank() == 0) std::cerr << "tessera-train: " << stop.message() << "\n" << std::flush;
+        leave_job(job);
+        return finish(0, job) + 128 + stop.signal;
     } catch (const tessera::Error &e) {
         std::cerr << job.who << ": error: " << e.what() << "\n" << std::flush;
         return finish(1, job);

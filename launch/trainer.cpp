@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "stop_request.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
 #include "tessera/models/zoo.h"
@@ -235,7 +236,10 @@ public:
     TrainResult run() {
         const int64_t start = initialise();
         const auto started = Clock::now();
-        for (int64_t step = start; step < total_; step++) run_step(step, start, started);
+        for (int64_t step = start; step < total_; step++) {
+            run_step(step, start, started);
+            if (step + 1 < total_) stop_if_asked(step + 1);
+        }
         progress_.finish();
         if (o_.eval && total_ > start) maybe_evaluate((total_ + per_epoch_ - 1) / per_epoch_);
         save(total_);
@@ -379,8 +383,20 @@ private:
     }
 
     void save(int64_t step) {
-        if (o_.checkpoint_dir.empty()) return;
+        if (o_.checkpoint_dir.empty() || step == saved_at_) return;
         save_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store, step);
+        saved_at_ = step;
+    }
+
+    // A stop signal on any rank (stop_request.h): every rank checkpoints the
+    // `done` steps and stops. Without a communicator's agreement, ranks could
+    // stop at different steps and leave the others in a collective.
+    void stop_if_asked(int64_t done) {
+        const int sig = agreed_stop_signal(run_.sharded() ? o_.comm : nullptr);
+        if (sig == 0) return;
+        progress_.finish();
+        save(done);
+        throw StopRequested{sig, done, total_, o_.checkpoint_dir.empty() ? "" : checkpoint_path(o_.checkpoint_dir)};
     }
 
     void print_summary(double wall) {
@@ -398,6 +414,7 @@ private:
     }
 
     const TrainSession &s_;
+    int64_t saved_at_ = -1;  // the step of the last checkpoint this run wrote
     const TrainOptions &o_;
     const RunPlan &run_;
     const Model &m_;
