@@ -31,7 +31,10 @@ provided='^(libcuda|libcudart|libcublas|libcublasLt|libc|libm|libdl|librt|libpth
 for b in "${bins[@]}"; do
   [ -x "$BUILD/$b" ] || { echo "gpu_bundle: $BUILD/$b is missing; build first (scripts/build.sh)" >&2; exit 1; }
 done
-ldd "$BUILD/${bins[0]}" | grep -q libcublas ||
+# ldd's whole output first: `ldd | grep -q` under pipefail fails at random when
+# grep stops reading early and ldd dies of SIGPIPE.
+deps="$(ldd "$BUILD/${bins[0]}")"
+grep -q libcublas <<<"$deps" ||
   { echo "gpu_bundle: $BUILD was built without CUDA (configure with TESSERA_CUDA=ON)" >&2; exit 1; }
 target="$(sed -n 's/^TESSERA_HALIDE_TARGET:[A-Z]*=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)"
 if [ "${target##*,}" = host ]; then
