@@ -12,4 +12,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   googletest libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libfmt-dev \
   libopenblas-dev zlib1g-dev \
-  dataset-fashion-mnist graphviz python3 chromium >/dev/null
+  dataset-fashion-mnist graphviz python3 chromium \
+  clang libclang-rt-14-dev >/dev/null
