@@ -68,11 +68,13 @@ int rank_named(const std::string &line) {
     return std::atoi(line.c_str() + at + 7);
 }
 
-// "tessera-train: rank 1: error: budget ..." -> "budget ...".
+// "tessera-train: rank 1: error: budget ..." -> "budget ...". Ranks and
+// mpirun share one output file, so mpirun's abort banner ("-----...") may
+// follow a rank's message on the same line: it is cut off.
 std::string message_after_error(const std::string &line) {
     size_t at = line.find("error:") + 6;
     while (at < line.size() && line[at] == ' ') at++;
-    return line.substr(at);
+    return line.substr(at, line.find("-----", at) - at);
 }
 
 // Why a run failed, in one line: tessera-train's message (what follows
