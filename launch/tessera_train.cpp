@@ -135,6 +135,47 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
 
 }  // namespace
 
+// Joins the job, agrees with the other ranks, trains, and ends the process
+// the right way for how the run ended (exit codes above).
+int train_in_job(tessera::TrainOptions o, int *argc, char ***argv, const std::string &optimizer,
+                 std::optional<double> lr, double comm_timeout, int threads) {
+    Job job;
+    try {
+        join(job, argc, argv, comm_timeout);
+        o.comm = job.comm.get();
+        o.optimizer.kind = tessera::optimizer_from_name(optimizer);
+        o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
+        // Before any other exchange: ranks started with different arguments must not meet in a collective.
+        if (job.world > 1)
+            tessera::agree_across_ranks(*job.comm, "arguments", tessera::run_arguments(o),
+                                        "start every rank with the same arguments");
+        o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
+        tessera::install_stop_handlers();
+        tessera::run_training(o);
+        tessera::flush_stdout();
+        leave_job(job);
+        return finish(0, job);
+    } catch (const tessera::StopRequested &stop) {
+        // Every rank stopped at the same step: the job ends together, without an abort.
+        std::cout << std::flush;
+        if (!job.comm || job.comm->rank() == 0) std::cerr << "tessera-train: " << stop.message() << "\n" << std::flush;
+        leave_job(job);
+        return finish(0, job) + 128 + stop.signal;
+    } catch (const tessera::Error &e) {
+        std::cerr << job.who << ": error: " << e.what() << "\n" << std::flush;
+        return finish(1, job);
+    } catch (const tessera::InternalError &e) {
+        std::cerr << job.who << ": internal error: " << e.what() << "\n" << std::flush;
+        return finish(3, job);
+    } catch (const std::bad_alloc &) {
+        std::cerr << job.who << ": out of host memory\n" << std::flush;
+        return finish(1, job);
+    } catch (const std::exception &e) {
+        std::cerr << job.who << ": internal error: " << e.what() << "\n" << std::flush;
+        return finish(3, job);
+    }
+}
+
 int main(int argc, char **argv) {
     tessera::TrainOptions o;
     CLI::App app{"tessera-train: train a model on one device (the CPU backend), or under mpirun -np N (or srun) on N "
@@ -185,40 +226,6 @@ int main(int argc, char **argv) {
         std::cout << tessera::environment_report(threads) << std::flush;
         return 0;
     }
-    Job job;
-    try {
-        join(job, &argc, &argv, comm_timeout);
-        o.comm = job.comm.get();
-        o.eval = !no_eval;
-        o.optimizer.kind = tessera::optimizer_from_name(optimizer);
-        o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
-        // Before any other exchange: ranks started with different arguments must not meet in a collective.
-        if (job.world > 1)
-            tessera::agree_across_ranks(*job.comm, "arguments", tessera::run_arguments(o),
-                                        "start every rank with the same arguments");
-        o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
-        tessera::install_stop_handlers();
-        tessera::run_training(o);
-        tessera::flush_stdout();
-        leave_job(job);
-        return finish(0, job);
-    } catch (const tessera::StopRequested &stop) {
-        // Every rank stopped at the same step: the job ends together, without an abort.
-        std::cout << std::flush;
-        if (!job.comm || job.comm->rank() == 0) std::cerr << "tessera-train: " << stop.message() << "\n" << std::flush;
-        leave_job(job);
-        return finish(0, job) + 128 + stop.signal;
-    } catch (const tessera::Error &e) {
-        std::cerr << job.who << ": error: " << e.what() << "\n" << std::flush;
-        return finish(1, job);
-    } catch (const tessera::InternalError &e) {
-        std::cerr << job.who << ": internal error: " << e.what() << "\n" << std::flush;
-        return finish(3, job);
-    } catch (const std::bad_alloc &) {
-        std::cerr << job.who << ": out of host memory\n" << std::flush;
-        return finish(1, job);
-    } catch (const std::exception &e) {
-        std::cerr << job.who << ": internal error: " << e.what() << "\n" << std::flush;
-        return finish(3, job);
-    }
+    o.eval = !no_eval;
+    return train_in_job(o, &argc, &argv, optimizer, lr, comm_timeout, threads);
 }

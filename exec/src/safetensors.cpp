@@ -301,31 +301,48 @@ const StTensor &StFile::get(const std::string &name, DType dtype, const Shape &s
     return t;
 }
 
-StFile read_safetensors(const std::string &path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    TESSERA_CHECK(fd >= 0, "cannot open safetensors file '", path, "': ", std::strerror(errno));
-    struct Closer {
-        int fd;
-        ~Closer() { ::close(fd); }
-    } closer{fd};
-    struct stat st {};
-    TESSERA_CHECK(::fstat(fd, &st) == 0 && S_ISREG(st.st_mode), where(path), "not a regular file");
-    const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-    auto read_at = [&](void *dst, uint64_t n, uint64_t at) {
+namespace {
+
+// A file opened for reading at offsets, closed when it goes.
+class PositionalFile {
+public:
+    explicit PositionalFile(const std::string &path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+        TESSERA_CHECK(fd_ >= 0, "cannot open safetensors file '", path, "': ", std::strerror(errno));
+        struct stat st {};
+        if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(fd_);
+            fail(where(path), "not a regular file");
+        }
+        size_ = static_cast<uint64_t>(st.st_size);
+    }
+    ~PositionalFile() { ::close(fd_); }
+    PositionalFile(const PositionalFile &) = delete;
+    PositionalFile &operator=(const PositionalFile &) = delete;
+    uint64_t size() const { return size_; }
+    void read(void *dst, uint64_t n, uint64_t at) const {
         char *p = static_cast<char *>(dst);
         while (n > 0) {
-            const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(at));
+            const ssize_t r = ::pread(fd_, p, n, static_cast<off_t>(at));
             if (r < 0 && errno == EINTR) continue;
-            TESSERA_CHECK(r > 0, where(path), "read failed at byte ", at, ": ",
+            TESSERA_CHECK(r > 0, where(path_), "read failed at byte ", at, ": ",
                           r == 0 ? "unexpected end of file" : std::strerror(errno));
             p += r, at += static_cast<uint64_t>(r), n -= static_cast<uint64_t>(r);
         }
-    };
+    }
 
+private:
+    std::string path_;
+    int fd_;
+    uint64_t size_ = 0;
+};
+
+// The JSON header's text: its 8-byte little-endian length, then the header.
+std::string read_header_text(const PositionalFile &f, const std::string &path) {
+    const uint64_t file_size = f.size();
     TESSERA_CHECK(file_size >= 8, where(path), "the file is ", file_size,
                   " bytes, too short for the 8-byte header length");
     uint8_t len[8];
-    read_at(len, 8, 0);
+    f.read(len, 8, 0);
     uint64_t header_len = 0;
     for (int i = 0; i < 8; i++) header_len |= uint64_t(len[i]) << (8 * i);
     TESSERA_CHECK(header_len <= file_size - 8, where(path), "the header length ", header_len,
@@ -334,11 +351,15 @@ StFile read_safetensors(const std::string &path) {
     TESSERA_CHECK(header_len <= kMaxHeaderBytes, where(path), "the header length ", header_len,
                   " exceeds the limit of ", kMaxHeaderBytes, " bytes");
     std::string header(header_len, '\0');
-    read_at(header.data(), header_len, 8);
+    f.read(header.data(), header_len, 8);
     TESSERA_CHECK(!header.empty() && header[0] == '{', where(path),
                   "the header does not start with '{'; the file is not safetensors");
+    return header;
+}
 
-    // nlohmann keeps the last of repeated keys; the callback notices them first.
+// The header as JSON, refusing repeated keys (nlohmann keeps the last of
+// them; the callback notices them first).
+nlohmann::json parse_header(const std::string &header, const std::string &path) {
     std::vector<std::set<std::string>> open_objects;
     std::string top_key, duplicate;
     auto watch = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json &parsed) {
@@ -357,26 +378,11 @@ StFile read_safetensors(const std::string &path) {
     const nlohmann::json doc = parse_json_input(header, where(path) + "the header", watch);
     TESSERA_CHECK(duplicate.empty(), where(path), "the header's ", duplicate);
     TESSERA_CHECK(doc.is_object(), where(path), "the header is not a JSON object");
+    return doc;
+}
 
-    StFile file;
-    file.path = path;
-    std::vector<Entry> entries;
-    for (const auto &[key, value] : doc.items()) {
-        if (key == "__metadata__") {
-            TESSERA_CHECK(value.is_object(), where(path), "__metadata__ must be an object of "
-                          "strings, got ", json_preview(value));
-            for (const auto &[mk, mv] : value.items()) {
-                TESSERA_CHECK(mv.is_string(), where(path), "__metadata__ entry '", mk,
-                              "' must be a string, got ", json_preview(mv));
-                file.metadata[mk] = mv.get<std::string>();
-            }
-            continue;
-        }
-        entries.push_back(parse_entry(path, key, value));
-    }
-
-    // The tensors must tile the data section exactly, as the reference reader demands.
-    const uint64_t data_size = file_size - 8 - header_len;
+// The tensors must tile the data section exactly, as the reference reader demands.
+void check_tiling(const std::vector<Entry> &entries, uint64_t data_size, const std::string &path) {
     for (const Entry &e : entries)
         TESSERA_CHECK(e.end <= data_size, where(path), "entry '", e.tensor.name, "' has data_offsets [",
                       e.begin, ", ", e.end, "] past the end of the data section (", data_size,
@@ -399,10 +405,34 @@ StFile read_safetensors(const std::string &path) {
     }
     TESSERA_CHECK(covered == data_size, where(path), "the data section has ", data_size,
                   " bytes but the tensors cover only ", covered);
+}
 
+}  // namespace
+
+StFile read_safetensors(const std::string &path) {
+    const PositionalFile f(path);
+    const std::string header = read_header_text(f, path);
+    const nlohmann::json doc = parse_header(header, path);
+    StFile file;
+    file.path = path;
+    std::vector<Entry> entries;
+    for (const auto &[key, value] : doc.items()) {
+        if (key == "__metadata__") {
+            TESSERA_CHECK(value.is_object(), where(path), "__metadata__ must be an object of "
+                          "strings, got ", json_preview(value));
+            for (const auto &[mk, mv] : value.items()) {
+                TESSERA_CHECK(mv.is_string(), where(path), "__metadata__ entry '", mk,
+                              "' must be a string, got ", json_preview(mv));
+                file.metadata[mk] = mv.get<std::string>();
+            }
+            continue;
+        }
+        entries.push_back(parse_entry(path, key, value));
+    }
+    check_tiling(entries, f.size() - 8 - header.size(), path);
     for (Entry &e : entries) {
         e.tensor.data.resize(e.end - e.begin);
-        if (!e.tensor.data.empty()) read_at(e.tensor.data.data(), e.end - e.begin, 8 + header_len + e.begin);
+        if (!e.tensor.data.empty()) f.read(e.tensor.data.data(), e.end - e.begin, 8 + header.size() + e.begin);
         file.tensors.push_back(std::move(e.tensor));
     }
     std::sort(file.tensors.begin(), file.tensors.end(),

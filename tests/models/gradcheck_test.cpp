@@ -214,6 +214,50 @@ std::string describe(const Comparison &c) {
     return os.str();
 }
 
+// A parameter whose gradient must vanish: both the gradient (`scaled_rms`,
+// its RMS times the parameter's scale) and the loss's response along a random
+// direction.
+void expect_zero_gradient(const Problem &p, TensorId t, const std::vector<float> &theta, double scaled_rms,
+                          double noise, double s, std::normal_distribution<double> &normal, std::mt19937 &rng) {
+    const std::string &name = p.model.graph.tensor(t).name;
+    EXPECT_LT(scaled_rms, 1e-6) << name << " should have a zero gradient";
+    std::vector<double> dir(theta.size());
+    for (double &d : dir) d = s * normal(rng);
+    double fd = (loss_moved(p, t, theta, dir, 1e-2) - loss_moved(p, t, theta, dir, -1e-2)) / 2e-2;
+    EXPECT_LT(std::abs(fd), noise / 1e-2) << name << ": the loss moves along a zero gradient";
+}
+
+// Single entries to check: the largest, and up to count - 1 random ones among
+// those that are at least a tenth of it and resolvable.
+std::vector<size_t> entries_to_check(const std::vector<float> &grad, size_t largest, double s, double noise,
+                                     int count, std::mt19937 &rng) {
+    std::vector<size_t> candidates;
+    for (size_t k = 0; k < grad.size(); k++)
+        if (k != largest && std::abs(grad[k]) >= 0.1 * std::abs(grad[largest]) &&
+            resolvable(grad[k] * s, noise, kEntryStep))
+            candidates.push_back(k);
+    std::vector<size_t> entries;
+    if (resolvable(grad[largest] * s, noise, kEntryStep)) entries.push_back(largest);
+    for (int r = 1; r < count && !candidates.empty(); r++) {
+        size_t pick = std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng);
+        entries.push_back(candidates[pick]);
+        candidates.erase(candidates.begin() + pick);
+    }
+    return entries;
+}
+
+// Every comparison within tolerance, or (min_passing < 1) at least that
+// share of them, the others listed.
+void expect_passing(const std::vector<std::string> &failures, int comparisons, double min_passing) {
+    const double passing = 1.0 - double(failures.size()) / comparisons;
+    if (min_passing >= 1.0) {
+        for (const std::string &f : failures) ADD_FAILURE() << f;
+    } else {
+        EXPECT_GE(passing, min_passing) << failures.size() << " of " << comparisons << " comparisons are off";
+        for (const std::string &f : failures) std::printf("    off: %s\n", f.c_str());
+    }
+}
+
 void check_model(const Case &c) {
     SCOPED_TRACE(c.spec);
     Problem p = make_problem(c.spec, c.batch, 1234, c.adjust);
@@ -246,13 +290,8 @@ void check_model(const Case &c) {
         const double rms = std::sqrt(sq / grad.size());
 
         if (!c.zero_gradient.empty() && std::regex_search(name, std::regex(c.zero_gradient))) {
-            // Both the gradient and the loss's response must vanish.
             zero++;
-            EXPECT_LT(rms * s, 1e-6) << name << " should have a zero gradient";
-            std::vector<double> dir(grad.size());
-            for (double &d : dir) d = s * normal(rng);
-            double fd = (loss_moved(p, t, theta, dir, 1e-2) - loss_moved(p, t, theta, dir, -1e-2)) / 2e-2;
-            EXPECT_LT(std::abs(fd), noise / 1e-2) << name << ": the loss moves along a zero gradient";
+            expect_zero_gradient(p, t, theta, rms * s, noise, s, normal, rng);
             continue;
         }
         if (!(rms > 0)) {
@@ -287,24 +326,10 @@ void check_model(const Case &c) {
         what << name << ": directional derivative " << analytic;
         expect_close(d, what.str());
 
-        // Single entries: the largest, and two random ones among those that are
-        // at least a tenth of it and resolvable.
         size_t largest = 0;
         for (size_t k = 1; k < grad.size(); k++)
             if (std::abs(grad[k]) > std::abs(grad[largest])) largest = k;
-        std::vector<size_t> candidates;
-        for (size_t k = 0; k < grad.size(); k++)
-            if (k != largest && std::abs(grad[k]) >= 0.1 * std::abs(grad[largest]) &&
-                resolvable(grad[k] * s, noise, kEntryStep))
-                candidates.push_back(k);
-        std::vector<size_t> entries;
-        if (resolvable(grad[largest] * s, noise, kEntryStep)) entries.push_back(largest);
-        for (int r = 1; r < c.entries && !candidates.empty(); r++) {
-            size_t pick = std::uniform_int_distribution<size_t>(0, candidates.size() - 1)(rng);
-            entries.push_back(candidates[pick]);
-            candidates.erase(candidates.begin() + pick);
-        }
-        for (size_t k : entries) {
+        for (size_t k : entries_to_check(grad, largest, s, noise, c.entries, rng)) {
             std::vector<double> unit(grad.size(), 0.0);
             unit[k] = s;
             Comparison e = compare(p, i, theta, unit, grad[k] * s, noise, kEntryStep);
@@ -318,17 +343,11 @@ void check_model(const Case &c) {
     if (!c.zero_gradient.empty()) {
         EXPECT_GT(zero, 0) << "no parameter matches " << c.zero_gradient;
     }
-    const double passing = 1.0 - double(failures.size()) / comparisons;
     std::printf("  %-64s loss %.3f, %3zu tensors, %3d entries, %3d by path integral, %zu of %d off; worst "
                 "relative error %.1e (directions), %.1e (largest entries)\n",
                 c.spec.c_str(), loss, p.params.size(), entries_checked, path_integrals, failures.size(), comparisons,
                 worst_dir, worst_entry);
-    if (c.min_passing >= 1.0) {
-        for (const std::string &f : failures) ADD_FAILURE() << f;
-    } else {
-        EXPECT_GE(passing, c.min_passing) << failures.size() << " of " << comparisons << " comparisons are off";
-        for (const std::string &f : failures) std::printf("    off: %s\n", f.c_str());
-    }
+    expect_passing(failures, comparisons, c.min_passing);
 }
 
 // Values near a well-conditioned point of a residual network: the last batch
