@@ -6,6 +6,8 @@
 //                    node times profiled on the CPU device (or --roofline cpu)
 //                    and the host bandwidth measured. Exits 1 when advisor is
 //                    slower than lru or vdnn anywhere.
+//   --host-updates   off, auto (default) or all: which Adam updates the advisor
+//                    may run on the host (SwapOptions::host_updates)
 //   --planner-speed  a training graph of about 1000 operators: the GA once for
 //                    --long-s seconds (default 600) and once for --short-s
 //                    (default 30); the gap between them, and when the short
@@ -45,13 +47,15 @@ struct Args {
     double speed_ratio = 4;
     uint64_t seed = 1;
     std::vector<std::string> models;  // empty: all five
+    HostUpdates host_updates = HostUpdates::Auto;  // for the advisor
 };
 
 [[noreturn]] void usage(const std::string &msg) {
     std::cerr << "tessera-bench-swap: " << msg
               << "\nusage: tessera-bench-swap [--ratios] [--planner-speed] [--quick] [--roofline cpu|h100]\n"
                  "         [--limit-s S] [--long-s S] [--short-s S] [--speed-ratio R] [--seed N] "
-                 "[--models mlp,cnn,...]\n";
+                 "[--models mlp,cnn,...]\n"
+                 "         [--host-updates off|auto|all]\n";
     std::exit(2);
 }
 
@@ -79,6 +83,13 @@ Args parse_args(int argc, char **argv) {
         else if (f == "--limit-s") a.limit_s = number(f, value());
         else if (f == "--speed-ratio") a.speed_ratio = number(f, value());
         else if (f == "--seed") a.seed = static_cast<uint64_t>(number(f, value()));
+        else if (f == "--host-updates") {
+            try {
+                a.host_updates = host_updates_from_name(value());
+            } catch (const Error &e) {
+                usage(e.what());
+            }
+        }
         else if (f == "--models") {
             std::string list = value();
             for (size_t s = 0, c; s <= list.size(); s = c + 1) {
@@ -142,6 +153,7 @@ Graph training_graph(const std::string &spec, int64_t batch) {
 // from a roofline preset).
 struct Timing {
     std::vector<double> node_time_s;
+    std::vector<double> host_time_s;  // optimizer nodes on the host
     double h2d = 0, d2h = 0;
     double seconds = 0;  // spent measuring
 };
@@ -152,12 +164,17 @@ Timing measure(const Graph &g, const std::vector<NodeId> &order, int64_t footpri
     if (!a.roofline.empty()) {
         RooflineDevice dev = roofline_device(a.roofline);
         t.node_time_s = roofline_node_times(g, dev);
+        t.host_time_s = roofline_host_node_times(g, dev);
         t.h2d = t.d2h = dev.host_bytes_per_s;
     } else {
         CpuDevice device(footprint);
         ProfileOptions po;
         po.repeats = a.quick ? 1 : 3;
         t.node_time_s = profile_nodes(g, order, device, po);
+        // The CPU device's kernels are the host's: the same times.
+        t.host_time_s.assign(t.node_time_s.size(), 0.0);
+        for (NodeId n = 0; n < g.num_nodes(); ++n)
+            if (g.node(n).optimizer) t.host_time_s[n] = t.node_time_s[n];
         int64_t probe = std::min<int64_t>(footprint, 64 << 20);
         t.h2d = measure_copy_bandwidth(device, CopyDirection::HostToDevice, probe);
         t.d2h = measure_copy_bandwidth(device, CopyDirection::DeviceToHost, probe);
@@ -187,9 +204,10 @@ int run_ratios(const Args &a) {
         problem.node_time_s = t.node_time_s;
         problem.h2d_bytes_per_s = t.h2d;
         problem.d2h_bytes_per_s = t.d2h;
+        if (a.host_updates != HostUpdates::Off) problem.host_node_time_s = t.host_time_s;
         for (double ratio : ratios) {
             problem.budget = static_cast<int64_t>(static_cast<double>(footprint) / ratio);
-            int64_t need = min_swap_budget(problem);
+            int64_t need = min_swap_budget(problem, a.host_updates);
             if (need > problem.budget) {
                 rows.push_back(fmt::format("{:<12} {:>5.0f}x {:>11}  infeasible: one operator needs {}", c.name,
                                            ratio, format_bytes(problem.budget), format_bytes(need)));
@@ -198,6 +216,7 @@ int run_ratios(const Args &a) {
             }
             double times[4] = {0, 0, 0, 0};
             double search = 0;
+            int on_host = 0;
             const SwapPolicy policies[4] = {SwapPolicy::Ideal, SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor};
             for (int i = 0; i < 4; ++i) {
                 SwapOptions o;
@@ -205,26 +224,29 @@ int run_ratios(const Args &a) {
                 o.seed = a.seed;
                 o.time_limit_s = a.limit_s;
                 o.generations = 1000000;  // the time limit decides
+                o.host_updates = a.host_updates;
                 SwapPlan p = plan_swaps(problem, o);
                 times[i] = p.time_s;
-                if (policies[i] == SwapPolicy::Advisor) search = p.search_s;
+                if (policies[i] != SwapPolicy::Advisor) continue;
+                search = p.search_s;
+                for (const SwapStep &s : p.steps) on_host += s.kind == SwapStep::Kind::HostUpdate;
             }
             // A tolerance for rounding in the simulator's sums only.
             bool ok = times[3] <= times[1] * (1 + 1e-9) && times[3] <= times[2] * (1 + 1e-9);
             all_ok = all_ok && ok;
             rows.push_back(fmt::format("{:<12} {:>5.0f}x {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}% {:>6} {:>6} "
-                                       "{:>7.1f}",
+                                       "{:>7.1f} {:>7}",
                                        c.name, ratio, format_bytes(problem.budget), ms(times[0]), ms(times[1]),
                                        ms(times[2]), ms(times[3]), 100 * times[0] / times[3],
                                        times[3] <= times[1] * (1 + 1e-9) ? "yes" : "NO",
-                                       times[3] <= times[2] * (1 + 1e-9) ? "yes" : "NO", search));
+                                       times[3] <= times[2] * (1 + 1e-9) ? "yes" : "NO", search, on_host));
             std::cout << rows.back() << "\n" << std::flush;
         }
     }
     std::cout << "\n"
-              << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6} {:>6} {:>7}\n", "model",
-                             "ratio", "budget", "ideal", "lru", "vdnn", "advisor", "of ideal", "<=lru", "<=vdnn",
-                             "GA s");
+              << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6} {:>6} {:>7} {:>7}\n",
+                             "model", "ratio", "budget", "ideal", "lru", "vdnn", "advisor", "of ideal", "<=lru",
+                             "<=vdnn", "GA s", "on host");
     for (const std::string &r : rows) std::cout << r << "\n";
     std::cout << (all_ok ? "advisor is at least as fast as lru and vdnn everywhere\n"
                          : "FAIL: advisor is slower than a baseline (NO above)\n");

@@ -45,6 +45,16 @@ std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population,
                 ->capture_default_str()};
 }
 
+CLI::Option *add_host_updates_flag(CLI::App &app, std::string &value) {
+    return app
+        .add_option("--host-updates", value,
+                    "Optimizer updates of host-homed weights that the swap planner may run on the host (after "
+                    "ZeRO-Offload: the gradient goes to the host, the moments never cross the link): off, auto "
+                    "(the planner chooses each) or all")
+        ->check(CLI::IsMember({"off", "auto", "all"}))
+        ->capture_default_str();
+}
+
 void refuse_empty_values(const CLI::App &app) {
     for (const CLI::Option *opt : app.get_options()) {
         if (opt->get_type_size_max() == 0) continue;  // a flag: no value to be empty

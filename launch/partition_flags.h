@@ -30,6 +30,9 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
 std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations,
                                                  double &time_limit_s);
 
+// --host-updates off|auto|all (SwapSpec::host_updates by name) into `value`.
+CLI::Option *add_host_updates_flag(CLI::App &app, std::string &value);
+
 // Throws CLI::ValidationError (a usage error) naming the first option given
 // an empty value (--device-mem "", --compare ""): every option's empty value
 // would otherwise mean "not given" and be silently ignored. Call after parse.

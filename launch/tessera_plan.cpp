@@ -132,9 +132,10 @@ struct SwapRequest {
     bool compare = false;
     std::string device = "cpu";
     std::string host_bandwidth;  // empty: the roofline device's
+    std::string host_updates = "off";  // --host-updates, into options.host_updates
     int rank = 0;
     bool all_ranks = false;      // --rank all: the plan file holds every rank's swap plans
-    tessera::SwapOptions options;
+    tessera::SwapOptions options;  // options.host_updates: --host-updates
 };
 
 // The pipeline's spec for the plans below, as tessera-train would make it.
@@ -154,6 +155,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.swap.time_limit_s = s.options.time_limit_s;
     spec.swap.generations = s.options.generations;
     spec.swap.population = s.options.population;
+    spec.swap.host_updates = s.options.host_updates;
     return spec;
 }
 
@@ -232,6 +234,7 @@ void plan_swapping_with_pipeline(const SwapRequest &s, const tessera::RunSpec &b
     OpTimer roofline = [&r](const Graph &g, const std::vector<NodeId> &, int64_t) {
         OpTimes t;
         t.node_time_s = roofline_node_times(g, r.device);
+        t.host_node_time_s = roofline_host_node_times(g, r.device);
         t.h2d_bytes_per_s = t.d2h_bytes_per_s = r.host_bytes_per_s;
         return t;
     };
@@ -280,6 +283,7 @@ SwapResult plan_swapping(const SwapRequest &s, const tessera::RunSpec &base, con
     problem.graph = &r.graph;
     problem.order = default_order(r.graph);
     problem.node_time_s = roofline_node_times(r.graph, r.device);
+    if (s.options.host_updates != HostUpdates::Off) problem.host_node_time_s = roofline_host_node_times(r.graph, r.device);
     problem.budget = r.budget;
     problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = r.host_bytes_per_s;
     r.footprint = plan_memory(r.graph, problem.order).arena_bytes;
@@ -494,6 +498,7 @@ void add_swap_flags(CLI::App &app, PlanArgs &a) {
         a.swap_only.push_back(o);
     a.swap_only.push_back(
         app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str());
+    a.swap_only.push_back(tessera::add_host_updates_flag(app, swap.host_updates));
 }
 
 // Combinations CLI11 cannot express.
@@ -522,6 +527,7 @@ void check_usage(const PlanArgs &a) {
 void check_swap_values(PlanArgs &a) {
     SwapRequest &swap = a.swap;
     if (swap.policy.empty()) swap.policy = "advisor";
+    swap.options.host_updates = tessera::host_updates_from_name(swap.host_updates);
     if (swap.policy != "none") {
         try {
             tessera::swap_policy_from_name(swap.policy);

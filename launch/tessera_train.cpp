@@ -96,6 +96,7 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
         ->capture_default_str();
     tessera::add_swap_search_flags(app, o.swap_search.population, o.swap_search.generations,
                                    o.swap_search.time_limit_s);
+    tessera::add_host_updates_flag(app, o.host_updates);
 }
 
 // What the run writes: metrics, checkpoints, progress.

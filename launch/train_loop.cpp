@@ -92,6 +92,7 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     spec.swap.time_limit_s = o.swap_search.time_limit_s;
     spec.swap.generations = o.swap_search.generations;
     spec.swap.population = o.swap_search.population;
+    spec.swap.host_updates = host_updates_from_name(o.host_updates);
     if (root) spec.swap.progress = swap_progress(stderr_is_terminal());
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;
@@ -141,7 +142,9 @@ public:
             }
             auto t0 = Clock::now();
             OpTimes t;
+            po.skip_oversized_optimizer = true;  // the planner has checked the budget: those run on the host
             t.node_time_s = profile_nodes(g, order, device, po);
+            t.host_node_time_s = profile_host_nodes(g, order, po.repeats);
             const int64_t probe = std::min<int64_t>(device.arena_bytes() / 64 * 64, int64_t{64} << 20);
             t.h2d_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::HostToDevice, probe);
             t.d2h_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::DeviceToHost, probe);

@@ -45,6 +45,7 @@ struct TrainOptions {
     // planner), lru or vdnn (the baselines), none (fail instead), or auto
     // (advisor when the budget is too small, nothing otherwise).
     std::string swap = "auto";
+    std::string host_updates = "off";  // off | auto | all: optimizer updates the advisor may run on the host
     SwapSpec swap_search;  // --swap-population, --swap-generations, --swap-time-limit (its other fields unused)
     std::string metrics_path;
     std::string checkpoint_dir;

@@ -11,6 +11,7 @@
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
+#include "tessera/lang/kernels.h"
 #include "tessera/program/verify.h"
 #include "tessera/size.h"
 
@@ -208,10 +209,12 @@ void Executor::resolve_step(const Program &p, size_t i, const VerifiedInstructio
     const Node &node = graph_.node(in.node);
     step.call = &node.call;
     step.node = in.node;
+    // The verifier gives a host-stream operator's operands in the host area.
+    std::byte *base = in.stream == StreamKind::Host ? host_.data() : device_.arena();
     for (size_t k = 0; k < node.inputs.size(); k++)
-        step.inputs.push_back({device_.arena() + v.inputs[k], graph_.tensor(node.inputs[k]).type});
+        step.inputs.push_back({base + v.inputs[k], graph_.tensor(node.inputs[k]).type});
     for (size_t k = 0; k < node.outputs.size(); k++)
-        step.outputs.push_back({device_.arena() + v.outputs[k], graph_.tensor(node.outputs[k]).type});
+        step.outputs.push_back({base + v.outputs[k], graph_.tensor(node.outputs[k]).type});
     if (in.kind != Kind::Collective) return;
     step.on_device = !device_.host_can_address_arena() && device_comm_ != nullptr;
     const Communicator &comm = step.on_device ? *device_comm_ : *comm_;
@@ -337,7 +340,10 @@ void Executor::issue_compute(Prepared &prep, size_t i, bool on_stream) {
             }
             if (timing) step->started = std::chrono::steady_clock::now();
         });
-    device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
+    if (st.stream == StreamKind::Host)  // the CPU kernel over host memory, whatever the device
+        s.enqueue([step = &st] { run_op(*step->call, step->inputs, step->outputs); });
+    else
+        device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
     if (timing_)
         s.enqueue([step = &st, times = node_time_.data()] {
             times[step->node] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();

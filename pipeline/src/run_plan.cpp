@@ -46,6 +46,7 @@ SwapOptions swap_options(const SwapSpec &s) {
     o.time_limit_s = s.time_limit_s;
     o.generations = s.generations;
     o.population = s.population;
+    o.host_updates = s.host_updates;
     return o;
 }
 
@@ -61,12 +62,18 @@ SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget,
     problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = 1;
     // A budget that cannot work fails now, naming the operator, before the
     // operators are timed (profiling needs each one's working set in the arena).
-    if (min_swap_budget(problem) > budget) plan_swaps(problem);
+    if (spec.swap.host_updates != HostUpdates::Off) problem.host_node_time_s = problem.node_time_s;
+    if (min_swap_budget(problem, spec.swap.host_updates) > budget) plan_swaps(problem, swap_options(spec.swap));
     SwapPlans s;
     s.times = op_timer(g, run.order, budget);
     problem.node_time_s = s.times.node_time_s;
     problem.h2d_bytes_per_s = s.times.h2d_bytes_per_s;
     problem.d2h_bytes_per_s = s.times.d2h_bytes_per_s;
+    if (spec.swap.host_updates != HostUpdates::Off) {
+        TESSERA_CHECK(!s.times.host_node_time_s.empty(), "host-side updates need the optimizer's host times, "
+                                                         "which the operator timing did not give");
+        problem.host_node_time_s = s.times.host_node_time_s;
+    }
     SwapOptions o = swap_options(spec.swap);
     o.progress = spec.swap.progress;
     s.train = plan_swaps(problem, o);

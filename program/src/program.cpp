@@ -227,6 +227,8 @@ void check_program(const Graph &g, const Program &p) {
                           g.node(in.node).call.name, "' is ",
                           g.node(in.node).comm ? "a communication node, run as a collective"
                                                : "an operator, run as a compute instruction");
+            TESSERA_CHECK(in.stream != StreamKind::Host || in.kind == Kind::Compute, where(),
+                          ": only operators run on the host stream");
             TESSERA_CHECK(!computed[in.node], where(), ": the node is computed twice");
             computed[in.node] = true;
             const Node &node = g.node(in.node);
@@ -260,6 +262,7 @@ void check_program(const Graph &g, const Program &p) {
             break;
         case Kind::SwapOut:
         case Kind::SwapIn:
+            TESSERA_CHECK(in.stream != StreamKind::Host, where(), ": the host stream runs operators, not copies");
             TESSERA_CHECK(in.tensor >= 0 && in.tensor < g.num_tensors(), where(), ": tensor ", in.tensor,
                           " does not exist; the graph has ", g.num_tensors(), " tensors");
             TESSERA_CHECK(in.bytes >= 0 && in.host_offset >= 0, where(), ": bytes (", in.bytes,

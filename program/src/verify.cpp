@@ -30,6 +30,7 @@ struct Stay {
     int64_t offset = 0, bytes = 0;
     int born_at = -1;
     int last_touch = -1;
+    bool stale = false;                        // a host-side update has replaced the value
     Point writer;                              // the latest write
     std::array<Point, kNumStreams> touched{};  // per stream, the latest touch
 };
@@ -65,6 +66,8 @@ private:
     void check_slot(int i, TensorId t, int64_t offset, int64_t bytes, const char *what) const;
     void check_written(int i, int s, const Point &writer, TensorId r, const char *verb, const char *what) const;
     void compute(int i, int s);
+    void host_compute(int i, int s);
+    void check_fresh(int i, int k, const char *verb) const;
     int compute_output(int i, int s, TensorId t, const std::vector<TensorId> &in_roots);
     void swap_out(int i, int s);
     void swap_in(int i, int s);
@@ -126,7 +129,7 @@ void Replay::check_order() const {
 }
 
 int Replay::open_stay(TensorId r, int64_t offset, int64_t bytes, int born_at) {
-    stays_.push_back(Stay{r, offset, bytes, born_at, born_at, Point{}, {}});
+    stays_.push_back(Stay{r, offset, bytes, born_at, born_at, false, Point{}, {}});
     int k = static_cast<int>(stays_.size()) - 1;
     stay_of_[r] = k;
     if (bytes > 0) by_offset_[offset] = k;
@@ -226,6 +229,7 @@ void Replay::compute(int i, int s) {
         TESSERA_CHECK(k >= 0, where(i), " reads ", name(t), ", which is not in the arena: ",
                       host_homed(r) ? "it is host-homed and no swap-in brings it in before"
                                     : "it was written over, or never produced or swapped in, before");
+        check_fresh(i, k, "reads");
         check_written(i, s, stays_[k].writer, t, "reads", "");
         v.inputs.push_back(stays_[k].offset);
         v.touch_end = std::max(v.touch_end, stays_[k].offset + g_.tensor(t).type.bytes());
@@ -245,6 +249,52 @@ void Replay::compute(int i, int s) {
     for (int k : written) {
         touch(k, i, s);
         stays_[k].writer = here(i, s);
+    }
+}
+
+// A stay that a host-side update made stale holds an old value.
+void Replay::check_fresh(int i, int k, const char *verb) const {
+    const Stay &st = stays_[k];
+    TESSERA_CHECK(!st.stale, where(i), " ", verb, " the arena copy of ", name(st.root), ", which ",
+                  named(last_write_[st.root]), " has replaced in host memory; swap it in again first");
+}
+
+// An operator on the host stream: it reads and updates host regions. Each
+// must hold its operand's current value (swapped out, or host-homed and not
+// written since), and no swap may be using them meanwhile. What it writes
+// is in place (a host-side optimizer update), so the arena copy, if any, is
+// out of date from then on.
+void Replay::host_compute(int i, int s) {
+    const Node &node = g_.node(p_.instructions[i].node);
+    VerifiedInstruction &v = out_[i];
+    auto region = [&](TensorId t) {
+        TensorId r = storage_root(g_, t);
+        int64_t h = plan_.host_offset_of(r);
+        TESSERA_CHECK(h >= 0, where(i), " runs on the host but ", name(r),
+                      " has no host region in the memory plan (host_offset -1)");
+        return std::pair{r, h};
+    };
+    for (TensorId t : node.inputs) {
+        auto [r, h] = region(t);
+        TESSERA_CHECK(host_valid_[r], where(i), " reads the host copy of ", name(t),
+                      ", which does not hold its current value: swap it out first");
+        check_written(i, s, host_writer_[r], r, "reads", "the host copy of ");
+        v.inputs.push_back(h);
+    }
+    for (TensorId t : node.outputs) {
+        auto [r, h] = region(t);
+        TESSERA_CHECK(r != t, where(i), " runs on the host but writes ", name(t),
+                      ", which is not in place of a tensor; the host stream only updates tensors in place");
+        check_written(i, s, host_reader_[r], r, "overwrites", "the host copy of ");
+        if (stay_of_[r] >= 0) stays_[stay_of_[r]].stale = true;
+        v.outputs.push_back(h);
+    }
+    for (TensorId t : node.inputs) host_reader_[storage_root(g_, t)] = here(i, s);
+    for (TensorId t : node.outputs) {
+        TensorId r = storage_root(g_, t);
+        host_valid_[r] = 1;
+        host_writer_[r] = here(i, s);
+        last_write_[r] = i;
     }
 }
 
@@ -272,6 +322,7 @@ void Replay::swap_out(int i, int s) {
     TESSERA_CHECK(k >= 0, where(i), ": ", name(r), " is not in the arena, so there is nothing to swap out");
     TESSERA_CHECK(in.offset < 0 || in.offset == stays_[k].offset, where(i), ": expects ", name(r), " at arena offset ",
                   in.offset, " but it is at ", stays_[k].offset);
+    check_fresh(i, k, "copies");
     check_written(i, s, stays_[k].writer, r, "copies", "");
     check_written(i, s, host_reader_[r], r, "overwrites", "the host copy of ");
     VerifiedInstruction &v = out_[i];
@@ -328,6 +379,9 @@ std::vector<VerifiedInstruction> Replay::run() {
             for (int q = 0; q < kNumStreams; q++) seen_[s][q] = std::max(seen_[s][q], event_clock_[in.event][q]);
             break;
         case Kind::Compute:
+            if (in.stream == StreamKind::Host) host_compute(i, s);
+            else compute(i, s);
+            break;
         case Kind::Collective: compute(i, s); break;
         case Kind::SwapOut: swap_out(i, s); break;
         case Kind::SwapIn: swap_in(i, s); break;

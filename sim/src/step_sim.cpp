@@ -52,6 +52,7 @@ struct SimRank {
     const Graph *g = nullptr;
     const Program *p = nullptr;
     const std::vector<double> *node_s = nullptr;
+    const std::vector<double> *host_node_s = nullptr;  // empty: node_s
     const std::vector<double> *wait_s = nullptr;  // empty: no hand-offs
     std::array<SimStream, kNumStreams> streams;
     std::vector<int> record_of;   // per instruction: for a wait, the record it waits for
@@ -97,6 +98,9 @@ void check_inputs(const std::vector<RankProgram> &ranks, const StepSimOptions &o
             TESSERA_CHECK(rp.node_s[i] >= 0 && std::isfinite(rp.node_s[i]), "step simulator: rank ", r,
                           ": node '", rp.graph->node(i).call.name, "' has time ", rp.node_s[i],
                           " s; times must be finite and not negative");
+        TESSERA_CHECK(rp.host_node_s.empty() || rp.host_node_s.size() == rp.node_s.size(), "step simulator: rank ", r,
+                      " was given ", rp.host_node_s.size(), " host node times for ", rp.node_s.size(),
+                      " nodes (one per NodeId, or none)");
         const size_t n = rp.program->instructions.size();
         TESSERA_CHECK(rp.wait_s.empty() || rp.wait_s.size() == n, "step simulator: rank ", r, " was given ",
                       rp.wait_s.size(), " hand-off times, but its program has ", n, " instructions (one each, or none)");
@@ -113,7 +117,10 @@ double work_seconds(const Sim &sim, int r, int i) {
     const Instruction &in = rk.p->instructions[i];
     const double overhead = sim.opt.instruction_overhead_s;
     const double stretch = sim.stretch.empty() ? 1.0 : sim.stretch[r][i];
-    if (in.kind == Instruction::Kind::Compute) return ((*rk.node_s)[in.node] + overhead) * stretch;
+    if (in.kind == Instruction::Kind::Compute) {
+        const bool host = in.stream == StreamKind::Host && !rk.host_node_s->empty();
+        return ((host ? *rk.host_node_s : *rk.node_s)[in.node] + overhead) * stretch;
+    }
     const bool out = in.kind == Instruction::Kind::SwapOut;
     const double bw = out ? sim.opt.swap_out_bandwidth : sim.opt.swap_in_bandwidth;
     if (in.bytes == 0) return overhead;
@@ -128,6 +135,7 @@ SimRank make_rank(const RankProgram &rp) {
     rk.g = rp.graph;
     rk.p = rp.program;
     rk.node_s = &rp.node_s;
+    rk.host_node_s = &rp.host_node_s;
     rk.wait_s = &rp.wait_s;
     const size_t n = rp.program->instructions.size();
     rk.record_of.assign(n, -1);

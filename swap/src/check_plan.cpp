@@ -106,9 +106,9 @@ void check_pins(const PlanFacts &f) {
 std::string step_name(const PlanFacts &f, int i) {
     const SwapStep &s = f.plan.steps[i];
     std::string w = f.source + ": step " + std::to_string(i) + " (" + swap_step_kind_name(s.kind);
-    if (s.kind == SwapStep::Kind::Compute && s.node >= 0 && s.node < f.g.num_nodes())
-        w += " '" + f.g.node(s.node).call.name + "'";
-    if (s.kind != SwapStep::Kind::Compute && s.tensor >= 0 && s.tensor < f.g.num_tensors()) w += " " + f.name(s.tensor);
+    const bool runs = s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::HostUpdate;
+    if (runs && s.node >= 0 && s.node < f.g.num_nodes()) w += " '" + f.g.node(s.node).call.name + "'";
+    if (!runs && s.tensor >= 0 && s.tensor < f.g.num_tensors()) w += " " + f.name(s.tensor);
     return w + ")";
 }
 
@@ -126,8 +126,23 @@ void check_swap_step(const PlanFacts &f, int i) {
                       " is not a slot of a pool that holds ", f.bytes[r], " bytes");
 }
 
-// A compute step: its node is the next of the order, and what it produces
-// afresh goes to a slot.
+// A host update: an optimizer node, with a host time, whose operands are
+// all in host memory (none pinned). The verifier checks the rest.
+void check_host_update(const PlanFacts &f, int i) {
+    const SwapStep &s = f.plan.steps[i];
+    const Node &node = f.g.node(s.node);
+    TESSERA_CHECK(node.optimizer && !node.comm, step_name(f, i), ": only optimizer updates run on the host");
+    TESSERA_CHECK(static_cast<int>(f.plan.host_node_time_s.size()) == f.g.num_nodes(), step_name(f, i),
+                  ": the plan has no host time for it (host_node_time_s has ", f.plan.host_node_time_s.size(),
+                  " entries for ", f.g.num_nodes(), " nodes)");
+    for (const auto *list : {&node.inputs, &node.outputs})
+        for (TensorId t : *list)
+            TESSERA_CHECK(f.plan.pinned[f.root[t]] < 0, step_name(f, i), ": runs on the host but ",
+                          f.name(f.root[t]), " is pinned in the arena");
+}
+
+// A compute or host-update step: its node is the next of the order, and what
+// a compute step produces afresh goes to a slot.
 void check_compute_step(const PlanFacts &f, int i, size_t &next_compute) {
     const SwapStep &s = f.plan.steps[i];
     TESSERA_CHECK(s.node >= 0 && s.node < f.g.num_nodes(), step_name(f, i), ": node ", s.node,
@@ -135,6 +150,7 @@ void check_compute_step(const PlanFacts &f, int i, size_t &next_compute) {
     TESSERA_CHECK(next_compute < f.plan.order.size() && f.plan.order[next_compute] == s.node, step_name(f, i),
                   ": computes out of the plan's order (expected position ", next_compute, ")");
     next_compute++;
+    if (s.kind == SwapStep::Kind::HostUpdate) return check_host_update(f, i);
     for (TensorId t : f.g.node(s.node).outputs) {
         if (f.root[t] != t || f.plan.pinned[t] >= 0) continue;
         int64_t off = f.plan.produce_at[t];
@@ -155,7 +171,8 @@ void check_steps(const PlanFacts &f) {
     for (int i = 0; i < static_cast<int>(plan.steps.size()); i++) {
         for (int a : plan.steps[i].after)
             TESSERA_CHECK(a >= 0 && a < i, step_name(f, i), ": waits for step ", a, ", which is not an earlier step");
-        if (plan.steps[i].kind == SwapStep::Kind::Compute) check_compute_step(f, i, next_compute);
+        SwapStep::Kind k = plan.steps[i].kind;
+        if (k == SwapStep::Kind::Compute || k == SwapStep::Kind::HostUpdate) check_compute_step(f, i, next_compute);
         else check_swap_step(f, i);
     }
     TESSERA_CHECK(next_compute == plan.order.size(), f.source, ": the steps compute ", next_compute, " of the ",

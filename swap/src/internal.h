@@ -51,6 +51,15 @@ struct Prepared {
     const Graph *g = nullptr;
     std::vector<NodeId> order;          // as given
     std::vector<double> node_time;      // per NodeId
+    // Per NodeId: the node may run on the host (an optimizer node whose
+    // outputs all update persistent tensors in place, with a host time), and
+    // that time. host_nodes lists them in order.
+    std::vector<uint8_t> host_ok;
+    std::vector<double> host_time;
+    std::vector<NodeId> host_nodes;
+    // Per NodeId: runs on the host in every candidate (host updates "all", or
+    // a node whose operands cannot fit the budget on the device).
+    std::vector<uint8_t> host_fixed;
     int64_t budget = 0;
     double h2d = 0, d2h = 0;
     std::vector<Buffer> bufs;
@@ -74,15 +83,21 @@ struct Prepared {
 
 // Validates `problem` and builds the prepared form. Throws tessera::Error for
 // malformed inputs and, with check_budget, for a budget below some operator's
-// working set. Size classes are left to pick_classes().
-Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budget);
+// working set (not counting the nodes fixed on the host). Host updates need
+// the advisor and host times. Without check_budget (the least budget), every
+// node that may run on the host counts as fixed there. Size classes are left
+// to pick_classes().
+Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budget, HostUpdates host = HostUpdates::Off);
 
 // Chooses p.classes so that the smallest pools fit the budget; false when no
 // choice does. `smallest` gets the least budget any tried choice needs.
 bool pick_classes(Prepared &p, int64_t *smallest);
 
-// The largest working set (aligned bytes by storage root, plus the fixed
-// pinned bytes with homes_from) of one operator of the order; `worst` gets its node.
+// The working set of node n: aligned bytes by storage root, plus the fixed
+// pinned bytes with homes_from.
+int64_t working_set(const Prepared &p, NodeId n);
+// The largest working set of one operator of the order that runs on the
+// device (not host_fixed); `worst` gets its node.
 int64_t largest_working_set(const Prepared &p, NodeId *worst);
 
 // One candidate's memory layout.
@@ -90,6 +105,10 @@ struct Layout {
     std::vector<int64_t> pin;   // per buffer: arena offset when pinned, else -1
     int64_t pinned_bytes = 0;
     std::vector<int> slots;     // per class
+    // Per NodeId: run on the host (only where Prepared::host_ok); empty: none.
+    // The buffers such a node uses are never pinned.
+    std::vector<uint8_t> host;
+    bool on_host(NodeId n) const { return !host.empty() && host[n]; }
 };
 
 // The fewest slots per class that let every operator of the order run, given
@@ -97,12 +116,14 @@ struct Layout {
 // class c the slots of classes >= c must number at least the operator's
 // buffers of classes >= c (Hall's condition for nested choices), and the
 // fewest bytes take each slot as small as that allows.
-std::vector<int> min_slots(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin);
+// Nodes run on the host (`host`, per NodeId, may be null) need no slots.
+std::vector<int> min_slots(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin,
+                           const std::vector<uint8_t> *host = nullptr);
 // Bytes of pools of `slots`.
 int64_t pool_bytes(const Classes &c, const std::vector<int> &slots);
 
 // Pins persistent buffers in pin_rank order while the pinned bytes stay within
-// `cap` (or takes the fixed homes).
+// `cap` (or takes the fixed homes); never one that a node of layout.host uses.
 void choose_pins(const Prepared &p, int64_t cap, Layout &layout);
 // Fills layout.slots: each class its minimum, then the remaining pool bytes
 // split in proportion to `weights`, capped at the buffers a class can hold.
@@ -149,13 +170,17 @@ private:
     void dep(Schedule &out, int step);
     int swap_out(const Prepared &p, int b, Schedule &out);
     void swap_in(const Prepared &p, int b, int slot, int pos, SwapPolicy policy, Schedule &out);
+    void host_update(const Prepared &p, int pos, NodeId node, Schedule &out);
 
     // Per position of the order being scheduled.
     std::vector<int> compute_step_;
     // Per buffer.
     std::vector<int> use_pos_, use_ptr_, use_end_;
     std::vector<int> slot_of_, stamp_, touch_, last_use_pos_, last_write_pos_, last_write_step_;
-    std::vector<int> resid_swapin_, resid_swapout_, resid_last_compute_, last_swapout_step_, min_key_;
+    std::vector<int> resid_swapin_, resid_swapout_, resid_last_compute_, min_key_;
+    // The latest step that wrote the host copy (a swap-out or a host update)
+    // and the latest swap-in that read it.
+    std::vector<int> last_swapout_step_, last_swapin_step_;
     std::vector<int> first_bwd_, last_fwd_, placed_at_;
     std::vector<int> need_;  // buffers the current operator still needs placed
     std::vector<uint8_t> host_valid_, pinned_, offloaded_;

@@ -44,7 +44,7 @@ double nice_step(double range, int want) {
 void check_refs(const Graph &g, const SwapPlan &plan) {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
         const SwapStep &s = plan.steps[i];
-        if (s.kind == SwapStep::Kind::Compute)
+        if (s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::HostUpdate)
             TESSERA_CHECK(s.node >= 0 && s.node < g.num_nodes(), "swap plan step ", i, " computes node ", s.node,
                           " but the graph has ", g.num_nodes(), " nodes; was the plan made for another graph?");
         else
@@ -81,7 +81,7 @@ Curve resident_curve(const Graph &g, const SwapPlan &plan) {
                     TensorId r = storage_root(g, t);
                     if (!is_pinned(plan, r)) touches[r].push_back({s.start_s, s.end_s, false});
                 }
-        } else if (!is_pinned(plan, s.tensor)) {
+        } else if (s.kind != SwapStep::Kind::HostUpdate && !is_pinned(plan, s.tensor)) {
             touches[s.tensor].push_back({s.start_s, s.end_s, s.kind == SwapStep::Kind::SwapIn});
         }
     }
@@ -149,6 +149,8 @@ std::string step_label(const Graph &g, const SwapStep &s) {
         const Node &n = g.node(s.node);
         return n.call.name + (n.comm ? " (communication)" : std::string(" (") + op_name(n.call.kind) + ")");
     }
+    if (s.kind == SwapStep::Kind::HostUpdate)
+        return g.node(s.node).call.name + " (" + op_name(g.node(s.node).call.kind) + " on the host)";
     return std::string(swap_step_kind_name(s.kind)) + " " + g.tensor(s.tensor).name + ", " +
            bytes_str(static_cast<double>(s.bytes)) + ", slot at " + std::to_string(s.offset);
 }
@@ -211,18 +213,18 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
     if (plan.steps.empty() || total <= 0) return h + "<p>The plan has no steps to show.</p>\n</section>\n";
 
     const double unit = kWidth / total;  // SVG units per second
-    const double lanes_h = 3 * kLaneH;
+    const double lanes_h = 4 * kLaneH;
     const double mem_top = lanes_h + kAxisH + 16;
     const double height = mem_top + kMemH + kAxisH + 6;
     h += "<p class=\"legend\">Streams over one iteration:<span style=\"background:#4e79a7\"></span>forward"
-         "<span style=\"background:#f28e2b\"></span>backward<span style=\"background:#59a14f\"></span>optimizer"
+         "<span style=\"background:#f28e2b\"></span>backward<span style=\"background:#59a14f\"></span>optimizer (in the host lane: updated on the host)"
          "<span style=\"background:#9c755f\"></span>communication<span style=\"background:#e15759\"></span>swap-out"
          "<span style=\"background:#b07aa1\"></span>swap-in. Hover a box for its node or tensor.</p>\n";
     h += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
                      "viewBox=\"0 0 {:.0f} {:.0f}\">\n",
                      kLeft + kWidth + 20, height, kLeft + kWidth + 20, height);
-    const char *lane_names[] = {"compute", "swap-out", "swap-in"};
-    for (int l = 0; l < 3; ++l) {
+    const char *lane_names[] = {"compute", "swap-out", "swap-in", "host"};
+    for (int l = 0; l < 4; ++l) {
         double y = l * kLaneH;
         h += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"/>", kLeft, y,
                          kWidth, kLaneH, l % 2 ? "#f7f7f7" : "#fdfdfd");
@@ -230,10 +232,12 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
                          y + kLaneH / 2 + 4, lane_names[l]);
     }
     for (const SwapStep &s : plan.steps) {
-        int lane = s.kind == SwapStep::Kind::Compute ? 0 : s.kind == SwapStep::Kind::SwapOut ? 1 : 2;
-        const char *color = s.kind == SwapStep::Kind::Compute  ? compute_color(g.node(s.node))
-                            : s.kind == SwapStep::Kind::SwapOut ? "#e15759"
-                                                                : "#b07aa1";
+        // Lanes follow the step kinds: compute, swap-out, swap-in, host.
+        int lane = static_cast<int>(s.kind);
+        const char *color = s.kind == SwapStep::Kind::Compute      ? compute_color(g.node(s.node))
+                            : s.kind == SwapStep::Kind::SwapOut    ? "#e15759"
+                            : s.kind == SwapStep::Kind::HostUpdate ? "#59a14f"
+                                                                   : "#b07aa1";
         // Every step stays visible, however short: at least a hairline.
         double w = std::max(0.6, (s.end_s - s.start_s) * unit);
         h += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\">"

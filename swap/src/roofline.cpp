@@ -81,8 +81,9 @@ double per_element_flops(OpKind k) {
 }  // namespace
 
 RooflineDevice roofline_device(const std::string &name) {
-    if (name == "cpu") return {"cpu", kCpuFlops, kCpuBytes, kCpuLaunch, kCpuLink, kCpuHost};
-    if (name == "h100") return {"h100", 60e12, 3.35e12, 5e-6, 450e9, 25e9};
+    // On the CPU device the host is the device: the same rates.
+    if (name == "cpu") return {"cpu", kCpuFlops, kCpuBytes, kCpuLaunch, kCpuLink, kCpuHost, kCpuBytes, kCpuFlops, kCpuLaunch};
+    if (name == "h100") return {"h100", 60e12, 3.35e12, 5e-6, 450e9, 25e9, 50e9, 1e12, 5e-6};
     std::string valid;
     for (const std::string &n : roofline_device_names()) valid += (valid.empty() ? "" : ", ") + n;
     fail("unknown roofline device '", name, "'; valid: ", valid);
@@ -172,6 +173,21 @@ std::vector<double> roofline_node_times(const Graph &g, const RooflineDevice &de
         }
         times[static_cast<size_t>(n)] =
             std::max(node_flops(g, n) / dev.flops_per_s, node_bytes(g, n) / dev.bytes_per_s) + dev.launch_s;
+    }
+    return times;
+}
+
+std::vector<double> roofline_host_node_times(const Graph &g, const RooflineDevice &dev) {
+    TESSERA_CHECK(dev.host_flops_per_s > 0 && dev.host_mem_bytes_per_s > 0 && dev.host_launch_s >= 0,
+                  "roofline device '", dev.name, "' needs positive host_flops_per_s and host_mem_bytes_per_s (got ",
+                  dev.host_flops_per_s, " and ", dev.host_mem_bytes_per_s, ") and host_launch_s >= 0 (got ",
+                  dev.host_launch_s, ")");
+    std::vector<double> times(static_cast<size_t>(g.num_nodes()), 0.0);
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+        if (!g.node(n).optimizer || g.node(n).comm) continue;
+        times[static_cast<size_t>(n)] = std::max(node_flops(g, n) / dev.host_flops_per_s,
+                                                 node_bytes(g, n) / dev.host_mem_bytes_per_s) +
+                                        dev.host_launch_s;
     }
     return times;
 }

@@ -20,6 +20,10 @@
 //   * A buffer is freed after its last use in the step; host-homed persistent
 //     buffers that the step wrote are swapped out first, so that every
 //     host-homed buffer ends the step in host memory, up to date.
+//   * An optimizer node the layout puts on the host takes no slot: a dirty
+//     operand (its gradient) is swapped out, the host-update step waits for
+//     that and for the swap-ins still reading the regions it overwrites, and
+//     the arena copy of what it updates is freed without a swap-out.
 // Keys make the issue order consistent by construction: every dependency has
 // a smaller key, or the same key and an earlier generation.
 #include <algorithm>
@@ -165,6 +169,34 @@ static void build_buffers(Prepared &p) {
     });
 }
 
+// The optimizer nodes that may run on the host: every output updates a
+// persistent tensor in place, and the problem gives a host time.
+static void find_host_nodes(const SwapProblem &pr, bool allowed, Prepared &p) {
+    const Graph &g = *p.g;
+    p.host_ok.assign(g.num_nodes(), 0);
+    p.host_fixed.assign(g.num_nodes(), 0);
+    p.host_time.assign(g.num_nodes(), 0.0);
+    p.host_nodes.clear();
+    if (pr.host_node_time_s.empty() || !allowed) return;
+    TESSERA_CHECK(static_cast<int>(pr.host_node_time_s.size()) == g.num_nodes(), "swap problem: host_node_time_s has ",
+                  pr.host_node_time_s.size(), " entries but the graph has ", g.num_nodes(),
+                  " nodes; give one host time per NodeId, or none");
+    std::vector<bool> persist = persistent_tensors(g);
+    for (NodeId n : p.order) {
+        const Node &node = g.node(n);
+        double t = pr.host_node_time_s[n];
+        if (!node.optimizer || node.comm) continue;
+        TESSERA_CHECK(std::isfinite(t) && t >= 0, "swap problem: node '", node.call.name, "' has host time ", t,
+                      " s; times must be finite and non-negative");
+        bool in_place = true;
+        for (TensorId o : node.outputs) in_place = in_place && storage_root(g, o) != o && persist[storage_root(g, o)];
+        if (!in_place) continue;
+        p.host_ok[n] = 1;
+        p.host_time[n] = t;
+        p.host_nodes.push_back(n);
+    }
+}
+
 static void build_preds(Prepared &p) {
     int n = static_cast<int>(p.order.size());
     std::vector<std::vector<int>> preds(n);
@@ -222,14 +254,20 @@ static void take_homes(const SwapProblem &pr, Prepared &p) {
     }
 }
 
+int64_t working_set(const Prepared &p, NodeId n) {
+    int64_t ws = p.fixed_homes ? p.fixed_pinned_bytes : 0;
+    for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
+        int b = p.uses[k].buf;
+        if (!p.fixed_homes || p.fixed_pin[b] < 0) ws += p.bufs[b].bytes;
+    }
+    return ws;
+}
+
 int64_t largest_working_set(const Prepared &p, NodeId *worst) {
     int64_t best = -1;
     for (NodeId n : p.order) {
-        int64_t ws = p.fixed_homes ? p.fixed_pinned_bytes : 0;
-        for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
-            int b = p.uses[k].buf;
-            if (!p.fixed_homes || p.fixed_pin[b] < 0) ws += p.bufs[b].bytes;
-        }
+        if (p.host_fixed[n]) continue;
+        int64_t ws = working_set(p, n);
         if (ws > best) {
             best = ws;
             if (worst) *worst = n;
@@ -264,10 +302,12 @@ Classes make_classes(const Prepared &p, double tolerance, int max_classes) {
     return c;
 }
 
-std::vector<int> min_slots(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin) {
+std::vector<int> min_slots(const Prepared &p, const Classes &c, const std::vector<int64_t> &pin,
+                           const std::vector<uint8_t> *host) {
     int nc = static_cast<int>(c.bytes.size());
     std::vector<int> need_at_least(nc + 1, 0), count(nc, 0);
     for (NodeId n : p.order) {
+        if (host && !host->empty() && (*host)[n]) continue;
         for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
             int b = p.uses[k].buf;
             if (pin[b] < 0 && c.of_buf[b] >= 0) count[c.of_buf[b]]++;
@@ -306,9 +346,13 @@ void choose_pins(const Prepared &p, int64_t cap, Layout &layout) {
         layout.pinned_bytes = p.fixed_pinned_bytes;
         return;
     }
+    std::vector<uint8_t> used_on_host(p.bufs.size(), 0);
+    for (NodeId n : p.host_nodes)
+        if (layout.on_host(n))
+            for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) used_on_host[p.uses[k].buf] = 1;
     int64_t used = 0;
     for (int b : p.pin_rank) {
-        if (used + p.bufs[b].bytes > cap) continue;
+        if (used + p.bufs[b].bytes > cap || used_on_host[b]) continue;
         layout.pin[b] = used;
         used += p.bufs[b].bytes;
     }
@@ -324,7 +368,7 @@ std::vector<double> demand_weights(const Prepared &p, const Classes &c, const st
 
 void split_pools(const Prepared &p, const Classes &c, const std::vector<double> &weights, Layout &layout) {
     int nc = static_cast<int>(c.bytes.size());
-    layout.slots = min_slots(p, c, layout.pin);
+    layout.slots = min_slots(p, c, layout.pin, &layout.host);
     // More slots of class k than buffers that fit them are of no use.
     std::vector<int> cap(nc, 0);
     for (size_t b = 0; b < p.bufs.size(); b++)
@@ -357,11 +401,14 @@ void split_pools(const Prepared &p, const Classes &c, const std::vector<double> 
     }
 }
 
-Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budget) {
+Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budget, HostUpdates host) {
     Prepared p;
     // Without a budget check (min_swap_budget), budget and bandwidths may be unset.
     validate_and_index(problem, check_budget ? policy : SwapPolicy::Ideal, p);
     build_buffers(p);
+    find_host_nodes(problem, host != HostUpdates::Off && policy == SwapPolicy::Advisor, p);
+    for (NodeId n : p.host_nodes)
+        p.host_fixed[n] = host == HostUpdates::All || !check_budget || working_set(p, n) > p.budget;
     if (problem.homes_from && policy != SwapPolicy::Ideal) take_homes(problem, p);
     build_preds(p);
     if (policy == SwapPolicy::Ideal) return p;
@@ -409,7 +456,7 @@ bool pick_classes(Prepared &p, int64_t *smallest) {
     bool found = false;
     for (const Try &t : tries) {
         Classes c = make_classes(p, t.tol, t.max);
-        int64_t need = pool_bytes(c, min_slots(p, c, none)) + (p.fixed_homes ? p.fixed_pinned_bytes : 0);
+        int64_t need = pool_bytes(c, min_slots(p, c, none, &p.host_fixed)) + (p.fixed_homes ? p.fixed_pinned_bytes : 0);
         best = std::min(best, need);
         if (!found && need <= p.budget) {
             p.classes = std::move(c);
@@ -522,10 +569,47 @@ void Scheduler::swap_in(const Prepared &p, int b, int s, int pos, SwapPolicy pol
     slot_of_[b] = s;
     occ_[s] = b;
     resid_swapin_[b] = st;
+    last_swapin_step_[b] = st;
     resid_swapout_[b] = resid_last_compute_[b] = -1;
     touch_[b] = pos;
     out.moved[b] = 1;
     out.swap_in_bytes += p.bufs[b].raw_bytes;
+}
+
+// An optimizer node on the host, at position `pos`: its operands must be
+// current in host memory, so one still dirty on the device (the gradient) is
+// swapped out; it waits for that and, for the regions it overwrites, for the
+// swap-ins still reading them. Afterwards the host copies are current and an
+// arena copy of what it updated is stale: its slot is freed, unwritten.
+void Scheduler::host_update(const Prepared &p, int pos, NodeId node, Schedule &out) {
+    const int ub = p.use_begin[node], ue = p.use_begin[node + 1];
+    pending_deps_.clear();
+    for (int k = ub; k < ue; k++) {
+        const Use &u = p.uses[k];
+        int b = u.buf;
+        TESSERA_INTERNAL_ASSERT(!pinned_[b], "buffer ", b, " of a host update is pinned");
+        if (!host_valid_[b]) {
+            TESSERA_INTERNAL_ASSERT(slot_of_[b] >= 0, "buffer ", b, " is neither in host memory nor on the device");
+            swap_out(p, b, out);
+        }
+        pending_deps_.push_back(last_swapout_step_[b]);
+        if (u.write) pending_deps_.push_back(last_swapin_step_[b]);
+    }
+    int hs = emit(out, SwapStep::Kind::HostUpdate, pos, node, -1, -1);
+    for (int d : pending_deps_) dep(out, d);
+    compute_step_[pos] = pos > 0 ? compute_step_[pos - 1] : -1;
+    for (int k = ub; k < ue; k++) {
+        const Use &u = p.uses[k];
+        int b = u.buf;
+        last_use_pos_[b] = touch_[b] = pos;
+        use_ptr_[b]++;
+        if (u.write) {
+            last_swapout_step_[b] = hs;  // later swap-ins read what it wrote
+            host_valid_[b] = 1;
+            out.moved[b] = 1;
+        }
+        if (slot_of_[b] >= 0 && (u.write || use_ptr_[b] == use_end_[b])) release(p, b, out);
+    }
 }
 
 void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
@@ -577,6 +661,7 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
     resid_swapout_.assign(nb, -1);
     resid_last_compute_.assign(nb, -1);
     last_swapout_step_.assign(nb, -1);
+    last_swapin_step_.assign(nb, -1);
     min_key_.assign(nb, 0);
     host_valid_.resize(nb);
     pinned_.resize(nb);
@@ -612,6 +697,10 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
 
     for (int i = 0; i < n_; i++) {
         NodeId node = order[i];
+        if (layout.on_host(node)) {
+            host_update(p, i, node, out);
+            continue;
+        }
         const int ub = p.use_begin[node], ue = p.use_begin[node + 1];
         for (int k = ub; k < ue; k++) stamp_[p.uses[k].buf] = i;
         // Place the buffers that are not on the device, the largest class

@@ -9,7 +9,9 @@
 //   * a weight per size class: after every class gets the fewest slots its
 //     operators need, the remaining pool bytes are split in proportion;
 //   * a pinned fraction f: persistent buffers are pinned, most uses per byte
-//     first, within f of what the smallest pools leave of the budget.
+//     first, within f of what the smallest pools leave of the budget;
+//   * with host updates (SwapOptions::host_updates auto), a bit per optimizer
+//     node that may run on the host: whether it does (all set, with all).
 // The fitness is the simulated iteration time of the schedule the swap
 // scheduler makes for it. The population starts from the given order with
 // demand-proportional pools and a spread of pinned fractions (which are also
@@ -47,6 +49,7 @@ struct Rng {
 struct Genome {
     std::vector<double> prio;  // per position of the given order
     std::vector<double> weight;
+    std::vector<uint8_t> host;  // per Prepared::host_nodes entry
     double f = 0;
     double fit = 0;
 };
@@ -68,7 +71,16 @@ public:
 
     // The layout a pinned fraction and class weights give (weights empty:
     // demand-proportional).
-    void decode_layout(double f, const std::vector<double> &weights, Layout &layout) const {
+    void decode_layout(double f, const std::vector<double> &weights, const std::vector<uint8_t> &host,
+                       Layout &layout) const {
+        layout.host.assign(host.empty() ? 0 : p_.host_ok.size(), 0);
+        for (size_t k = 0; k < host.size(); k++)
+            layout.host[p_.host_nodes[k]] = host[k] || p_.host_fixed[p_.host_nodes[k]];
+        // Updates on the device whose operands leave the pools no room: all
+        // go to the host (pick_classes made sure that fits).
+        const std::vector<int64_t> no_pins(p_.bufs.size(), -1);
+        if (!layout.host.empty() && pool_bytes(p_.classes, min_slots(p_, p_.classes, no_pins, &layout.host)) > p_.budget)
+            layout.host = p_.host_ok;
         choose_pins(p_, static_cast<int64_t>(std::floor(f * static_cast<double>(max_pin_))), layout);
         if (weights.empty()) split_pools(p_, p_.classes, demand_weights(p_, p_.classes, layout.pin), layout);
         else split_pools(p_, p_.classes, weights, layout);
@@ -98,13 +110,14 @@ public:
 
     double evaluate(Genome &g) {
         decode_order(g.prio, order_);
-        decode_layout(g.f, g.weight, layout_);
+        decode_layout(g.f, g.weight, g.host, layout_);
         uint64_t h = 1469598103934665603ull;
         auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
         if (o_.reorder)
             for (NodeId n : order_) mix(static_cast<uint64_t>(n));
         for (int s : layout_.slots) mix(static_cast<uint64_t>(s) + 0x9e37);
         for (int64_t v : layout_.pin) mix(static_cast<uint64_t>(v + 1));
+        for (uint8_t v : g.host) mix(v + 0x51u);
         auto it = cache_.find(h);
         if (it != cache_.end()) return g.fit = it->second;
         sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
@@ -120,20 +133,21 @@ public:
         int nc = static_cast<int>(p_.classes.bytes.size());
         int pop_size = std::max(2, o_.population);
         std::vector<Genome> pop;
-        const double fs[] = {0.0, 1.0, 0.5, 0.25, 0.75, 0.9};
+        const double fs[] = {0.0, 1.0, 0.5, 0.25, 0.75, 0.9, 0.0, 1.0, 0.5, 0.25, 0.75, 0.9};
         Layout tmp;
         bool out_of_time = false;
         auto timed_out = [&]() { return seconds_since(t0) >= o_.time_limit_s; };
         for (int k = 0; k < pop_size && !out_of_time; k++) {
             Genome g;
             g.prio.resize(n);
-            bool exact = k < 6;
+            bool exact = k < (host_bits() ? 12 : 6);
             for (int i = 0; i < n; i++) {
                 g.prio[i] = 1.0 - static_cast<double>(i) / n;
                 if (!exact && o_.reorder) g.prio[i] += (rng_.uniform() - 0.5) * (k % 2 ? 0.02 : 0.2);
             }
             g.f = exact ? fs[k] : rng_.uniform();
-            decode_layout(g.f, {}, tmp);
+            g.host = seed_host(k);
+            decode_layout(g.f, {}, g.host, tmp);
             g.weight = demand_weights(p_, p_.classes, tmp.pin);
             if (!exact)
                 for (double &w : g.weight) w *= std::exp((rng_.uniform() - 0.5) * 2);
@@ -158,6 +172,8 @@ public:
                         if (rng_.uniform() < 0.5) c.weight[k] = b.weight[k];
                     double u = rng_.uniform();
                     c.f = u < 1.0 / 3 ? a.f : u < 2.0 / 3 ? b.f : 0.5 * (a.f + b.f);
+                    for (size_t k = 0; k < c.host.size(); k++)
+                        if (rng_.uniform() < 0.5) c.host[k] = b.host[k];
                 }
                 mutate(c);
                 evaluate(c);
@@ -177,7 +193,7 @@ public:
         }
         const Genome &best = *std::min_element(pop.begin(), pop.end(), better);
         decode_order(best.prio, order_);
-        decode_layout(best.f, best.weight, layout_);
+        decode_layout(best.f, best.weight, best.host, layout_);
         sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
         SwapPlan plan = make_plan(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
         plan.generations = gens;
@@ -209,6 +225,25 @@ private:
         for (double &w : g.weight)
             if (rng_.uniform() < 0.2) w *= std::exp((rng_.uniform() - 0.5) * 2);
         if (rng_.uniform() < 0.3) g.f = std::clamp(g.f + (rng_.uniform() - 0.5) * 0.4, 0.0, 1.0);
+        if (host_bits() && !g.host.empty() && rng_.uniform() < 0.3) {
+            int flips = 1 + rng_.below(3);
+            for (int m = 0; m < flips; m++) g.host[rng_.below(static_cast<int>(g.host.size()))] ^= 1;
+        }
+    }
+
+    // Whether the genome's host bits are searched (auto) rather than fixed.
+    bool host_bits() const { return o_.host_updates == HostUpdates::Auto && !p_.host_nodes.empty(); }
+
+    // Seed k's host bits: with auto, the first six exact seeds run every
+    // update on the host and the next six none; the rest at random.
+    std::vector<uint8_t> seed_host(int k) {
+        size_t n = p_.host_nodes.size();
+        if (o_.host_updates == HostUpdates::Off || n == 0) return {};
+        if (o_.host_updates == HostUpdates::All) return std::vector<uint8_t>(n, 1);
+        std::vector<uint8_t> bits(n, k < 6 ? 1 : 0);
+        if (k >= 12)
+            for (uint8_t &b : bits) b = rng_.uniform() < 0.5;
+        return bits;
     }
 
     const Prepared &p_;
@@ -291,13 +326,18 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options) {
         TESSERA_CHECK(options.time_limit_s >= 0 && !std::isnan(options.time_limit_s),
                       "swap options: time_limit_s must be non-negative, got ", options.time_limit_s);
     }
-    Prepared p = prepare(problem, options.policy, true);
+    Prepared p = prepare(problem, options.policy, true, options.host_updates);
     SwapPlan plan;
     if (options.policy == SwapPolicy::Ideal) {
         plan = plan_ideal(p);
     } else {
         int64_t smallest = 0;
-        if (!pick_classes(p, &smallest)) {
+        bool fits = pick_classes(p, &smallest);
+        if (!fits && options.policy == SwapPolicy::Advisor && !p.host_nodes.empty()) {
+            p.host_fixed = p.host_ok;  // every update on the host: the fewest slots
+            fits = pick_classes(p, &smallest);
+        }
+        if (!fits) {
             NodeId worst = kNoNode;
             int64_t ws = largest_working_set(p, &worst);
             fail("budget ", format_bytes(p.budget), " (", p.budget, " bytes) cannot work: every operator's inputs "
@@ -312,9 +352,9 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options) {
     return plan;
 }
 
-int64_t min_swap_budget(const SwapProblem &problem) {
+int64_t min_swap_budget(const SwapProblem &problem, HostUpdates host) {
     using namespace swap_detail;
-    Prepared p = prepare(problem, SwapPolicy::Advisor, false);
+    Prepared p = prepare(problem, SwapPolicy::Advisor, false, host);
     int64_t ws = largest_working_set(p, nullptr);
     int64_t pools = 0;
     pick_classes(p, &pools);

@@ -1,7 +1,8 @@
-// The three-stream simulator. Compute, swap-out and swap-in each run their
-// steps in issue order; a step starts when its stream is free and every step
-// in its `after` has ended. A swap takes bytes over the bandwidth of its
-// direction. The iteration ends with the last step. The executor runs the same
+// The four-stream simulator. Compute, swap-out, swap-in and host each run
+// their steps in issue order; a step starts when its stream is free and every
+// step in its `after` has ended. A swap takes bytes over the bandwidth of its
+// direction, a host update its host time. The iteration ends with the last
+// step. The executor runs the same
 // structure (one instruction per step, one event per `after`), which is what
 // makes the prediction worth comparing with a measurement.
 #include <algorithm>
@@ -15,11 +16,19 @@ namespace {
 
 int stream_of(SwapStep::Kind k) { return static_cast<int>(k); }
 
+constexpr int kSimStreams = 4;
+
+double node_time_of(const std::vector<double> &times, NodeId n, size_t i, const char *which) {
+    TESSERA_CHECK(n >= 0 && n < static_cast<int>(times.size()), "swap plan: step ", i, " runs node ", n, ", but only ",
+                  times.size(), " ", which, " were given");
+    return times[n];
+}
+
 // Fills start_s/end_s when `fill`; returns the iteration time.
-double run_streams(std::vector<SwapStep> &steps, const std::vector<double> &node_time, double h2d, double d2h,
-                   bool fill, std::vector<double> &end) {
+double run_streams(std::vector<SwapStep> &steps, const std::vector<double> &node_time,
+                   const std::vector<double> &host_time, double h2d, double d2h, bool fill, std::vector<double> &end) {
     end.assign(steps.size(), 0);
-    double free_at[3] = {0, 0, 0}, last = 0;
+    double free_at[kSimStreams] = {0, 0, 0, 0}, last = 0;
     for (size_t i = 0; i < steps.size(); i++) {
         SwapStep &s = steps[i];
         int st = stream_of(s.kind);
@@ -31,11 +40,8 @@ double run_streams(std::vector<SwapStep> &steps, const std::vector<double> &node
         }
         double dur = 0;
         switch (s.kind) {
-        case SwapStep::Kind::Compute:
-            TESSERA_CHECK(s.node >= 0 && s.node < static_cast<int>(node_time.size()), "swap plan: step ", i,
-                          " computes node ", s.node, ", but only ", node_time.size(), " node times were given");
-            dur = node_time[s.node];
-            break;
+        case SwapStep::Kind::Compute: dur = node_time_of(node_time, s.node, i, "node times"); break;
+        case SwapStep::Kind::HostUpdate: dur = node_time_of(host_time, s.node, i, "host node times"); break;
         case SwapStep::Kind::SwapOut: dur = d2h > 0 ? static_cast<double>(s.bytes) / d2h : 0; break;
         case SwapStep::Kind::SwapIn: dur = h2d > 0 ? static_cast<double>(s.bytes) / h2d : 0; break;
         }
@@ -56,14 +62,14 @@ double simulate_swap_plan(const SwapPlan &plan, const std::vector<double> &node_
                           double d2h_bytes_per_s) {
     std::vector<SwapStep> steps = plan.steps;
     std::vector<double> end;
-    return run_streams(steps, node_time_s, h2d_bytes_per_s, d2h_bytes_per_s, false, end);
+    return run_streams(steps, node_time_s, plan.host_node_time_s, h2d_bytes_per_s, d2h_bytes_per_s, false, end);
 }
 
 namespace swap_detail {
 
 double simulate_schedule(const Prepared &p, Schedule &s, std::vector<double> &end) {
     end.resize(s.steps.size());
-    double free_at[3] = {0, 0, 0}, last = 0;
+    double free_at[kSimStreams] = {0, 0, 0, 0}, last = 0;
     for (int g : s.issue) {
         const IStep &st = s.steps[g];
         int k = static_cast<int>(st.kind);
@@ -71,6 +77,7 @@ double simulate_schedule(const Prepared &p, Schedule &s, std::vector<double> &en
         for (int d = st.dep_begin; d < st.dep_end; d++) start = std::max(start, end[s.deps[d]]);
         double dur;
         if (st.kind == SwapStep::Kind::Compute) dur = p.node_time[st.node];
+        else if (st.kind == SwapStep::Kind::HostUpdate) dur = p.host_time[st.node];
         else if (st.kind == SwapStep::Kind::SwapIn) dur = static_cast<double>(p.bufs[st.buf].raw_bytes) / p.h2d;
         else dur = static_cast<double>(p.bufs[st.buf].raw_bytes) / p.d2h;
         end[g] = start + dur;
@@ -112,7 +119,7 @@ SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Cl
         const IStep &st = s.steps[gi];
         SwapStep out;
         out.kind = st.kind;
-        if (st.kind == SwapStep::Kind::Compute) {
+        if (st.kind == SwapStep::Kind::Compute || st.kind == SwapStep::Kind::HostUpdate) {
             out.node = st.node;
         } else {
             out.tensor = p.bufs[st.buf].root;
@@ -128,6 +135,10 @@ SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Cl
         }
         std::sort(out.after.begin(), out.after.end());
         out.after.erase(std::unique(out.after.begin(), out.after.end()), out.after.end());
+        if (st.kind == SwapStep::Kind::HostUpdate) {
+            plan.host_node_time_s.resize(p.host_time.size(), 0.0);
+            plan.host_node_time_s[st.node] = p.host_time[st.node];
+        }
         plan.steps.push_back(std::move(out));
     }
     finalize_plan(g, plan, p.node_time, p.h2d, p.d2h);
@@ -137,7 +148,7 @@ SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Cl
 
 void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &node_time, double h2d, double d2h) {
     std::vector<double> end;
-    plan.time_s = run_streams(plan.steps, node_time, h2d, d2h, true, end);
+    plan.time_s = run_streams(plan.steps, node_time, plan.host_node_time_s, h2d, d2h, true, end);
     plan.swap_in_bytes = plan.swap_out_bytes = 0;
     int nt = g.num_tensors();
     // bytes: what a buffer occupies (aligned); raw: what kernels and copies
@@ -182,7 +193,7 @@ void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &no
             plan.swap_out_bytes += s.bytes;
             r_end[s.tensor] = std::max(r_end[s.tensor], s.end_s);
             high = std::max(high, s.offset + raw[s.tensor]);
-        } else {
+        } else if (s.kind == SwapStep::Kind::Compute) {
             const Node &n = g.node(s.node);
             auto touch = [&](TensorId t) {
                 TensorId r = storage_root(g, t);

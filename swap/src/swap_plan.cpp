@@ -30,11 +30,27 @@ SwapPolicy swap_policy_from_name(const std::string &name) {
     fail("unknown swap policy '", name, "'; valid: advisor, lru, vdnn, ideal");
 }
 
+const char *host_updates_name(HostUpdates h) {
+    switch (h) {
+    case HostUpdates::Off: return "off";
+    case HostUpdates::Auto: return "auto";
+    case HostUpdates::All: return "all";
+    }
+    return "?";
+}
+
+HostUpdates host_updates_from_name(const std::string &name) {
+    for (HostUpdates h : {HostUpdates::Off, HostUpdates::Auto, HostUpdates::All})
+        if (name == host_updates_name(h)) return h;
+    fail("unknown host-updates setting '", name, "'; valid: off, auto, all");
+}
+
 const char *swap_step_kind_name(SwapStep::Kind k) {
     switch (k) {
     case SwapStep::Kind::Compute: return "compute";
     case SwapStep::Kind::SwapOut: return "swap-out";
     case SwapStep::Kind::SwapIn: return "swap-in";
+    case SwapStep::Kind::HostUpdate: return "host-update";
     }
     return "?";
 }
@@ -42,9 +58,10 @@ const char *swap_step_kind_name(SwapStep::Kind k) {
 namespace {
 
 SwapStep::Kind step_kind_from_name(const std::string &name, const std::string &where) {
-    for (SwapStep::Kind k : {SwapStep::Kind::Compute, SwapStep::Kind::SwapOut, SwapStep::Kind::SwapIn})
+    for (SwapStep::Kind k :
+         {SwapStep::Kind::Compute, SwapStep::Kind::SwapOut, SwapStep::Kind::SwapIn, SwapStep::Kind::HostUpdate})
         if (name == swap_step_kind_name(k)) return k;
-    fail(where, ": unknown step kind '", name, "'; valid: compute, swap-out, swap-in");
+    fail(where, ": unknown step kind '", name, "'; valid: compute, swap-out, swap-in, host-update");
 }
 
 
@@ -80,6 +97,7 @@ nlohmann::json swap_plan_to_json(const SwapPlan &plan) {
         steps.push_back(std::move(o));
     }
     j["steps"] = steps;
+    if (!plan.host_node_time_s.empty()) j["host_node_time_s"] = plan.host_node_time_s;
     j["time_s"] = plan.time_s;
     j["ideal_time_s"] = plan.ideal_time_s;
     j["high_water"] = plan.high_water;
@@ -141,6 +159,7 @@ SwapPlan swap_plan_from_json(const nlohmann::json &j, const std::string &source)
         s.end_s = get(steps[i], "end_s", w, 0.0, false);
         p.steps.push_back(std::move(s));
     }
+    p.host_node_time_s = get(j, "host_node_time_s", top, std::vector<double>(), false);
     p.time_s = get(j, "time_s", top, 0.0, false);
     p.ideal_time_s = get(j, "ideal_time_s", top, 0.0, false);
     p.high_water = get(j, "high_water", top, int64_t(0), false);
@@ -159,17 +178,19 @@ SwapPlan swap_plan_from_json(const nlohmann::json &j, const std::string &source)
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     auto mib = [](int64_t b) { return format_bytes(b); };
     std::ostringstream os;
-    int ins = 0, outs = 0;
+    int ins = 0, outs = 0, host = 0;
     for (const SwapStep &s : plan.steps) {
         ins += s.kind == SwapStep::Kind::SwapIn;
         outs += s.kind == SwapStep::Kind::SwapOut;
+        host += s.kind == SwapStep::Kind::HostUpdate;
     }
     os << fmt::format("swap plan ({}): {} operators, arena {}, pinned {}, high water {}, peak {}\n",
                       swap_policy_name(plan.policy), plan.order.size(), mib(plan.arena_bytes), mib(plan.pinned_bytes),
                       mib(plan.high_water), mib(plan.peak_bytes));
     os << fmt::format("predicted {:.3f} ms per iteration; ideal {:.3f} ms ({:.1f}% of ideal)\n", plan.time_s * 1e3,
                       plan.ideal_time_s * 1e3, plan.time_s > 0 ? 100 * plan.ideal_time_s / plan.time_s : 100.0);
-    os << fmt::format("swaps: {} in ({}), {} out ({})", ins, mib(plan.swap_in_bytes), outs, mib(plan.swap_out_bytes));
+    os << fmt::format("swaps: {} in ({}), {} out ({}); {} on the host", ins, mib(plan.swap_in_bytes), outs,
+                      mib(plan.swap_out_bytes), count_of(host, "optimizer update"));
     if (plan.candidates > 0)
         os << fmt::format("; search: {} generations, {} candidates, {:.2f} s", plan.generations, plan.candidates,
                           plan.search_s);
@@ -177,15 +198,17 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     if (plan.pools.empty()) os << " none";
     for (const SwapPool &p : plan.pools) os << fmt::format(" {} x {} @ {};", p.slots, mib(p.slot_bytes), p.offset);
     os << "\n";
-    if (ins + outs == 0) return os.str();
-    os << fmt::format("{:>6}  {:<8}  {:<32}  {:>10}  {:>12}  {:>10}  {:>10}\n", "step", "stream", "tensor", "bytes",
+    if (ins + outs + host == 0) return os.str();
+    os << fmt::format("{:>6}  {:<11}  {:<32}  {:>10}  {:>12}  {:>10}  {:>10}\n", "step", "stream", "tensor", "bytes",
                       "slot", "start ms", "end ms");
     for (size_t i = 0; i < plan.steps.size(); i++) {
         const SwapStep &s = plan.steps[i];
         if (s.kind == SwapStep::Kind::Compute) continue;
-        std::string t = s.tensor >= 0 && s.tensor < g.num_tensors() ? g.tensor(s.tensor).name : "?";
+        std::string t = s.kind == SwapStep::Kind::HostUpdate
+                            ? (s.node >= 0 && s.node < g.num_nodes() ? g.node(s.node).call.name : "?")
+                            : s.tensor >= 0 && s.tensor < g.num_tensors() ? g.tensor(s.tensor).name : "?";
         if (t.size() > 32) t = t.substr(0, 29) + "...";
-        os << fmt::format("{:>6}  {:<8}  {:<32}  {:>10}  {:>12}  {:>10.3f}  {:>10.3f}\n", i,
+        os << fmt::format("{:>6}  {:<11}  {:<32}  {:>10}  {:>12}  {:>10.3f}  {:>10.3f}\n", i,
                           swap_step_kind_name(s.kind), t, mib(s.bytes), s.offset, s.start_s * 1e3, s.end_s * 1e3);
     }
     return os.str();

@@ -17,6 +17,7 @@ StreamKind stream_of(const Graph &g, const SwapStep &st) {
     case SwapStep::Kind::Compute: return g.node(st.node).comm ? StreamKind::Comm : StreamKind::Compute;
     case SwapStep::Kind::SwapOut: return StreamKind::SwapOut;
     case SwapStep::Kind::SwapIn: return StreamKind::SwapIn;
+    case SwapStep::Kind::HostUpdate: return StreamKind::Host;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown swap step kind ", static_cast<int>(st.kind));
 }
@@ -73,6 +74,7 @@ Program program_from_plan(const Graph &g, const SwapPlan &plan, const MemoryPlan
             p.instructions.push_back(collective ? Instruction::collective(st.node) : Instruction::compute(st.node));
             compute_since_collective = compute_since_collective || !collective;
             break;
+        case SwapStep::Kind::HostUpdate: p.instructions.push_back(Instruction::compute(st.node, StreamKind::Host)); break;
         case SwapStep::Kind::SwapOut:
         case SwapStep::Kind::SwapIn: {
             int64_t h = memory.host_offset_of(st.tensor);

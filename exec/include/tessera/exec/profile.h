@@ -16,6 +16,10 @@ struct ProfileOptions {
     // Communication nodes cannot run alone (they need their peers): their
     // time is their input bytes at this rate.
     double comm_bytes_per_s = 1e9;
+    // An optimizer node whose operands do not fit the arena gets time 0
+    // instead of an error: it can only run on the host (a host-side update,
+    // timed by profile_host_nodes).
+    bool skip_oversized_optimizer = false;
     // Called after each distinct operator with (done, total).
     std::function<void(int, int)> progress;
 };
@@ -28,6 +32,11 @@ struct ProfileOptions {
 // node when one's working set exceeds the arena.
 std::vector<double> profile_nodes(const Graph &g, const std::vector<NodeId> &order, Device &device,
                                   const ProfileOptions &options = {});
+
+// Per NodeId, for the optimizer nodes of `order`: the median time of the
+// node's CPU kernel (run_op) over host memory, as a host-side update runs it
+// (SwapProblem::host_node_time_s); 0 for every other node.
+std::vector<double> profile_host_nodes(const Graph &g, const std::vector<NodeId> &order, int repeats = 3);
 
 // Bytes per second of a stream-ordered copy of `bytes` between the arena (at
 // offset 0) and pinned host memory on the swap streams, in direction `dir`:

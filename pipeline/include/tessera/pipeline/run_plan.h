@@ -45,12 +45,14 @@ struct SwapSpec {
     int generations = 100;
     int population = 24;
     std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
+    HostUpdates host_updates = HostUpdates::Off;  // optimizer updates the advisor may run on the host
 };
 
 // What the swap planner needs to know of the device: each operator's time and
 // the host link's bandwidths.
 struct OpTimes {
     std::vector<double> node_time_s;  // per NodeId of the graph timed
+    std::vector<double> host_node_time_s;  // per NodeId: optimizer nodes on the host (empty: not timed)
     double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
 };
 

@@ -17,6 +17,11 @@
 //     that a swap-out may still be writing;
 //   - placements and host regions outside the arena and the host area;
 //   - a host-homed tensor whose last write is not swapped out by the end;
+//   - an operator on the host stream (a host-side update) that reads a host
+//     region not holding its operand's current value, or that races with a
+//     swap of the regions it reads or writes; after it, the arena copy of
+//     what it updated is stale, and reading or swapping out that copy is an
+//     error;
 //   - with no placement of its own (Program::place), a program whose nodes do
 //     not follow the memory plan's order (its lifetimes hold only for it).
 // check_program()'s checks (ids, events, producers) come first.
@@ -35,7 +40,8 @@ namespace tessera {
 // Where one instruction's bytes are, as the verifier resolved them.
 struct VerifiedInstruction {
     // Compute, Collective: the arena offset of each input and each output, in
-    // the node's order (an in-place output at its target's offset).
+    // the node's order (an in-place output at its target's offset); for an
+    // operator on the host stream, offsets in the host area instead.
     std::vector<int64_t> inputs, outputs;
     // SwapOut, SwapIn: the arena side and the host side of the copy.
     int64_t arena_offset = -1, host_offset = -1, bytes = 0;

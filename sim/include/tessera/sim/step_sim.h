@@ -62,6 +62,9 @@ struct RankProgram {
     // its record and its stream's arrival (a measured thread hand-off,
     // Executor::handoff_times); 0 for every other instruction.
     std::vector<double> wait_s = {};
+    // Seconds per NodeId for the operators the program runs on the host
+    // stream (host-side optimizer updates); empty: node_s for those too.
+    std::vector<double> host_node_s = {};
 };
 
 struct StepSimOptions {

@@ -20,6 +20,11 @@ struct RooflineDevice {
     double launch_s = 0;          // per operator: kernel launch and dispatch
     double link_bytes_per_s = 0;  // device-to-device, for communication nodes
     double host_bytes_per_s = 0;  // host-device copies, one direction: what swapping moves at
+    // The host's share that runs this device's host-side optimizer updates
+    // (CPU kernels over host memory): memory bandwidth, flop rate, dispatch.
+    double host_mem_bytes_per_s = 0;
+    double host_flops_per_s = 0;
+    double host_launch_s = 0;
     bool operator==(const RooflineDevice &) const = default;
 };
 
@@ -28,7 +33,10 @@ struct RooflineDevice {
 //   "h100": NVIDIA H100 SXM published peaks: 60 TFLOP/s fp32 without tensor
 //           cores (the executor runs fp32, not tf32), 3.35 TB/s HBM3, NVLink 4
 //           at 450 GB/s a direction, and 25 GB/s host copies (typical measured
-//           PCIe 5 x16 with pinned memory).
+//           PCIe 5 x16 with pinned memory). Its host: one eighth of a DGX
+//           H100's two Xeon 8480C sockets (16 DDR5-4800 channels, 614 GB/s
+//           peak, about 430 GB/s reachable, so 50 GB/s per GPU; 14 cores
+//           with AVX-512, 1 TFLOP/s), 5 us to dispatch an update.
 // Throws tessera::Error listing the valid names for any other name.
 RooflineDevice roofline_device(const std::string &name);
 std::vector<std::string> roofline_device_names();
@@ -47,5 +55,10 @@ double node_bytes(const Graph &g, NodeId n);
 // communication node (Node::comm), its input bytes / link_bytes_per_s.
 // Throws tessera::Error when a rate the graph needs is not positive.
 std::vector<double> roofline_node_times(const Graph &g, const RooflineDevice &dev);
+
+// Per NodeId, for optimizer nodes: the same model with the host's rates
+// (host_flops_per_s, host_mem_bytes_per_s, host_launch_s); 0 for the rest.
+// What SwapProblem::host_node_time_s takes.
+std::vector<double> roofline_host_node_times(const Graph &g, const RooflineDevice &dev);
 
 }  // namespace tessera

@@ -24,10 +24,17 @@
 // the last time and, if it was swapped out, its swap-out has completed.
 // The baselines reuse that machinery with other rules (SwapPolicy).
 //
-// Simulator. Three streams (compute, swap-out, swap-in), each in order; steps
-// wait for the steps named in `after`. Swap time is bytes over the measured
-// bandwidth. A communication node (Node::comm) runs blocking, in the compute
-// stream's place, for its given time.
+// Host-side updates (after ZeRO-Offload). An optimizer node whose weight and
+// state are host-homed may run on the host instead: its gradient is swapped
+// out, the host stream runs the CPU kernel over the host copies, and the
+// moments never cross the link; the updated weight comes back when the next
+// step swaps it in. Buffers such a node uses are never pinned.
+//
+// Simulator. Four streams (compute, swap-out, swap-in, host), each in order;
+// steps wait for the steps named in `after`. Swap time is bytes over the
+// measured bandwidth; a host update takes its host time. A communication node
+// (Node::comm) runs blocking, in the compute stream's place, for its given
+// time.
 #pragma once
 
 #include <cstdint>
@@ -52,6 +59,16 @@ const char *swap_policy_name(SwapPolicy p);  // "advisor", "lru", "vdnn", "ideal
 // Throws tessera::Error listing the valid names.
 SwapPolicy swap_policy_from_name(const std::string &name);
 
+// Which optimizer updates may run on the host (SwapPlan's host-update steps).
+enum class HostUpdates : uint8_t {
+    Off,   // every update on the device
+    Auto,  // the genetic algorithm chooses per update
+    All,   // every update that can (its weight and state host-homed) on the host
+};
+const char *host_updates_name(HostUpdates h);  // "off", "auto", "all"
+// Throws tessera::Error listing the valid names.
+HostUpdates host_updates_from_name(const std::string &name);
+
 struct SwapPlan;
 
 struct SwapProblem {
@@ -63,6 +80,9 @@ struct SwapProblem {
     // the same order).
     std::vector<NodeId> order;
     std::vector<double> node_time_s;  // per NodeId (num_nodes entries); only nodes of `order` are read
+    // Per NodeId, the time of the node on the host (its CPU kernel over host
+    // memory); read for optimizer nodes only. Empty: no host-side updates.
+    std::vector<double> host_node_time_s;
     int64_t budget = 0;               // the arena, in bytes
     double h2d_bytes_per_s = 0;       // swap-in bandwidth, measured
     double d2h_bytes_per_s = 0;       // swap-out bandwidth, measured
@@ -86,6 +106,7 @@ struct SwapOptions {
     double time_limit_s = 30;  // the search stops at this limit or after `generations`, whichever is first
     uint64_t seed = 1;         // same seed and inputs: same plan (the time limit aside)
     bool reorder = true;       // whether the genetic algorithm may change the operator order
+    HostUpdates host_updates = HostUpdates::Auto;  // needs SwapProblem::host_node_time_s; advisor only
     // Called after each generation (from the calling thread).
     std::function<void(const SwapProgress &)> progress;
 };
@@ -100,9 +121,11 @@ struct SwapPool {
 inline constexpr int64_t kSwapAlignment = 64;
 
 struct SwapStep {
-    enum class Kind : uint8_t { Compute, SwapOut, SwapIn };
+    enum class Kind : uint8_t { Compute, SwapOut, SwapIn, HostUpdate };
     Kind kind = Kind::Compute;
-    NodeId node = kNoNode;        // Compute: the node (a communication node runs as a blocking collective)
+    // Compute: the node (a communication node runs as a blocking collective);
+    // HostUpdate: the optimizer node run on the host over host copies.
+    NodeId node = kNoNode;
     TensorId tensor = kNoTensor;  // SwapOut, SwapIn: the storage root moved
     int64_t offset = -1;          // SwapOut: the slot read; SwapIn: the slot written (arena offsets)
     int64_t bytes = 0;            // SwapOut, SwapIn: the tensor's bytes
@@ -113,7 +136,7 @@ struct SwapStep {
     double start_s = 0, end_s = 0;  // simulated
     bool operator==(const SwapStep &) const = default;
 };
-const char *swap_step_kind_name(SwapStep::Kind k);  // "compute", "swap-out", "swap-in"
+const char *swap_step_kind_name(SwapStep::Kind k);  // "compute", "swap-out", "swap-in", "host-update"
 
 struct SwapPlan {
     SwapPolicy policy = SwapPolicy::Advisor;
@@ -134,6 +157,9 @@ struct SwapPlan {
     // In issue order: the compute steps in `order`, and each swap where the
     // host issues it (after the last step it waits for).
     std::vector<SwapStep> steps;
+    // Per NodeId, the host time of each node the plan updates on the host
+    // (0 elsewhere); empty when it has none.
+    std::vector<double> host_node_time_s;
 
     // Predictions, from the simulator.
     double time_s = 0;        // the iteration
@@ -157,11 +183,13 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options = {})
 
 // The fewest bytes any plan for `problem` needs: the largest working set of
 // one operator (its inputs and outputs, by storage root), aligned; with
-// `homes_from`, plus its pinned bytes.
-int64_t min_swap_budget(const SwapProblem &problem);
+// `homes_from`, plus its pinned bytes. With host updates (and host times in
+// `problem`), the optimizer nodes that may run on the host do not count.
+int64_t min_swap_budget(const SwapProblem &problem, HostUpdates host = HostUpdates::Off);
 
 // Re-runs the simulator over a plan's steps with other times (the measured
-// ones), returning the predicted iteration time; `plan` is not changed.
+// ones; host updates keep the plan's host times), returning the predicted
+// iteration time; `plan` is not changed.
 double simulate_swap_plan(const SwapPlan &plan, const std::vector<double> &node_time_s, double h2d_bytes_per_s,
                           double d2h_bytes_per_s);
 
