@@ -356,7 +356,7 @@ TEST(CpuDevice, DestructionFinishesQueuedWork) {
         for (int k = 0; k < kNumStreams; k++)
             for (int i = 0; i < 100; i++) dev.stream(static_cast<StreamKind>(k)).enqueue([count] { (*count)++; });
     }
-    EXPECT_EQ(count->load(), 4 * 100);
+    EXPECT_EQ(count->load(), kNumStreams * 100);
 }
 
 // ---- counters ----
@@ -396,16 +396,17 @@ TEST(Counters, AreExactUnderConcurrentUpdatesFromAllStreams) {
                 dev.add_comm_bytes(1);
             });
     dev.synchronize();
-    EXPECT_EQ(dev.counters().live_bytes, 1000 * (1 + 2 + 3 + 4));
-    EXPECT_EQ(dev.counters().peak_live_bytes, 1000 * (1 + 2 + 3 + 4));
-    EXPECT_EQ(dev.counters().comm_bytes, 4000);
+    static_assert(kNumStreams == 5);
+    EXPECT_EQ(dev.counters().live_bytes, 1000 * (1 + 2 + 3 + 4 + 5));
+    EXPECT_EQ(dev.counters().peak_live_bytes, 1000 * (1 + 2 + 3 + 4 + 5));
+    EXPECT_EQ(dev.counters().comm_bytes, 5000);
 }
 
 TEST(StreamNames, RoundTrip) {
     for (int k = 0; k < kNumStreams; k++)
         EXPECT_EQ(stream_from_name(stream_name(static_cast<StreamKind>(k))), static_cast<StreamKind>(k));
     EXPECT_EQ(error_of<Error>([] { stream_from_name("gpu"); }),
-              "unknown stream 'gpu'; expected one of compute, swap-out, swap-in, comm");
+              "unknown stream 'gpu'; expected one of compute, swap-out, swap-in, comm, host");
 }
 
 }  // namespace

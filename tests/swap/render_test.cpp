@@ -189,7 +189,7 @@ TEST(SwapHtml, EveryStepIsABoxInItsLaneAtItsSimulatedTime) {
     EXPECT_NE(html.find("<title>swap-out fc, 8.00 KiB, slot at 40960: 1.00 s to 2.00 s</title>"),
               std::string::npos);
     EXPECT_NE(html.find("<title>swap-in fc, 8.00 KiB"), std::string::npos);
-    EXPECT_EQ(count(html, "<rect x="), 3 + 4 + 1u);  // lane backgrounds, steps, memory frame
+    EXPECT_EQ(count(html, "<rect x="), 4 + 4 + 1u);  // lane backgrounds, steps, memory frame
     EXPECT_NE(html.find("50.0% of ideal speed"), std::string::npos);
 }
 
@@ -214,7 +214,7 @@ TEST(SwapHtml, BudgetLineSitsAtTheArenaBytes) {
     SwapPlan p = chain_plan(c);
     std::string html = swap_plan_html_section(c.g, p);
     // The plot is 160 units tall under a top of 1.08 x max(budget, peak).
-    double mem_top = 3 * 22 + 18 + 16;
+    double mem_top = 4 * 22 + 18 + 16;
     double y = mem_top + 160 - 65536.0 / (65536.0 * 1.08) * 160;
     char buf[160];
     std::snprintf(buf, sizeof buf, "x1=\"90.0\" y1=\"%.2f\" x2=\"1050.0\" y2=\"%.2f\" stroke=\"#e15759\"", y, y);
