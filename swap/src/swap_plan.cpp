@@ -175,6 +175,39 @@ SwapPlan swap_plan_from_json(const nlohmann::json &j, const std::string &source)
 // ---------------------------------------------------------------------------
 // The table.
 
+namespace {
+
+// Per storage root the plan keeps or moves: pinned (kept in the arena),
+// swapped (with its swaps each way), host-homed, and updated on the host.
+std::string tensor_table(const Graph &g, const SwapPlan &plan) {
+    const int nt = g.num_tensors();
+    std::vector<int> ins(nt, 0), outs(nt, 0);
+    std::vector<std::string> host_update(nt);
+    for (const SwapStep &s : plan.steps) {
+        if (s.kind == SwapStep::Kind::SwapIn) ins[s.tensor]++;
+        if (s.kind == SwapStep::Kind::SwapOut) outs[s.tensor]++;
+        if (s.kind != SwapStep::Kind::HostUpdate) continue;
+        for (TensorId t : g.node(s.node).outputs) host_update[storage_root(g, t)] = g.node(s.node).call.name;
+    }
+    const std::vector<bool> persistent = persistent_tensors(g);
+    std::ostringstream os;
+    os << fmt::format("{:<32}  {:>10}  {}\n", "tensor", "bytes", "where");
+    for (TensorId r = 0; r < nt && r < static_cast<TensorId>(plan.pinned.size()); r++) {
+        if (storage_root(g, r) != r || (plan.pinned[r] < 0 && !plan.swapped[r])) continue;
+        std::string where;
+        if (plan.pinned[r] >= 0) where = fmt::format("kept: pinned at {}", plan.pinned[r]);
+        else where = persistent[r] ? "host-homed" : "swapped";
+        if (ins[r] + outs[r] > 0) where += fmt::format(", {} in, {} out", ins[r], outs[r]);
+        if (!host_update[r].empty()) where += ", updated on the host by " + host_update[r];
+        std::string name = g.tensor(r).name;
+        if (name.size() > 32) name = name.substr(0, 29) + "...";
+        os << fmt::format("{:<32}  {:>10}  {}\n", name, format_bytes(g.tensor(r).type.bytes()), where);
+    }
+    return os.str();
+}
+
+}  // namespace
+
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     auto mib = [](int64_t b) { return format_bytes(b); };
     std::ostringstream os;
@@ -199,6 +232,7 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     for (const SwapPool &p : plan.pools) os << fmt::format(" {} x {} @ {};", p.slots, mib(p.slot_bytes), p.offset);
     os << "\n";
     if (ins + outs + host == 0) return os.str();
+    os << tensor_table(g, plan);
     os << fmt::format("{:>6}  {:<11}  {:<32}  {:>10}  {:>12}  {:>10}  {:>10}\n", "step", "stream", "tensor", "bytes",
                       "slot", "start ms", "end ms");
     for (size_t i = 0; i < plan.steps.size(); i++) {
@@ -208,8 +242,10 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
                             ? (s.node >= 0 && s.node < g.num_nodes() ? g.node(s.node).call.name : "?")
                             : s.tensor >= 0 && s.tensor < g.num_tensors() ? g.tensor(s.tensor).name : "?";
         if (t.size() > 32) t = t.substr(0, 29) + "...";
+        const bool on_host = s.kind == SwapStep::Kind::HostUpdate;
         os << fmt::format("{:>6}  {:<11}  {:<32}  {:>10}  {:>12}  {:>10.3f}  {:>10.3f}\n", i,
-                          swap_step_kind_name(s.kind), t, mib(s.bytes), s.offset, s.start_s * 1e3, s.end_s * 1e3);
+                          swap_step_kind_name(s.kind), t, on_host ? "-" : mib(s.bytes),
+                          on_host ? "host" : std::to_string(s.offset), s.start_s * 1e3, s.end_s * 1e3);
     }
     return os.str();
 }

@@ -201,8 +201,10 @@ void check_swap_plan(const Graph &g, const SwapPlan &plan, const std::string &so
 nlohmann::json swap_plan_to_json(const SwapPlan &plan);
 SwapPlan swap_plan_from_json(const nlohmann::json &j, const std::string &source = "swap plan JSON");
 
-// Human-readable: a summary and a table of the swaps (step, stream, tensor,
-// bytes, slot, simulated start and end).
+// Human-readable: a summary; per tensor the plan keeps or moves, where it is
+// (kept pinned, swapped or host-homed, with its swaps, and which update runs
+// on the host); a table of the swaps and host updates (step, stream, tensor
+// or node, bytes, slot, simulated start and end).
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan);
 
 }  // namespace tessera
