@@ -6,6 +6,8 @@
 //                    node times profiled on the CPU device (or --roofline cpu)
 //                    and the host bandwidth measured. Exits 1 when advisor is
 //                    slower than lru or vdnn anywhere.
+//   --recompute      off or auto (default): whether the advisor may recompute
+//                    activations instead of swapping them
 //   --host-updates   off, auto (default) or all: which Adam updates the advisor
 //                    may run on the host (SwapOptions::host_updates)
 //   --planner-speed  a training graph of about 1000 operators: the GA once for
@@ -48,6 +50,7 @@ struct Args {
     uint64_t seed = 1;
     std::vector<std::string> models;  // empty: all five
     HostUpdates host_updates = HostUpdates::Auto;  // for the advisor
+    bool recompute = true;                         // for the advisor
 };
 
 [[noreturn]] void usage(const std::string &msg) {
@@ -55,7 +58,7 @@ struct Args {
               << "\nusage: tessera-bench-swap [--ratios] [--planner-speed] [--quick] [--roofline cpu|h100]\n"
                  "         [--limit-s S] [--long-s S] [--short-s S] [--speed-ratio R] [--seed N] "
                  "[--models mlp,cnn,...]\n"
-                 "         [--host-updates off|auto|all]\n";
+                 "         [--host-updates off|auto|all] [--recompute off|auto]\n";
     std::exit(2);
 }
 
@@ -83,7 +86,11 @@ Args parse_args(int argc, char **argv) {
         else if (f == "--limit-s") a.limit_s = number(f, value());
         else if (f == "--speed-ratio") a.speed_ratio = number(f, value());
         else if (f == "--seed") a.seed = static_cast<uint64_t>(number(f, value()));
-        else if (f == "--host-updates") {
+        else if (f == "--recompute") {
+            std::string v = value();
+            if (v != "off" && v != "auto") usage("--recompute takes off or auto, got '" + v + "'");
+            a.recompute = v == "auto";
+        } else if (f == "--host-updates") {
             try {
                 a.host_updates = host_updates_from_name(value());
             } catch (const Error &e) {
@@ -216,7 +223,7 @@ int run_ratios(const Args &a) {
             }
             double times[4] = {0, 0, 0, 0};
             double search = 0;
-            int on_host = 0;
+            int on_host = 0, recomputed = 0;
             const SwapPolicy policies[4] = {SwapPolicy::Ideal, SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor};
             for (int i = 0; i < 4; ++i) {
                 SwapOptions o;
@@ -225,28 +232,32 @@ int run_ratios(const Args &a) {
                 o.time_limit_s = a.limit_s;
                 o.generations = 1000000;  // the time limit decides
                 o.host_updates = a.host_updates;
+                o.recompute = a.recompute;
                 SwapPlan p = plan_swaps(problem, o);
                 times[i] = p.time_s;
                 if (policies[i] != SwapPolicy::Advisor) continue;
                 search = p.search_s;
-                for (const SwapStep &s : p.steps) on_host += s.kind == SwapStep::Kind::HostUpdate;
+                for (const SwapStep &s : p.steps) {
+                    on_host += s.kind == SwapStep::Kind::HostUpdate;
+                    recomputed += s.kind == SwapStep::Kind::Recompute;
+                }
             }
             // A tolerance for rounding in the simulator's sums only.
             bool ok = times[3] <= times[1] * (1 + 1e-9) && times[3] <= times[2] * (1 + 1e-9);
             all_ok = all_ok && ok;
             rows.push_back(fmt::format("{:<12} {:>5.0f}x {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}% {:>6} {:>6} "
-                                       "{:>7.1f} {:>7}",
+                                       "{:>7.1f} {:>7} {:>7}",
                                        c.name, ratio, format_bytes(problem.budget), ms(times[0]), ms(times[1]),
                                        ms(times[2]), ms(times[3]), 100 * times[0] / times[3],
                                        times[3] <= times[1] * (1 + 1e-9) ? "yes" : "NO",
-                                       times[3] <= times[2] * (1 + 1e-9) ? "yes" : "NO", search, on_host));
+                                       times[3] <= times[2] * (1 + 1e-9) ? "yes" : "NO", search, on_host, recomputed));
             std::cout << rows.back() << "\n" << std::flush;
         }
     }
     std::cout << "\n"
-              << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6} {:>6} {:>7} {:>7}\n",
+              << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>6} {:>6} {:>7} {:>7} {:>7}\n",
                              "model", "ratio", "budget", "ideal", "lru", "vdnn", "advisor", "of ideal", "<=lru",
-                             "<=vdnn", "GA s", "on host");
+                             "<=vdnn", "GA s", "on host", "recomp");
     for (const std::string &r : rows) std::cout << r << "\n";
     std::cout << (all_ok ? "advisor is at least as fast as lru and vdnn everywhere\n"
                          : "FAIL: advisor is slower than a baseline (NO above)\n");

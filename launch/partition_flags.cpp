@@ -55,6 +55,15 @@ CLI::Option *add_host_updates_flag(CLI::App &app, std::string &value) {
         ->capture_default_str();
 }
 
+CLI::Option *add_recompute_flag(CLI::App &app, std::string &value) {
+    return app
+        .add_option("--recompute", value,
+                    "Whether the swap planner may drop forward activations and recompute them before their next "
+                    "use instead of swapping them (Capuchin, Checkmate): off or auto (it chooses each)")
+        ->check(CLI::IsMember({"off", "auto"}))
+        ->capture_default_str();
+}
+
 void refuse_empty_values(const CLI::App &app) {
     for (const CLI::Option *opt : app.get_options()) {
         if (opt->get_type_size_max() == 0) continue;  // a flag: no value to be empty

@@ -32,6 +32,8 @@ std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population,
 
 // --host-updates off|auto|all (SwapSpec::host_updates by name) into `value`.
 CLI::Option *add_host_updates_flag(CLI::App &app, std::string &value);
+// --recompute off|auto (SwapSpec::recompute) into `value`.
+CLI::Option *add_recompute_flag(CLI::App &app, std::string &value);
 
 // Throws CLI::ValidationError (a usage error) naming the first option given
 // an empty value (--device-mem "", --compare ""): every option's empty value

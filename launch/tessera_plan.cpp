@@ -133,6 +133,7 @@ struct SwapRequest {
     std::string device = "cpu";
     std::string host_bandwidth;  // empty: the roofline device's
     std::string host_updates = "off";  // --host-updates, into options.host_updates
+    std::string recompute = "off";     // --recompute, into options.recompute
     int rank = 0;
     bool all_ranks = false;      // --rank all: the plan file holds every rank's swap plans
     tessera::SwapOptions options;  // options.host_updates: --host-updates
@@ -156,6 +157,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.swap.generations = s.options.generations;
     spec.swap.population = s.options.population;
     spec.swap.host_updates = s.options.host_updates;
+    spec.swap.recompute = s.options.recompute;
     return spec;
 }
 
@@ -499,6 +501,7 @@ void add_swap_flags(CLI::App &app, PlanArgs &a) {
     a.swap_only.push_back(
         app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str());
     a.swap_only.push_back(tessera::add_host_updates_flag(app, swap.host_updates));
+    a.swap_only.push_back(tessera::add_recompute_flag(app, swap.recompute));
 }
 
 // Combinations CLI11 cannot express.
@@ -528,6 +531,7 @@ void check_swap_values(PlanArgs &a) {
     SwapRequest &swap = a.swap;
     if (swap.policy.empty()) swap.policy = "advisor";
     swap.options.host_updates = tessera::host_updates_from_name(swap.host_updates);
+    swap.options.recompute = swap.recompute == "auto";
     if (swap.policy != "none") {
         try {
             tessera::swap_policy_from_name(swap.policy);

@@ -97,6 +97,7 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
     tessera::add_swap_search_flags(app, o.swap_search.population, o.swap_search.generations,
                                    o.swap_search.time_limit_s);
     tessera::add_host_updates_flag(app, o.host_updates);
+    tessera::add_recompute_flag(app, o.recompute);
 }
 
 // What the run writes: metrics, checkpoints, progress.

@@ -93,6 +93,7 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     spec.swap.generations = o.swap_search.generations;
     spec.swap.population = o.swap_search.population;
     spec.swap.host_updates = host_updates_from_name(o.host_updates);
+    spec.swap.recompute = o.recompute == "auto";
     if (root) spec.swap.progress = swap_progress(stderr_is_terminal());
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;
@@ -168,13 +169,17 @@ std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profi
             : fmt::format("profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s",
                           profile_s, times.h2d_bytes_per_s / 1e9, times.d2h_bytes_per_s / 1e9,
                           t.search_s + run.swaps->forward.search_s);
-    int on_host = 0;
-    for (const SwapStep &s : t.steps) on_host += s.kind == SwapStep::Kind::HostUpdate;
+    int on_host = 0, recomputed = 0;
+    for (const SwapStep &s : t.steps) {
+        on_host += s.kind == SwapStep::Kind::HostUpdate;
+        recomputed += s.kind == SwapStep::Kind::Recompute;
+    }
     return fmt::format("swap {}: {} | per step {} out, {} in | predicted {:.1f} ms/step, {:.0f}% of ideal {:.1f} ms | "
-                       "{} pinned, {} pools | {} on the host",
+                       "{} pinned, {} pools | {} on the host | {}",
                        swap_policy_name(t.policy), how, format_bytes(t.swap_out_bytes), format_bytes(t.swap_in_bytes),
                        t.time_s * 1e3, t.time_s > 0 ? 100 * t.ideal_time_s / t.time_s : 100.0, t.ideal_time_s * 1e3,
-                       format_bytes(t.pinned_bytes), t.pools.size(), count_of(on_host, "optimizer update"));
+                       format_bytes(t.pinned_bytes), t.pools.size(), count_of(on_host, "optimizer update"),
+                       count_of(recomputed, "recomputation"));
 }
 
 std::string partition_banner(const JobMachine &machine, const RunPlan &run, const DeviceChoice &choice, bool nccl) {

@@ -47,6 +47,7 @@ SwapOptions swap_options(const SwapSpec &s) {
     o.generations = s.generations;
     o.population = s.population;
     o.host_updates = s.host_updates;
+    o.recompute = s.recompute;
     return o;
 }
 

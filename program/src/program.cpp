@@ -30,7 +30,7 @@ Kind kind_from_name(const std::string &name, const std::string &where) {
 
 std::string describe_instruction(const Graph &g, const Instruction &in) {
     std::ostringstream os;
-    os << instruction_kind_name(in.kind);
+    os << (in.kind == Kind::Compute && in.offset >= 0 ? "recompute" : instruction_kind_name(in.kind));
     if ((in.kind == Kind::Compute || in.kind == Kind::Collective) && in.node >= 0 && in.node < g.num_nodes())
         os << " '" << g.node(in.node).call.name << "'";
     if (in.kind == Kind::EventRecord || in.kind == Kind::EventWait) os << " e" << in.event;
@@ -229,9 +229,15 @@ void check_program(const Graph &g, const Program &p) {
                                                : "an operator, run as a compute instruction");
             TESSERA_CHECK(in.stream != StreamKind::Host || in.kind == Kind::Compute, where(),
                           ": only operators run on the host stream");
-            TESSERA_CHECK(!computed[in.node], where(), ": the node is computed twice");
-            computed[in.node] = true;
             const Node &node = g.node(in.node);
+            if (in.kind == Kind::Compute && in.offset >= 0) {
+                TESSERA_CHECK(computed[in.node], where(), ": recomputes a node not computed before it");
+                TESSERA_CHECK(node.outputs.size() == 1 && storage_root(g, node.outputs[0]) == node.outputs[0],
+                              where(), ": only a node with one output of its own storage can be recomputed");
+            } else {
+                TESSERA_CHECK(!computed[in.node], where(), ": the node is computed twice");
+            }
+            computed[in.node] = true;
             for (TensorId t : node.inputs) {
                 if (g.tensor(t).producer == kNoNode) continue;
                 const Producer &pr = produced[t];
@@ -286,6 +292,7 @@ nlohmann::json program_to_json(const Program &p) {
             j["bytes"] = in.bytes;
         }
         if (in.kind == Kind::SwapOut || in.kind == Kind::SwapIn) j["offset"] = in.offset;
+        if (in.kind == Kind::Compute && in.offset >= 0) j["offset"] = in.offset;
         list.push_back(std::move(j));
     }
     nlohmann::json out{{"num_events", p.num_events}, {"instructions", std::move(list)}};
@@ -326,7 +333,7 @@ Program program_from_json(const nlohmann::json &j, const std::string &source) {
             integer("bytes", in.bytes);
         }
         if (in.kind == Kind::SwapIn) integer("offset", in.offset);
-        if (in.kind == Kind::SwapOut && e.contains("offset")) integer("offset", in.offset);
+        if ((in.kind == Kind::SwapOut || in.kind == Kind::Compute) && e.contains("offset")) integer("offset", in.offset);
         p.instructions.push_back(in);
     }
     if (j.contains("place")) {

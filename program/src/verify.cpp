@@ -211,7 +211,8 @@ int Replay::compute_output(int i, int s, TensorId t, const std::vector<TensorId>
         check_overwrite(i, s, stays_[k], detail::concat("writes ", name(t), " over"));
         return k;
     }
-    int64_t off = !p_.place.empty() && p_.place[t] >= 0 ? p_.place[t] : plan_.offset[t];
+    const int64_t again = p_.instructions[i].offset;  // a recomputation's own offset
+    int64_t off = again >= 0 ? again : !p_.place.empty() && p_.place[t] >= 0 ? p_.place[t] : plan_.offset[t];
     TESSERA_CHECK(off >= 0, where(i), " writes ", name(t),
                   ", which has no storage: neither the program's place nor the memory plan gives it an arena offset");
     int64_t bytes = g_.tensor(t).type.bytes();

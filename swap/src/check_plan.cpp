@@ -106,7 +106,8 @@ void check_pins(const PlanFacts &f) {
 std::string step_name(const PlanFacts &f, int i) {
     const SwapStep &s = f.plan.steps[i];
     std::string w = f.source + ": step " + std::to_string(i) + " (" + swap_step_kind_name(s.kind);
-    const bool runs = s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::HostUpdate;
+    const bool runs = s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::HostUpdate ||
+                      s.kind == SwapStep::Kind::Recompute;
     if (runs && s.node >= 0 && s.node < f.g.num_nodes()) w += " '" + f.g.node(s.node).call.name + "'";
     if (!runs && s.tensor >= 0 && s.tensor < f.g.num_tensors()) w += " " + f.name(s.tensor);
     return w + ")";
@@ -141,6 +142,19 @@ void check_host_update(const PlanFacts &f, int i) {
                           f.name(f.root[t]), " is pinned in the arena");
 }
 
+// A recomputation: a forward node of the order, run again, writing its one
+// output (the step's tensor) to a slot that holds it.
+void check_recompute_step(const PlanFacts &f, int i) {
+    const SwapStep &s = f.plan.steps[i];
+    TESSERA_CHECK(s.node >= 0 && s.node < f.g.num_nodes(), step_name(f, i), ": node ", s.node,
+                  " is not a node of the graph");
+    const Node &node = f.g.node(s.node);
+    TESSERA_CHECK(node.outputs.size() == 1 && node.outputs[0] == s.tensor && f.root[s.tensor] == s.tensor,
+                  step_name(f, i), ": recomputes tensor ", s.tensor, ", which is not the node's one output");
+    TESSERA_CHECK(f.plan.pinned[s.tensor] < 0 && f.is_slot(s.offset, f.bytes[s.tensor]), step_name(f, i),
+                  ": offset ", s.offset, " is not a slot of a pool that holds ", f.bytes[s.tensor], " bytes");
+}
+
 // A compute or host-update step: its node is the next of the order, and what
 // a compute step produces afresh goes to a slot.
 void check_compute_step(const PlanFacts &f, int i, size_t &next_compute) {
@@ -172,7 +186,8 @@ void check_steps(const PlanFacts &f) {
         for (int a : plan.steps[i].after)
             TESSERA_CHECK(a >= 0 && a < i, step_name(f, i), ": waits for step ", a, ", which is not an earlier step");
         SwapStep::Kind k = plan.steps[i].kind;
-        if (k == SwapStep::Kind::Compute || k == SwapStep::Kind::HostUpdate) check_compute_step(f, i, next_compute);
+        if (k == SwapStep::Kind::Recompute) check_recompute_step(f, i);
+        else if (k == SwapStep::Kind::Compute || k == SwapStep::Kind::HostUpdate) check_compute_step(f, i, next_compute);
         else check_swap_step(f, i);
     }
     TESSERA_CHECK(next_compute == plan.order.size(), f.source, ": the steps compute ", next_compute, " of the ",

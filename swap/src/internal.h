@@ -60,6 +60,9 @@ struct Prepared {
     // Per NodeId: runs on the host in every candidate (host updates "all", or
     // a node whose operands cannot fit the budget on the device).
     std::vector<uint8_t> host_fixed;
+    // The buffers that may be dropped and recomputed (SwapOptions::recompute):
+    // forward activations whose producer has that one output of its own.
+    std::vector<int> recompute_bufs;
     int64_t budget = 0;
     double h2d = 0, d2h = 0;
     std::vector<Buffer> bufs;
@@ -109,7 +112,15 @@ struct Layout {
     // The buffers such a node uses are never pinned.
     std::vector<uint8_t> host;
     bool on_host(NodeId n) const { return !host.empty() && host[n]; }
+    // Per buffer: dropped rather than swapped out when evicted dirty, and
+    // recomputed before its next use; empty: none.
+    std::vector<uint8_t> recompute;
 };
+
+// A candidate whose recomputations cannot run: a producer's input changed
+// since it ran, is gone, or finds no slot. The search scores it as infinitely
+// slow; plans without recomputation never throw it.
+struct RecomputeInfeasible {};
 
 // The fewest slots per class that let every operator of the order run, given
 // which buffers are pinned: since a buffer fits any larger slot, for every
@@ -167,6 +178,11 @@ private:
     int acquire(const Prepared &p, int cls, int pos, int protect_stamp, SwapPolicy policy, Schedule &out);
     void release(const Prepared &p, int b, Schedule &out);  // the slot of b becomes free
     int emit(Schedule &out, SwapStep::Kind kind, int key, int node, int buf, int64_t offset);
+    // A read buffer b not on the device into slot s: swapped in, or recomputed
+    // when it was dropped.
+    void bring_in(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy, Schedule &out);
+    void recompute(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy, Schedule &out);
+    void hold_inputs(const Prepared &p, int b, int delta);
     void dep(Schedule &out, int step);
     int swap_out(const Prepared &p, int b, Schedule &out);
     void swap_in(const Prepared &p, int b, int slot, int pos, SwapPolicy policy, Schedule &out);
@@ -184,6 +200,9 @@ private:
     std::vector<int> first_bwd_, last_fwd_, placed_at_;
     std::vector<int> need_;  // buffers the current operator still needs placed
     std::vector<uint8_t> host_valid_, pinned_, offloaded_;
+    std::vector<uint8_t> may_drop_, dropped_;  // per buffer: the layout's recompute bit; dropped now
+    std::vector<int> held_;                    // per buffer: dropped buffers whose producer reads it
+    std::vector<int> node_pos_;                // per NodeId: position in the order being scheduled
     // Per slot.
     std::vector<int> slot_class_, occ_, slot_last_compute_, slot_swapout_, slot_pending_in_, slot_ready_;
     std::vector<int64_t> slot_offset_;

@@ -44,7 +44,7 @@ double nice_step(double range, int want) {
 void check_refs(const Graph &g, const SwapPlan &plan) {
     for (size_t i = 0; i < plan.steps.size(); ++i) {
         const SwapStep &s = plan.steps[i];
-        if (s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::HostUpdate)
+        if (s.kind != SwapStep::Kind::SwapIn && s.kind != SwapStep::Kind::SwapOut)
             TESSERA_CHECK(s.node >= 0 && s.node < g.num_nodes(), "swap plan step ", i, " computes node ", s.node,
                           " but the graph has ", g.num_nodes(), " nodes; was the plan made for another graph?");
         else
@@ -74,8 +74,9 @@ Curve resident_curve(const Graph &g, const SwapPlan &plan) {
     };
     std::map<TensorId, std::vector<Touch>> touches;
     for (const SwapStep &s : plan.steps) {
-        if (s.kind == SwapStep::Kind::Compute) {
+        if (s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::Recompute) {
             const Node &n = g.node(s.node);
+            if (s.kind == SwapStep::Kind::Recompute) touches[s.tensor].push_back({s.start_s, s.end_s, true});
             for (const auto *list : {&n.inputs, &n.outputs})
                 for (TensorId t : *list) {
                     TensorId r = storage_root(g, t);
@@ -151,6 +152,9 @@ std::string step_label(const Graph &g, const SwapStep &s) {
     }
     if (s.kind == SwapStep::Kind::HostUpdate)
         return g.node(s.node).call.name + " (" + op_name(g.node(s.node).call.kind) + " on the host)";
+    if (s.kind == SwapStep::Kind::Recompute)
+        return g.node(s.node).call.name + " (" + op_name(g.node(s.node).call.kind) + ", recomputing " +
+               g.tensor(s.tensor).name + " into slot " + std::to_string(s.offset) + ")";
     return std::string(swap_step_kind_name(s.kind)) + " " + g.tensor(s.tensor).name + ", " +
            bytes_str(static_cast<double>(s.bytes)) + ", slot at " + std::to_string(s.offset);
 }
@@ -219,7 +223,7 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
     h += "<p class=\"legend\">Streams over one iteration:<span style=\"background:#4e79a7\"></span>forward"
          "<span style=\"background:#f28e2b\"></span>backward<span style=\"background:#59a14f\"></span>optimizer (in the host lane: updated on the host)"
          "<span style=\"background:#9c755f\"></span>communication<span style=\"background:#e15759\"></span>swap-out"
-         "<span style=\"background:#b07aa1\"></span>swap-in. Hover a box for its node or tensor.</p>\n";
+         "<span style=\"background:#b07aa1\"></span>swap-in<span style=\"background:#edc948\"></span>recompute. Hover a box for its node or tensor.</p>\n";
     h += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
                      "viewBox=\"0 0 {:.0f} {:.0f}\">\n",
                      kLeft + kWidth + 20, height, kLeft + kWidth + 20, height);
@@ -233,8 +237,9 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
     }
     for (const SwapStep &s : plan.steps) {
         // Lanes follow the step kinds: compute, swap-out, swap-in, host.
-        int lane = static_cast<int>(s.kind);
+        int lane = swap_step_stream(s.kind);
         const char *color = s.kind == SwapStep::Kind::Compute      ? compute_color(g.node(s.node))
+                            : s.kind == SwapStep::Kind::Recompute  ? "#edc948"
                             : s.kind == SwapStep::Kind::SwapOut    ? "#e15759"
                             : s.kind == SwapStep::Kind::HostUpdate ? "#59a14f"
                                                                    : "#b07aa1";

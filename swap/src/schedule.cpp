@@ -197,6 +197,21 @@ static void find_host_nodes(const SwapProblem &pr, bool allowed, Prepared &p) {
     }
 }
 
+// Forward activations that may be dropped and recomputed: not persistent,
+// produced by a forward operator (not a collective) whose one output is the
+// buffer's own storage.
+static void find_recomputable(Prepared &p) {
+    const Graph &g = *p.g;
+    p.recompute_bufs.clear();
+    for (size_t b = 0; b < p.bufs.size(); b++) {
+        const Buffer &bf = p.bufs[b];
+        if (bf.persistent || bf.producer == kNoNode || !p.fwd_node[bf.producer]) continue;
+        const Node &node = g.node(bf.producer);
+        if (node.comm || node.outputs.size() != 1 || node.outputs[0] != bf.root) continue;
+        p.recompute_bufs.push_back(static_cast<int>(b));
+    }
+}
+
 static void build_preds(Prepared &p) {
     int n = static_cast<int>(p.order.size());
     std::vector<std::vector<int>> preds(n);
@@ -407,6 +422,7 @@ Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budge
     validate_and_index(problem, check_budget ? policy : SwapPolicy::Ideal, p);
     build_buffers(p);
     find_host_nodes(problem, host != HostUpdates::Off && policy == SwapPolicy::Advisor, p);
+    find_recomputable(p);
     for (NodeId n : p.host_nodes)
         p.host_fixed[n] = host == HostUpdates::All || !check_budget || working_set(p, n) > p.budget;
     if (problem.homes_from && policy != SwapPolicy::Ideal) take_homes(problem, p);
@@ -502,8 +518,14 @@ int Scheduler::swap_out(const Prepared &p, int b, Schedule &out) {
 
 void Scheduler::release(const Prepared &p, int b, Schedule &out) {
     int s = slot_of_[b];
-    bool future = use_ptr_[b] < use_end_[b];
-    if (!host_valid_[b] && (future || p.bufs[b].persistent)) swap_out(p, b, out);
+    // A dropped buffer's producer will read this one again.
+    bool future = use_ptr_[b] < use_end_[b] || held_[b] > 0;
+    if (!host_valid_[b] && future && may_drop_[b] && use_ptr_[b] < use_end_[b]) {
+        dropped_[b] = 1;  // recomputed before its next use instead of swapped
+        hold_inputs(p, b, +1);
+    } else if (!host_valid_[b] && (future || p.bufs[b].persistent)) {
+        swap_out(p, b, out);
+    }
     int ready = 0;
     if (resid_last_compute_[b] >= 0) ready = out.steps[resid_last_compute_[b]].key + 1;
     if (resid_swapout_[b] >= 0) ready = std::max(ready, out.steps[resid_swapout_[b]].key);
@@ -589,6 +611,7 @@ void Scheduler::host_update(const Prepared &p, int pos, NodeId node, Schedule &o
         int b = u.buf;
         TESSERA_INTERNAL_ASSERT(!pinned_[b], "buffer ", b, " of a host update is pinned");
         if (!host_valid_[b]) {
+            if (slot_of_[b] < 0 && dropped_[b]) throw RecomputeInfeasible{};  // the host cannot recompute
             TESSERA_INTERNAL_ASSERT(slot_of_[b] >= 0, "buffer ", b, " is neither in host memory nor on the device");
             swap_out(p, b, out);
         }
@@ -605,10 +628,77 @@ void Scheduler::host_update(const Prepared &p, int pos, NodeId node, Schedule &o
         use_ptr_[b]++;
         if (u.write) {
             last_swapout_step_[b] = hs;  // later swap-ins read what it wrote
+            last_write_pos_[b] = pos;
             host_valid_[b] = 1;
             out.moved[b] = 1;
         }
         if (slot_of_[b] >= 0 && (u.write || use_ptr_[b] == use_end_[b])) release(p, b, out);
+    }
+}
+
+void Scheduler::hold_inputs(const Prepared &p, int b, int delta) {
+    NodeId producer = p.bufs[b].producer;
+    for (int k = p.use_begin[producer]; k < p.use_begin[producer + 1]; k++)
+        if (p.uses[k].buf != b) held_[p.uses[k].buf] += delta;
+}
+
+void Scheduler::bring_in(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy,
+                         Schedule &out) {
+    if (dropped_[b]) return recompute(p, c, b, s, pos, policy, out);
+    if (!host_valid_[b]) throw RecomputeInfeasible{};  // a producer's input that is gone
+    swap_in(p, b, s, pos, policy, out);
+}
+
+// Runs the producer of dropped buffer b again at position `pos`, into slot
+// s: its inputs must be unchanged since it ran; those not on the device are
+// brought in first (swapped in, or recomputed in turn), protected from
+// eviction until it has run.
+void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy,
+                          Schedule &out) {
+    const NodeId producer = p.bufs[b].producer;
+    const int ub = p.use_begin[producer], ue = p.use_begin[producer + 1];
+    slot_of_[b] = s;
+    occ_[s] = b;
+    stamp_[b] = pos;
+    std::vector<int> stamps;  // the inputs' stamps before this protection
+    for (int k = ub; k < ue; k++) {
+        int x = p.uses[k].buf;
+        stamps.push_back(stamp_[x]);
+        if (x == b) continue;
+        if (last_write_pos_[x] > node_pos_[producer]) throw RecomputeInfeasible{};
+        stamp_[x] = pos;
+    }
+    for (int k = ub; k < ue; k++) {
+        int x = p.uses[k].buf;
+        if (x == b || pinned_[x] || slot_of_[x] >= 0) continue;
+        int sx = acquire(p, c.of_buf[x], pos, pos, policy, out);
+        if (sx < 0) throw RecomputeInfeasible{};
+        placed_at_[x] = pos;
+        bring_in(p, c, x, sx, pos, policy, out);
+    }
+    const int rs = emit(out, SwapStep::Kind::Recompute, pos, producer, b, slot_offset_[s]);
+    dep(out, slot_swapout_[s]);
+    dep(out, slot_pending_in_[s]);
+    for (int k = ub; k < ue; k++) {
+        int x = p.uses[k].buf;
+        if (x == b || pinned_[x]) continue;
+        dep(out, resid_swapin_[x]);
+        resid_swapin_[x] = -1;
+        resid_last_compute_[x] = rs;
+    }
+    resid_swapin_[b] = resid_swapout_[b] = -1;
+    resid_last_compute_[b] = rs;
+    dropped_[b] = 0;
+    hold_inputs(p, b, -1);
+    touch_[b] = pos;
+    // Inputs brought in only for this are evictable again, and freed when
+    // nothing reads them any more (their slots wait for this step).
+    for (int k = ub; k < ue; k++) {
+        int x = p.uses[k].buf;
+        if (x == b) continue;
+        stamp_[x] = stamps[static_cast<size_t>(k - ub)];
+        if (!pinned_[x] && slot_of_[x] >= 0 && stamp_[x] != pos && use_ptr_[x] == use_end_[x] && held_[x] == 0)
+            release(p, x, out);
     }
 }
 
@@ -671,6 +761,12 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
     }
     compute_step_.assign(n_, -1);
     placed_at_.assign(nb, -1);
+    may_drop_.assign(nb, 0);
+    if (!layout.recompute.empty()) may_drop_ = layout.recompute;
+    dropped_.assign(nb, 0);
+    held_.assign(nb, 0);
+    node_pos_.assign(p.g->num_nodes(), -1);
+    for (int i = 0; i < n_; i++) node_pos_[order[i]] = i;
     last_swapin_key_ = 0;
 
     // vDNN: forward activations, used again in the backward pass, go to the
@@ -717,6 +813,7 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
         for (size_t q = 0; q < need_.size(); q++) {
             const Use &u = p.uses[need_[q]];
             int b = u.buf, cls = c.of_buf[b];
+            if (slot_of_[b] >= 0) continue;  // placed by a recomputation of another one
             int s = acquire(p, cls, i, i, policy, out);
             if (s < 0) {
                 int nc = static_cast<int>(c.bytes.size());
@@ -734,10 +831,12 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
                     }
                 }
             }
+            // Slots that recomputations took for their inputs can leave none.
+            if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
             TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", node);
             placed_at_[b] = i;
             if (u.read) {
-                swap_in(p, b, s, i, policy, out);
+                bring_in(p, c, b, s, i, policy, out);
                 continue;
             }
             pending_deps_.push_back(slot_swapout_[s]);
@@ -809,12 +908,13 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
     int nkeys = 2 * n_ + 4;
     std::vector<int> &count = pending_deps_;
     count.assign(nkeys + 1, 0);
-    for (const IStep &s : out.steps) count[2 * s.key + (s.kind == SwapStep::Kind::Compute) + 1]++;
+    auto on_compute = [](const IStep &s) { return swap_step_stream(s.kind) == 0; };
+    for (const IStep &s : out.steps) count[2 * s.key + on_compute(s) + 1]++;
     for (int k = 0; k < nkeys; k++) count[k + 1] += count[k];
     out.issue.resize(out.steps.size());
     for (size_t g = 0; g < out.steps.size(); g++) {
         const IStep &s = out.steps[g];
-        out.issue[count[2 * s.key + (s.kind == SwapStep::Kind::Compute)]++] = static_cast<int>(g);
+        out.issue[count[2 * s.key + on_compute(s)]++] = static_cast<int>(g);
     }
 }
 

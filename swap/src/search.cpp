@@ -11,7 +11,10 @@
 //   * a pinned fraction f: persistent buffers are pinned, most uses per byte
 //     first, within f of what the smallest pools leave of the budget;
 //   * with host updates (SwapOptions::host_updates auto), a bit per optimizer
-//     node that may run on the host: whether it does (all set, with all).
+//     node that may run on the host: whether it does (all set, with all);
+//   * with recomputation (SwapOptions::recompute), a bit per forward
+//     activation: dropped and recomputed when evicted, instead of swapped.
+//     A candidate whose recomputations cannot run scores as infinitely slow.
 // The fitness is the simulated iteration time of the schedule the swap
 // scheduler makes for it. The population starts from the given order with
 // demand-proportional pools and a spread of pinned fractions (which are also
@@ -19,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <queue>
 #include <random>
 #include <unordered_map>
@@ -50,6 +54,7 @@ struct Genome {
     std::vector<double> prio;  // per position of the given order
     std::vector<double> weight;
     std::vector<uint8_t> host;  // per Prepared::host_nodes entry
+    std::vector<uint8_t> drop;  // per Prepared::recompute_bufs entry
     double f = 0;
     double fit = 0;
 };
@@ -71,6 +76,12 @@ public:
 
     // The layout a pinned fraction and class weights give (weights empty:
     // demand-proportional).
+    void decode_layout(const Genome &g, Layout &layout) const {
+        decode_layout(g.f, g.weight, g.host, layout);
+        layout.recompute.assign(g.drop.empty() ? 0 : p_.bufs.size(), 0);
+        for (size_t k = 0; k < g.drop.size(); k++) layout.recompute[p_.recompute_bufs[k]] = g.drop[k];
+    }
+
     void decode_layout(double f, const std::vector<double> &weights, const std::vector<uint8_t> &host,
                        Layout &layout) const {
         layout.host.assign(host.empty() ? 0 : p_.host_ok.size(), 0);
@@ -110,7 +121,7 @@ public:
 
     double evaluate(Genome &g) {
         decode_order(g.prio, order_);
-        decode_layout(g.f, g.weight, g.host, layout_);
+        decode_layout(g, layout_);
         uint64_t h = 1469598103934665603ull;
         auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
         if (o_.reorder)
@@ -118,10 +129,15 @@ public:
         for (int s : layout_.slots) mix(static_cast<uint64_t>(s) + 0x9e37);
         for (int64_t v : layout_.pin) mix(static_cast<uint64_t>(v + 1));
         for (uint8_t v : g.host) mix(v + 0x51u);
+        for (uint8_t v : g.drop) mix(v + 0x77u);
         auto it = cache_.find(h);
         if (it != cache_.end()) return g.fit = it->second;
-        sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
-        double t = simulate_schedule(p_, schedule_, end_);
+        double t = std::numeric_limits<double>::infinity();
+        try {
+            sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
+            t = simulate_schedule(p_, schedule_, end_);
+        } catch (const RecomputeInfeasible &) {
+        }
         candidates_++;
         cache_.emplace(h, t);
         return g.fit = t;
@@ -147,6 +163,7 @@ public:
             }
             g.f = exact ? fs[k] : rng_.uniform();
             g.host = seed_host(k);
+            g.drop = seed_drop(k, exact);
             decode_layout(g.f, {}, g.host, tmp);
             g.weight = demand_weights(p_, p_.classes, tmp.pin);
             if (!exact)
@@ -174,6 +191,8 @@ public:
                     c.f = u < 1.0 / 3 ? a.f : u < 2.0 / 3 ? b.f : 0.5 * (a.f + b.f);
                     for (size_t k = 0; k < c.host.size(); k++)
                         if (rng_.uniform() < 0.5) c.host[k] = b.host[k];
+                    for (size_t k = 0; k < c.drop.size(); k++)
+                        if (rng_.uniform() < 0.5) c.drop[k] = b.drop[k];
                 }
                 mutate(c);
                 evaluate(c);
@@ -193,7 +212,7 @@ public:
         }
         const Genome &best = *std::min_element(pop.begin(), pop.end(), better);
         decode_order(best.prio, order_);
-        decode_layout(best.f, best.weight, best.host, layout_);
+        decode_layout(best, layout_);
         sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
         SwapPlan plan = make_plan(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
         plan.generations = gens;
@@ -229,6 +248,20 @@ private:
             int flips = 1 + rng_.below(3);
             for (int m = 0; m < flips; m++) g.host[rng_.below(static_cast<int>(g.host.size()))] ^= 1;
         }
+        if (!g.drop.empty() && rng_.uniform() < 0.3) {
+            int flips = 1 + rng_.below(3);
+            for (int m = 0; m < flips; m++) g.drop[rng_.below(static_cast<int>(g.drop.size()))] ^= 1;
+        }
+    }
+
+    // Recomputation bits: none in the exact seeds (they are the plans without
+    // recomputation), each set with probability 1/4 in the others.
+    std::vector<uint8_t> seed_drop(int k, bool exact) {
+        if (!o_.recompute || p_.recompute_bufs.empty()) return {};
+        std::vector<uint8_t> bits(p_.recompute_bufs.size(), 0);
+        if (!exact && k % 2 == 0)
+            for (uint8_t &b : bits) b = rng_.uniform() < 0.25;
+        return bits;
     }
 
     // Whether the genome's host bits are searched (auto) rather than fixed.

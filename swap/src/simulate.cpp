@@ -14,7 +14,6 @@
 namespace tessera {
 namespace {
 
-int stream_of(SwapStep::Kind k) { return static_cast<int>(k); }
 
 constexpr int kSimStreams = 4;
 
@@ -31,7 +30,7 @@ double run_streams(std::vector<SwapStep> &steps, const std::vector<double> &node
     double free_at[kSimStreams] = {0, 0, 0, 0}, last = 0;
     for (size_t i = 0; i < steps.size(); i++) {
         SwapStep &s = steps[i];
-        int st = stream_of(s.kind);
+        int st = swap_step_stream(s.kind);
         double start = free_at[st];
         for (int d : s.after) {
             TESSERA_CHECK(d >= 0 && d < static_cast<int>(i), "swap plan: step ", i, " waits for step ", d,
@@ -40,7 +39,8 @@ double run_streams(std::vector<SwapStep> &steps, const std::vector<double> &node
         }
         double dur = 0;
         switch (s.kind) {
-        case SwapStep::Kind::Compute: dur = node_time_of(node_time, s.node, i, "node times"); break;
+        case SwapStep::Kind::Compute:
+        case SwapStep::Kind::Recompute: dur = node_time_of(node_time, s.node, i, "node times"); break;
         case SwapStep::Kind::HostUpdate: dur = node_time_of(host_time, s.node, i, "host node times"); break;
         case SwapStep::Kind::SwapOut: dur = d2h > 0 ? static_cast<double>(s.bytes) / d2h : 0; break;
         case SwapStep::Kind::SwapIn: dur = h2d > 0 ? static_cast<double>(s.bytes) / h2d : 0; break;
@@ -72,11 +72,11 @@ double simulate_schedule(const Prepared &p, Schedule &s, std::vector<double> &en
     double free_at[kSimStreams] = {0, 0, 0, 0}, last = 0;
     for (int g : s.issue) {
         const IStep &st = s.steps[g];
-        int k = static_cast<int>(st.kind);
+        int k = swap_step_stream(st.kind);
         double start = free_at[k];
         for (int d = st.dep_begin; d < st.dep_end; d++) start = std::max(start, end[s.deps[d]]);
         double dur;
-        if (st.kind == SwapStep::Kind::Compute) dur = p.node_time[st.node];
+        if (st.kind == SwapStep::Kind::Compute || st.kind == SwapStep::Kind::Recompute) dur = p.node_time[st.node];
         else if (st.kind == SwapStep::Kind::HostUpdate) dur = p.host_time[st.node];
         else if (st.kind == SwapStep::Kind::SwapIn) dur = static_cast<double>(p.bufs[st.buf].raw_bytes) / p.h2d;
         else dur = static_cast<double>(p.bufs[st.buf].raw_bytes) / p.d2h;
@@ -119,7 +119,11 @@ SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Cl
         const IStep &st = s.steps[gi];
         SwapStep out;
         out.kind = st.kind;
-        if (st.kind == SwapStep::Kind::Compute || st.kind == SwapStep::Kind::HostUpdate) {
+        if (st.kind == SwapStep::Kind::Recompute) {
+            out.node = st.node;
+            out.tensor = p.bufs[st.buf].root;
+            out.offset = st.offset;
+        } else if (st.kind == SwapStep::Kind::Compute || st.kind == SwapStep::Kind::HostUpdate) {
             out.node = st.node;
         } else {
             out.tensor = p.bufs[st.buf].root;
@@ -130,7 +134,7 @@ SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Cl
             int di = index_of[s.deps[d]];
             TESSERA_INTERNAL_ASSERT(di >= 0 && di < static_cast<int>(plan.steps.size()),
                                     "a swap step waits for a later one");
-            if (s.steps[s.deps[d]].kind == st.kind) continue;  // same stream: issue order covers it
+            if (swap_step_stream(s.steps[s.deps[d]].kind) == swap_step_stream(st.kind)) continue;  // same stream
             out.after.push_back(di);
         }
         std::sort(out.after.begin(), out.after.end());
@@ -193,8 +197,9 @@ void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &no
             plan.swap_out_bytes += s.bytes;
             r_end[s.tensor] = std::max(r_end[s.tensor], s.end_s);
             high = std::max(high, s.offset + raw[s.tensor]);
-        } else if (s.kind == SwapStep::Kind::Compute) {
+        } else if (s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::Recompute) {
             const Node &n = g.node(s.node);
+            if (s.kind == SwapStep::Kind::Recompute) open(s.tensor, s.offset, s.start_s);  // a new stay
             auto touch = [&](TensorId t) {
                 TensorId r = storage_root(g, t);
                 if (plan.pinned[r] >= 0) {

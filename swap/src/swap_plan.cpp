@@ -51,17 +51,29 @@ const char *swap_step_kind_name(SwapStep::Kind k) {
     case SwapStep::Kind::SwapOut: return "swap-out";
     case SwapStep::Kind::SwapIn: return "swap-in";
     case SwapStep::Kind::HostUpdate: return "host-update";
+    case SwapStep::Kind::Recompute: return "recompute";
     }
     return "?";
+}
+
+int swap_step_stream(SwapStep::Kind k) {
+    switch (k) {
+    case SwapStep::Kind::Compute:
+    case SwapStep::Kind::Recompute: return 0;
+    case SwapStep::Kind::SwapOut: return 1;
+    case SwapStep::Kind::SwapIn: return 2;
+    case SwapStep::Kind::HostUpdate: return 3;
+    }
+    return 0;
 }
 
 namespace {
 
 SwapStep::Kind step_kind_from_name(const std::string &name, const std::string &where) {
-    for (SwapStep::Kind k :
-         {SwapStep::Kind::Compute, SwapStep::Kind::SwapOut, SwapStep::Kind::SwapIn, SwapStep::Kind::HostUpdate})
+    for (SwapStep::Kind k : {SwapStep::Kind::Compute, SwapStep::Kind::SwapOut, SwapStep::Kind::SwapIn,
+                             SwapStep::Kind::HostUpdate, SwapStep::Kind::Recompute})
         if (name == swap_step_kind_name(k)) return k;
-    fail(where, ": unknown step kind '", name, "'; valid: compute, swap-out, swap-in, host-update");
+    fail(where, ": unknown step kind '", name, "'; valid: compute, swap-out, swap-in, host-update, recompute");
 }
 
 
@@ -181,11 +193,12 @@ namespace {
 // swapped (with its swaps each way), host-homed, and updated on the host.
 std::string tensor_table(const Graph &g, const SwapPlan &plan) {
     const int nt = g.num_tensors();
-    std::vector<int> ins(nt, 0), outs(nt, 0);
+    std::vector<int> ins(nt, 0), outs(nt, 0), again(nt, 0);
     std::vector<std::string> host_update(nt);
     for (const SwapStep &s : plan.steps) {
         if (s.kind == SwapStep::Kind::SwapIn) ins[s.tensor]++;
         if (s.kind == SwapStep::Kind::SwapOut) outs[s.tensor]++;
+        if (s.kind == SwapStep::Kind::Recompute) again[s.tensor]++;
         if (s.kind != SwapStep::Kind::HostUpdate) continue;
         for (TensorId t : g.node(s.node).outputs) host_update[storage_root(g, t)] = g.node(s.node).call.name;
     }
@@ -193,11 +206,12 @@ std::string tensor_table(const Graph &g, const SwapPlan &plan) {
     std::ostringstream os;
     os << fmt::format("{:<32}  {:>10}  {}\n", "tensor", "bytes", "where");
     for (TensorId r = 0; r < nt && r < static_cast<TensorId>(plan.pinned.size()); r++) {
-        if (storage_root(g, r) != r || (plan.pinned[r] < 0 && !plan.swapped[r])) continue;
+        if (storage_root(g, r) != r || (plan.pinned[r] < 0 && !plan.swapped[r] && again[r] == 0)) continue;
         std::string where;
         if (plan.pinned[r] >= 0) where = fmt::format("kept: pinned at {}", plan.pinned[r]);
-        else where = persistent[r] ? "host-homed" : "swapped";
+        else where = persistent[r] ? "host-homed" : plan.swapped[r] ? "swapped" : "dropped";
         if (ins[r] + outs[r] > 0) where += fmt::format(", {} in, {} out", ins[r], outs[r]);
+        if (again[r] > 0) where += ", recomputed " + count_of(again[r], "time");
         if (!host_update[r].empty()) where += ", updated on the host by " + host_update[r];
         std::string name = g.tensor(r).name;
         if (name.size() > 32) name = name.substr(0, 29) + "...";
@@ -211,19 +225,20 @@ std::string tensor_table(const Graph &g, const SwapPlan &plan) {
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     auto mib = [](int64_t b) { return format_bytes(b); };
     std::ostringstream os;
-    int ins = 0, outs = 0, host = 0;
+    int ins = 0, outs = 0, host = 0, again = 0;
     for (const SwapStep &s : plan.steps) {
         ins += s.kind == SwapStep::Kind::SwapIn;
         outs += s.kind == SwapStep::Kind::SwapOut;
         host += s.kind == SwapStep::Kind::HostUpdate;
+        again += s.kind == SwapStep::Kind::Recompute;
     }
     os << fmt::format("swap plan ({}): {} operators, arena {}, pinned {}, high water {}, peak {}\n",
                       swap_policy_name(plan.policy), plan.order.size(), mib(plan.arena_bytes), mib(plan.pinned_bytes),
                       mib(plan.high_water), mib(plan.peak_bytes));
     os << fmt::format("predicted {:.3f} ms per iteration; ideal {:.3f} ms ({:.1f}% of ideal)\n", plan.time_s * 1e3,
                       plan.ideal_time_s * 1e3, plan.time_s > 0 ? 100 * plan.ideal_time_s / plan.time_s : 100.0);
-    os << fmt::format("swaps: {} in ({}), {} out ({}); {} on the host", ins, mib(plan.swap_in_bytes), outs,
-                      mib(plan.swap_out_bytes), count_of(host, "optimizer update"));
+    os << fmt::format("swaps: {} in ({}), {} out ({}); {} on the host; {}", ins, mib(plan.swap_in_bytes), outs,
+                      mib(plan.swap_out_bytes), count_of(host, "optimizer update"), count_of(again, "recomputation"));
     if (plan.candidates > 0)
         os << fmt::format("; search: {} generations, {} candidates, {:.2f} s", plan.generations, plan.candidates,
                           plan.search_s);
@@ -231,7 +246,7 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     if (plan.pools.empty()) os << " none";
     for (const SwapPool &p : plan.pools) os << fmt::format(" {} x {} @ {};", p.slots, mib(p.slot_bytes), p.offset);
     os << "\n";
-    if (ins + outs + host == 0) return os.str();
+    if (ins + outs + host + again == 0) return os.str();
     os << tensor_table(g, plan);
     os << fmt::format("{:>6}  {:<11}  {:<32}  {:>10}  {:>12}  {:>10}  {:>10}\n", "step", "stream", "tensor", "bytes",
                       "slot", "start ms", "end ms");
@@ -241,6 +256,7 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
         std::string t = s.kind == SwapStep::Kind::HostUpdate
                             ? (s.node >= 0 && s.node < g.num_nodes() ? g.node(s.node).call.name : "?")
                             : s.tensor >= 0 && s.tensor < g.num_tensors() ? g.tensor(s.tensor).name : "?";
+        if (s.kind == SwapStep::Kind::Recompute) t += " (recomputed)";
         if (t.size() > 32) t = t.substr(0, 29) + "...";
         const bool on_host = s.kind == SwapStep::Kind::HostUpdate;
         os << fmt::format("{:>6}  {:<11}  {:<32}  {:>10}  {:>12}  {:>10.3f}  {:>10.3f}\n", i,

@@ -18,6 +18,7 @@ StreamKind stream_of(const Graph &g, const SwapStep &st) {
     case SwapStep::Kind::SwapOut: return StreamKind::SwapOut;
     case SwapStep::Kind::SwapIn: return StreamKind::SwapIn;
     case SwapStep::Kind::HostUpdate: return StreamKind::Host;
+    case SwapStep::Kind::Recompute: return StreamKind::Compute;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown swap step kind ", static_cast<int>(st.kind));
 }
@@ -75,6 +76,10 @@ Program program_from_plan(const Graph &g, const SwapPlan &plan, const MemoryPlan
             compute_since_collective = compute_since_collective || !collective;
             break;
         case SwapStep::Kind::HostUpdate: p.instructions.push_back(Instruction::compute(st.node, StreamKind::Host)); break;
+        case SwapStep::Kind::Recompute:
+            p.instructions.push_back(Instruction::recompute(st.node, st.offset));
+            compute_since_collective = true;
+            break;
         case SwapStep::Kind::SwapOut:
         case SwapStep::Kind::SwapIn: {
             int64_t h = memory.host_offset_of(st.tensor);

@@ -542,6 +542,47 @@ TEST(SwapPlanned, TheBaselinesRunBitIdenticallyToo) {
     check_model("mlp:layers=16,hidden=64,input=64,classes=10", 16, SwapPolicy::Vdnn, 12);
 }
 
+// Recomputation (issue 19): where swapping costs far more than computing,
+// the advisor drops activations and recomputes them; the run
+// stays bit-identical and moves what the plan says. Host updates too.
+void check_recomputation(const std::string &spec, int64_t batch) {
+    Graph g = training_graph(spec, batch, OptimizerConfig::Kind::Adam);
+    Trace want = train_unswapped(g, 2);
+    const int64_t full = plan_memory(g, default_order(g)).arena_bytes;
+    int recomputed = 0, on_host = 0;
+    for (int ratio : {4, 12}) {
+        SwapProblem pr = problem_for(g, default_order(g), align64(full / ratio));
+        pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e8;  // a link 40 times slower than computing
+        pr.host_node_time_s = pr.node_time_s;
+        if (min_swap_budget(pr, HostUpdates::Auto) > pr.budget) continue;
+        SwapOptions o = quick(SwapPolicy::Advisor);
+        o.recompute = true;
+        o.host_updates = HostUpdates::Auto;
+        o.generations = 40;
+        o.population = 16;
+        SwapPlan plan = plan_swaps(pr, o);
+        for (const SwapStep &st : plan.steps) {
+            recomputed += st.kind == SwapStep::Kind::Recompute;
+            on_host += st.kind == SwapStep::Kind::HostUpdate;
+        }
+        SwapRun run = build_swap_run(g, plan);
+        CpuDevice dev(pr.budget);
+        Executor ex(g, dev, run.memory);
+        std::string what = spec + " at 1/" + std::to_string(ratio);
+        Trace got = train(ex, run.train, 2);
+        expect_same_bits(got, want, what);
+        expect_run_matches_plan(got.stats, plan, what);
+    }
+    EXPECT_GT(recomputed, 0) << spec << ": the advisor never recomputed";
+    std::printf("%s: %d recomputations, %d host updates over the budgets\n", spec.c_str(), recomputed, on_host);
+}
+
+TEST(SwapPlanned, RecomputationTrainsBitIdentically) {
+    check_recomputation("mlp:layers=16,hidden=64,input=64,classes=10", 16);
+    check_recomputation("transformer:layers=6,d_model=16,heads=2,seq=8,vocab=20", 2);
+    check_recomputation("lstm:layers=6,hidden=32,seq=6,vocab=10", 2);
+}
+
 // build_swap_run refuses plans that cannot share one memory plan, naming the tensor.
 TEST(SwapPlanned, PlansThatDisagreeAreRejected) {
     Graph g = training_graph("mlp:layers=16,hidden=64,input=64,classes=10", 16, OptimizerConfig::Kind::Sgd);

@@ -245,7 +245,7 @@ TEST(SwapPlan, JsonErrorsNameTheField) {
         FAIL();
     } catch (const Error &e) {
         EXPECT_EQ(std::string(e.what()),
-                  "plan.json: steps[0]: unknown step kind 'teleport'; valid: compute, swap-out, swap-in, host-update");
+                  "plan.json: steps[0]: unknown step kind 'teleport'; valid: compute, swap-out, swap-in, host-update, recompute");
     }
     bad = j;
     bad["arena_bytes"] = "lots";

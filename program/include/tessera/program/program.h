@@ -31,6 +31,9 @@ struct Instruction {
     // SwapIn: the arena offset the tensor is copied to; it lives there from
     // then on (in list order). SwapOut: where the program expects the tensor
     // to be (checked by the executor), or -1 to take it wherever it is.
+    // Compute: -1, or a recomputation: the node, computed earlier in the
+    // program, runs again and writes its single output afresh at this offset
+    // (the swap planner's dropped activations).
     int64_t offset = -1;
 
     static Instruction compute(NodeId n, StreamKind s = StreamKind::Compute) {
@@ -38,6 +41,12 @@ struct Instruction {
         i.kind = Kind::Compute;
         i.stream = s;
         i.node = n;
+        return i;
+    }
+    // Runs node n again, its single output written at arena offset `at`.
+    static Instruction recompute(NodeId n, int64_t at) {
+        Instruction i = compute(n);
+        i.offset = at;
         return i;
     }
     // A communication node (Node::comm), run with the executor's communicator.

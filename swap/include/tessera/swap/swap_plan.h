@@ -107,6 +107,9 @@ struct SwapOptions {
     uint64_t seed = 1;         // same seed and inputs: same plan (the time limit aside)
     bool reorder = true;       // whether the genetic algorithm may change the operator order
     HostUpdates host_updates = HostUpdates::Auto;  // needs SwapProblem::host_node_time_s; advisor only
+    // Whether the advisor may drop forward activations and recompute them
+    // before their next use instead of swapping them (one gene each).
+    bool recompute = false;
     // Called after each generation (from the calling thread).
     std::function<void(const SwapProgress &)> progress;
 };
@@ -121,13 +124,15 @@ struct SwapPool {
 inline constexpr int64_t kSwapAlignment = 64;
 
 struct SwapStep {
-    enum class Kind : uint8_t { Compute, SwapOut, SwapIn, HostUpdate };
+    enum class Kind : uint8_t { Compute, SwapOut, SwapIn, HostUpdate, Recompute };
     Kind kind = Kind::Compute;
     // Compute: the node (a communication node runs as a blocking collective);
-    // HostUpdate: the optimizer node run on the host over host copies.
+    // HostUpdate: the optimizer node run on the host over host copies;
+    // Recompute: the producer of a dropped activation, run again on the
+    // compute stream (its output is `tensor`, written at `offset`).
     NodeId node = kNoNode;
-    TensorId tensor = kNoTensor;  // SwapOut, SwapIn: the storage root moved
-    int64_t offset = -1;          // SwapOut: the slot read; SwapIn: the slot written (arena offsets)
+    TensorId tensor = kNoTensor;  // SwapOut, SwapIn: the storage root moved; Recompute: the one it writes
+    int64_t offset = -1;          // SwapOut: the slot read; SwapIn, Recompute: the slot written (arena offsets)
     int64_t bytes = 0;            // SwapOut, SwapIn: the tensor's bytes
     // Earlier steps (indices into SwapPlan::steps) on other streams that must
     // complete before this one starts. Steps on the same stream run in issue
@@ -136,7 +141,10 @@ struct SwapStep {
     double start_s = 0, end_s = 0;  // simulated
     bool operator==(const SwapStep &) const = default;
 };
-const char *swap_step_kind_name(SwapStep::Kind k);  // "compute", "swap-out", "swap-in", "host-update"
+const char *swap_step_kind_name(SwapStep::Kind k);  // "compute", "swap-out", "swap-in", "host-update", "recompute"
+// The simulator's stream of a step kind: 0 compute (and recompute), 1
+// swap-out, 2 swap-in, 3 host.
+int swap_step_stream(SwapStep::Kind k);
 
 struct SwapPlan {
     SwapPolicy policy = SwapPolicy::Advisor;
