@@ -133,7 +133,7 @@ struct SwapRequest {
     std::string device = "cpu";
     std::string host_bandwidth;  // empty: the roofline device's
     std::string host_updates = "off";  // --host-updates, into options.host_updates
-    std::string recompute = "off";     // --recompute, into options.recompute
+    std::string recompute = "auto";    // --recompute, into options.recompute
     int rank = 0;
     bool all_ranks = false;      // --rank all: the plan file holds every rank's swap plans
     tessera::SwapOptions options;  // options.host_updates: --host-updates

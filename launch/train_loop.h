@@ -46,7 +46,7 @@ struct TrainOptions {
     // (advisor when the budget is too small, nothing otherwise).
     std::string swap = "auto";
     std::string host_updates = "off";  // off | auto | all: optimizer updates the advisor may run on the host
-    std::string recompute = "off";     // off | auto: whether the advisor may recompute activations
+    std::string recompute = "auto";    // off | auto: whether the advisor may recompute activations
     SwapSpec swap_search;  // --swap-population, --swap-generations, --swap-time-limit (its other fields unused)
     std::string metrics_path;
     std::string checkpoint_dir;

@@ -187,6 +187,16 @@ private:
     int swap_out(const Prepared &p, int b, Schedule &out);
     void swap_in(const Prepared &p, int b, int slot, int pos, SwapPolicy policy, Schedule &out);
     void host_update(const Prepared &p, int pos, NodeId node, Schedule &out);
+    void reset(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+               SwapPolicy policy, Schedule &out);
+    void reset_slots(const Classes &c, const Layout &layout, Schedule &out);
+    void mark_offloaded(const Prepared &p, const std::vector<NodeId> &order, SwapPolicy policy);
+    void place_operands(const Prepared &p, const Classes &c, const Layout &layout, int i, SwapPolicy policy,
+                        Schedule &out);
+    void run_operator(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+                      int i, SwapPolicy policy, Schedule &out);
+    void prefetch_next(const Prepared &p, const Classes &c, NodeId next, int i, SwapPolicy policy, Schedule &out);
+    void order_issue(Schedule &out);
 
     // Per position of the order being scheduled.
     std::vector<int> compute_step_;
@@ -210,6 +220,7 @@ private:
     std::vector<int> pending_deps_;  // for the compute step being built
     int last_swapin_key_ = 0;
     int n_ = 0;
+    NodeId current_ = kNoNode;  // the operator being placed
 };
 
 // Simulates a compact schedule: the iteration time.

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "internal.h"
 #include "tessera/align.h"
@@ -702,8 +703,10 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
     }
 }
 
-void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
-                    SwapPolicy policy, Schedule &out) {
+// Fresh per-run state: use positions, slots in pool order, every buffer off
+// the device (host copies valid for graph inputs), and vDNN's offloads.
+void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+                      SwapPolicy policy, Schedule &out) {
     const int nb = static_cast<int>(p.bufs.size());
     n_ = static_cast<int>(order.size());
     out.steps.clear();
@@ -721,25 +724,7 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
             use_pos_[use_ptr_[p.uses[k].buf]++] = i;
     use_ptr_.assign(p.buf_use_begin.begin(), p.buf_use_begin.end() - 1);
     use_end_.assign(p.buf_use_begin.begin() + 1, p.buf_use_begin.end());
-
-    // Slots: pools from pinned_bytes upwards, the largest class first.
-    int nc = static_cast<int>(c.bytes.size());
-    class_begin_.assign(nc + 1, 0);
-    for (int k = 0; k < nc; k++) class_begin_[k + 1] = class_begin_[k] + layout.slots[k];
-    int ns = class_begin_[nc];
-    slot_offset_.resize(ns);
-    out.pool_offset.assign(nc, 0);
-    int64_t at = layout.pinned_bytes;
-    for (int k = nc - 1; k >= 0; k--) {
-        out.pool_offset[k] = at;
-        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) slot_offset_[s] = at + (s - class_begin_[k]) * c.bytes[k];
-        at += layout.slots[k] * c.bytes[k];
-    }
-    occ_.assign(ns, -1);
-    slot_last_compute_.assign(ns, -1);
-    slot_swapout_.assign(ns, -1);
-    slot_pending_in_.assign(ns, -1);
-    slot_ready_.assign(ns, 0);
+    reset_slots(c, layout, out);
 
     slot_of_.assign(nb, -1);
     stamp_.assign(nb, -1);
@@ -768,143 +753,166 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
     node_pos_.assign(p.g->num_nodes(), -1);
     for (int i = 0; i < n_; i++) node_pos_[order[i]] = i;
     last_swapin_key_ = 0;
+    mark_offloaded(p, order, policy);
+}
 
-    // vDNN: forward activations, used again in the backward pass, go to the
-    // host after their production and come back one operator ahead.
+// Slots: pools from pinned_bytes upwards, the largest class first; all free.
+void Scheduler::reset_slots(const Classes &c, const Layout &layout, Schedule &out) {
+    int nc = static_cast<int>(c.bytes.size());
+    class_begin_.assign(nc + 1, 0);
+    for (int k = 0; k < nc; k++) class_begin_[k + 1] = class_begin_[k] + layout.slots[k];
+    int ns = class_begin_[nc];
+    slot_offset_.resize(ns);
+    out.pool_offset.assign(nc, 0);
+    int64_t at = layout.pinned_bytes;
+    for (int k = nc - 1; k >= 0; k--) {
+        out.pool_offset[k] = at;
+        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) slot_offset_[s] = at + (s - class_begin_[k]) * c.bytes[k];
+        at += layout.slots[k] * c.bytes[k];
+    }
+    occ_.assign(ns, -1);
+    slot_last_compute_.assign(ns, -1);
+    slot_swapout_.assign(ns, -1);
+    slot_pending_in_.assign(ns, -1);
+    slot_ready_.assign(ns, 0);
+}
+
+// vDNN: forward activations, used again in the backward pass, go to the
+// host after their production and come back one operator ahead.
+void Scheduler::mark_offloaded(const Prepared &p, const std::vector<NodeId> &order, SwapPolicy policy) {
+    const int nb = static_cast<int>(p.bufs.size());
     offloaded_.assign(nb, 0);
-    if (policy == SwapPolicy::Vdnn) {
-        first_bwd_.assign(nb, -1);
-        last_fwd_.assign(nb, -1);
-        for (int i = 0; i < n_; i++) {
-            NodeId n = order[i];
-            bool bwd = p.g->node(n).backward;
-            for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
-                int b = p.uses[k].buf;
-                if (bwd && first_bwd_[b] < 0) first_bwd_[b] = i;
-                if (p.fwd_node[n] && first_bwd_[b] < 0) last_fwd_[b] = i;
-            }
-        }
-        for (int b = 0; b < nb; b++) {
-            const Buffer &bf = p.bufs[b];
-            offloaded_[b] = !bf.persistent && !pinned_[b] && bf.producer != kNoNode && p.fwd_node[bf.producer] &&
-                            first_bwd_[b] > last_fwd_[b] && last_fwd_[b] >= 0;
+    if (policy != SwapPolicy::Vdnn) return;
+    first_bwd_.assign(nb, -1);
+    last_fwd_.assign(nb, -1);
+    for (int i = 0; i < n_; i++) {
+        NodeId n = order[i];
+        bool bwd = p.g->node(n).backward;
+        for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
+            int b = p.uses[k].buf;
+            if (bwd && first_bwd_[b] < 0) first_bwd_[b] = i;
+            if (p.fwd_node[n] && first_bwd_[b] < 0) last_fwd_[b] = i;
         }
     }
+    for (int b = 0; b < nb; b++) {
+        const Buffer &bf = p.bufs[b];
+        offloaded_[b] = !bf.persistent && !pinned_[b] && bf.producer != kNoNode && p.fwd_node[bf.producer] &&
+                        first_bwd_[b] > last_fwd_[b] && last_fwd_[b] >= 0;
+    }
+}
 
-    for (int i = 0; i < n_; i++) {
-        NodeId node = order[i];
-        if (layout.on_host(node)) {
-            host_update(p, i, node, out);
+// Places the buffers of the operator at position i that are not on the
+// device, the largest class first, and collects in pending_deps_ what its
+// compute step waits for. When every slot big enough holds a buffer this
+// operator uses, one of them sits in a slot larger than it needs: it moves
+// (through host memory) to make room. Hall's condition on the pools
+// guarantees this ends with everything placed.
+void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout &layout, int i, SwapPolicy policy,
+                               Schedule &out) {
+    const NodeId n = current_;
+    const int ub = p.use_begin[n], ue = p.use_begin[n + 1];
+    pending_deps_.clear();
+    need_.clear();
+    for (int k = ub; k < ue; k++)
+        if (!pinned_[p.uses[k].buf] && slot_of_[p.uses[k].buf] < 0) need_.push_back(k);
+    auto by_class = [&](int x, int y) { return c.of_buf[p.uses[x].buf] > c.of_buf[p.uses[y].buf]; };
+    std::stable_sort(need_.begin(), need_.end(), by_class);
+    for (size_t q = 0; q < need_.size(); q++) {
+        const Use &u = p.uses[need_[q]];
+        int b = u.buf, cls = c.of_buf[b];
+        if (slot_of_[b] >= 0) continue;  // placed by a recomputation of another one
+        int s = acquire(p, cls, i, i, policy, out);
+        const int nc = static_cast<int>(c.bytes.size());
+        for (int t = class_begin_[cls]; s < 0 && t < class_begin_[nc]; t++) {
+            int a = occ_[t];
+            if (c.of_buf[a] >= cls || placed_at_[a] == i) continue;
+            int ka = -1;
+            for (int k = ub; k < ue; k++)
+                if (p.uses[k].buf == a) ka = k;
+            release(p, a, out);
+            s = t;
+            need_.insert(std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), ka, by_class),
+                         ka);
+        }
+        // Slots that recomputations took for their inputs can leave none.
+        if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
+        TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", n);
+        placed_at_[b] = i;
+        if (u.read) {
+            bring_in(p, c, b, s, i, policy, out);
             continue;
         }
-        const int ub = p.use_begin[node], ue = p.use_begin[node + 1];
-        for (int k = ub; k < ue; k++) stamp_[p.uses[k].buf] = i;
-        // Place the buffers that are not on the device, the largest class
-        // first. When every slot big enough holds a buffer this operator
-        // uses, one of them sits in a slot larger than it needs: it moves
-        // (through host memory) to make room. Hall's condition on the
-        // pools guarantees this ends with everything placed.
-        pending_deps_.clear();
-        need_.clear();
-        for (int k = ub; k < ue; k++)
-            if (!pinned_[p.uses[k].buf] && slot_of_[p.uses[k].buf] < 0) need_.push_back(k);
-        auto by_class = [&](int x, int y) { return c.of_buf[p.uses[x].buf] > c.of_buf[p.uses[y].buf]; };
-        std::stable_sort(need_.begin(), need_.end(), by_class);
-        for (size_t q = 0; q < need_.size(); q++) {
-            const Use &u = p.uses[need_[q]];
-            int b = u.buf, cls = c.of_buf[b];
-            if (slot_of_[b] >= 0) continue;  // placed by a recomputation of another one
-            int s = acquire(p, cls, i, i, policy, out);
-            if (s < 0) {
-                int nc = static_cast<int>(c.bytes.size());
-                for (int t = class_begin_[cls]; t < class_begin_[nc] && s < 0; t++) {
-                    int a = occ_[t];
-                    if (c.of_buf[a] < cls && placed_at_[a] != i) {
-                        int ka = -1;
-                        for (int k = ub; k < ue; k++)
-                            if (p.uses[k].buf == a) ka = k;
-                        release(p, a, out);
-                        s = t;
-                        auto at = std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), ka,
-                                                   by_class);
-                        need_.insert(at, ka);
-                    }
-                }
-            }
-            // Slots that recomputations took for their inputs can leave none.
-            if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
-            TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", node);
-            placed_at_[b] = i;
-            if (u.read) {
-                bring_in(p, c, b, s, i, policy, out);
-                continue;
-            }
-            pending_deps_.push_back(slot_swapout_[s]);
-            pending_deps_.push_back(slot_pending_in_[s]);
-            slot_of_[b] = s;
-            occ_[s] = b;
-            resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
-            if (p.bufs[b].producer == node && out.produce_at[b] < 0) out.produce_at[b] = slot_offset_[s];
+        pending_deps_.push_back(slot_swapout_[s]);
+        pending_deps_.push_back(slot_pending_in_[s]);
+        slot_of_[b] = s;
+        occ_[s] = b;
+        resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
+        if (p.bufs[b].producer == n && out.produce_at[b] < 0) out.produce_at[b] = slot_offset_[s];
+    }
+    for (int k = ub; k < ue; k++) {
+        const Use &u = p.uses[k];
+        int b = u.buf;
+        if (pinned_[b]) continue;
+        if (resid_swapin_[b] >= 0) pending_deps_.push_back(std::exchange(resid_swapin_[b], -1));
+        if (u.write && resid_swapout_[b] >= 0) pending_deps_.push_back(std::exchange(resid_swapout_[b], -1));
+    }
+}
+
+// The operator at position i on the device: its operands placed, its compute
+// step, then the buffers it used for the last time freed (vDNN: its
+// offloaded activations sent out, the next operator's prefetched).
+void Scheduler::run_operator(const Prepared &p, const std::vector<NodeId> &order, const Classes &c,
+                             const Layout &layout, int i, SwapPolicy policy, Schedule &out) {
+    const NodeId node = order[i];
+    current_ = node;
+    const int ub = p.use_begin[node], ue = p.use_begin[node + 1];
+    for (int k = ub; k < ue; k++) stamp_[p.uses[k].buf] = i;
+    place_operands(p, c, layout, i, policy, out);
+    int cs = emit(out, SwapStep::Kind::Compute, i, node, -1, -1);
+    for (int d : pending_deps_) dep(out, d);
+    compute_step_[i] = cs;
+    for (int k = ub; k < ue; k++) {
+        const Use &u = p.uses[k];
+        int b = u.buf;
+        last_use_pos_[b] = touch_[b] = i;
+        use_ptr_[b]++;
+        if (u.write) {
+            last_write_pos_[b] = i;
+            last_write_step_[b] = cs;
+            host_valid_[b] = 0;
         }
-        for (int k = ub; k < ue; k++) {
-            const Use &u = p.uses[k];
-            int b = u.buf;
-            if (pinned_[b]) continue;
-            if (resid_swapin_[b] >= 0) {
-                pending_deps_.push_back(resid_swapin_[b]);
-                resid_swapin_[b] = -1;
-            }
-            if (u.write && resid_swapout_[b] >= 0) {
-                pending_deps_.push_back(resid_swapout_[b]);
-                resid_swapout_[b] = -1;
-            }
-        }
-        int cs = emit(out, SwapStep::Kind::Compute, i, node, -1, -1);
-        for (int d : pending_deps_) dep(out, d);
-        compute_step_[i] = cs;
-        for (int k = ub; k < ue; k++) {
-            const Use &u = p.uses[k];
-            int b = u.buf;
-            last_use_pos_[b] = i;
-            touch_[b] = i;
-            use_ptr_[b]++;
-            if (u.write) {
-                last_write_pos_[b] = i;
-                last_write_step_[b] = cs;
-                host_valid_[b] = 0;
-            }
-            if (!pinned_[b]) resid_last_compute_[b] = cs;
-        }
-        for (int k = ub; k < ue; k++) {
-            const Use &u = p.uses[k];
-            int b = u.buf;
-            if (pinned_[b] || slot_of_[b] < 0) continue;
-            if (use_ptr_[b] == use_end_[b]) {
-                release(p, b, out);
-            } else if (offloaded_[b]) {
-                if (u.write && !host_valid_[b]) swap_out(p, b, out);
-                if (i == last_fwd_[b]) release(p, b, out);
-            }
-        }
-        // vDNN's prefetch: the next operator's offloaded activations start
-        // coming in once the operator before this one is done.
-        if (policy == SwapPolicy::Vdnn && i + 1 < n_) {
-            NodeId next = order[i + 1];
-            for (int k = p.use_begin[next]; k < p.use_begin[next + 1]; k++) stamp_[p.uses[k].buf] = i + 1;
-            for (int k = p.use_begin[next]; k < p.use_begin[next + 1]; k++) {
-                int b = p.uses[k].buf;
-                if (!offloaded_[b] || slot_of_[b] >= 0 || !p.uses[k].read) continue;
-                int s = acquire(p, c.of_buf[b], i, i, policy, out);
-                if (s < 0) continue;
-                swap_in(p, b, s, i, policy, out);
-            }
+        if (!pinned_[b]) resid_last_compute_[b] = cs;
+    }
+    for (int k = ub; k < ue; k++) {
+        const Use &u = p.uses[k];
+        int b = u.buf;
+        if (pinned_[b] || slot_of_[b] < 0) continue;
+        if (use_ptr_[b] == use_end_[b]) {
+            release(p, b, out);
+        } else if (offloaded_[b]) {
+            if (u.write && !host_valid_[b]) swap_out(p, b, out);
+            if (i == last_fwd_[b]) release(p, b, out);
         }
     }
-    for (int b = 0; b < nb; b++)
-        TESSERA_INTERNAL_ASSERT(slot_of_[b] < 0 || !p.bufs[b].persistent, "host-homed buffer ", b,
-                                " ends the step on the device");
+    if (policy == SwapPolicy::Vdnn && i + 1 < n_) prefetch_next(p, c, order[i + 1], i, policy, out);
+}
 
-    // Issue order: a counting sort by (key, swaps before the compute step).
+// vDNN's prefetch: the next operator's offloaded activations start coming in
+// once the operator before it (at position i) is done.
+void Scheduler::prefetch_next(const Prepared &p, const Classes &c, NodeId next, int i, SwapPolicy policy,
+                              Schedule &out) {
+    for (int k = p.use_begin[next]; k < p.use_begin[next + 1]; k++) stamp_[p.uses[k].buf] = i + 1;
+    for (int k = p.use_begin[next]; k < p.use_begin[next + 1]; k++) {
+        int b = p.uses[k].buf;
+        if (!offloaded_[b] || slot_of_[b] >= 0 || !p.uses[k].read) continue;
+        int s = acquire(p, c.of_buf[b], i, i, policy, out);
+        if (s >= 0) swap_in(p, b, s, i, policy, out);
+    }
+}
+
+// Issue order: a counting sort by (key, swaps before the compute stream's
+// steps), stable in generation order.
+void Scheduler::order_issue(Schedule &out) {
     int nkeys = 2 * n_ + 4;
     std::vector<int> &count = pending_deps_;
     count.assign(nkeys + 1, 0);
@@ -916,6 +924,19 @@ void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const C
         const IStep &s = out.steps[g];
         out.issue[count[2 * s.key + on_compute(s)]++] = static_cast<int>(g);
     }
+}
+
+void Scheduler::run(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
+                    SwapPolicy policy, Schedule &out) {
+    reset(p, order, c, layout, policy, out);
+    for (int i = 0; i < n_; i++) {
+        if (layout.on_host(order[i])) host_update(p, i, order[i], out);
+        else run_operator(p, order, c, layout, i, policy, out);
+    }
+    for (size_t b = 0; b < p.bufs.size(); b++)
+        TESSERA_INTERNAL_ASSERT(slot_of_[b] < 0 || !p.bufs[b].persistent, "host-homed buffer ", b,
+                                " ends the step on the device");
+    order_issue(out);
 }
 
 }  // namespace tessera::swap_detail

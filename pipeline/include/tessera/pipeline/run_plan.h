@@ -46,7 +46,7 @@ struct SwapSpec {
     int population = 24;
     std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
     HostUpdates host_updates = HostUpdates::Off;  // optimizer updates the advisor may run on the host
-    bool recompute = false;  // whether the advisor may drop activations and recompute them
+    bool recompute = true;  // whether the advisor may drop activations and recompute them
 };
 
 // What the swap planner needs to know of the device: each operator's time and
