@@ -28,6 +28,7 @@ struct RankRun {
     Graph graph;
     Program program;
     std::vector<double> node_s;
+    std::vector<double> host_node_s;  // host updates' times; empty without swapping
     int64_t arena_bytes = 0;
     int64_t comm_bytes = 0;
 };
@@ -70,14 +71,39 @@ private:
     std::map<std::vector<int64_t>, int64_t> arenas_;
 };
 
-RankRun rank_run(Graph graph, int64_t comm_bytes, const RooflineDevice &device, ArenaCache &arenas) {
+// A rank over its budget runs the swap planner's plan: the advisor with
+// recomputation and host updates, on the roofline's times.
+void swap_to_fit(RankRun &r, const std::vector<NodeId> &order, const BenchContext &ctx) {
+    SwapProblem pr;
+    pr.graph = &r.graph;
+    pr.order = order;
+    pr.node_time_s = r.node_s;
+    pr.host_node_time_s = roofline_host_node_times(r.graph, ctx.device);
+    pr.budget = ctx.device_mem;
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = ctx.device.host_bytes_per_s;
+    const int64_t least = min_swap_budget(pr, HostUpdates::Auto);
+    TESSERA_CHECK(least <= ctx.device_mem, "cannot work: a rank needs at least ", format_bytes(least),
+                  " even with swapping, over the budget of ", format_bytes(ctx.device_mem));
+    SwapOptions so;
+    so.time_limit_s = ctx.search_s;
+    so.generations = 1000000;  // the time limit decides
+    so.recompute = true;
+    so.host_updates = HostUpdates::Auto;
+    const SwapPlan plan = plan_swaps(pr, so);
+    r.program = build_swap_run(r.graph, plan).train;
+    r.host_node_s = plan.host_node_time_s;
+    r.arena_bytes = ctx.device_mem;
+}
+
+RankRun rank_run(Graph graph, int64_t comm_bytes, const BenchContext &ctx, ArenaCache &arenas) {
     RankRun r;
     r.graph = std::move(graph);
     const std::vector<NodeId> order = default_order(r.graph);
     r.program = build_program(r.graph, order);
-    r.node_s = roofline_node_times(r.graph, device);
+    r.node_s = roofline_node_times(r.graph, ctx.device);
     r.arena_bytes = arenas.arena(r.graph, order);
     r.comm_bytes = comm_bytes;
+    if (ctx.device_mem > 0 && r.arena_bytes > ctx.device_mem) swap_to_fit(r, order, ctx);
     return r;
 }
 
@@ -85,7 +111,7 @@ RankRun rank_run(Graph graph, int64_t comm_bytes, const RooflineDevice &device, 
 void simulate_into(const std::vector<RankRun> &runs, const Machine &machine, const BenchContext &ctx, BenchRow &row) {
     std::vector<RankProgram> ranks;
     ranks.reserve(runs.size());
-    for (const RankRun &r : runs) ranks.push_back({&r.graph, &r.program, r.node_s});
+    for (const RankRun &r : runs) ranks.push_back({&r.graph, &r.program, r.node_s, {}, r.host_node_s});
     StepSimOptions opt;
     opt.machine = machine;
     opt.swap_in_bandwidth = opt.swap_out_bandwidth = ctx.device.host_bytes_per_s;
@@ -161,15 +187,29 @@ Graph bench_training_graph(const std::string &model, int64_t batch) {
     return std::move(build_training_model(spec).graph);
 }
 
+// Builds the ranks' runs with `build`; under a device budget, a rank that
+// cannot fit even with swapping makes the row a note instead of an error.
+bool build_runs(const BenchContext &ctx, BenchRow &row, const std::function<void()> &build) {
+    try {
+        build();
+        return true;
+    } catch (const Error &e) {
+        if (ctx.device_mem == 0) throw;
+        row.note = e.what();
+        row.memory_bytes = ctx.device_mem;
+        return false;
+    }
+}
+
 BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx) {
     say(ctx, fmt::format("{} on one device", model));
     std::vector<RankRun> runs;
     ArenaCache arenas;
-    runs.push_back(rank_run(training, 0, ctx.device, arenas));
     BenchRow row;
     row.model = model;
     row.strategy = "single";
-    simulate_into(runs, flat_machine(1), ctx, row);
+    if (build_runs(ctx, row, [&] { runs.push_back(rank_run(training, 0, ctx, arenas)); }))
+        simulate_into(runs, flat_machine(1), ctx, row);
     return row;
 }
 
@@ -186,14 +226,18 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
     const Plan plan = partition(training, machine, bench_partition_options(model, strategy));
     std::vector<RankRun> runs(static_cast<size_t>(n));
     ArenaCache arenas;
-    for_each_rank(n, [&](int r) {
-        DeviceGraph dg = lower(training, plan, r);
-        runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx.device, arenas);
-    }, [&](int done) { say(ctx, fmt::format("{} on {} devices: lowered {} of {} ranks", name, n, done, n)); });
-    say(ctx, fmt::format("{} on {} devices: simulating the step", name, n));
     BenchRow row;
     row.model = model;
     row.strategy = name;
+    row.devices = n;
+    const bool built = build_runs(ctx, row, [&] {
+        for_each_rank(n, [&](int r) {
+            DeviceGraph dg = lower(training, plan, r);
+            runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx, arenas);
+        }, [&](int done) { say(ctx, fmt::format("{} on {} devices: lowered {} of {} ranks", name, n, done, n)); });
+    });
+    if (!built) return row;
+    say(ctx, fmt::format("{} on {} devices: simulating the step", name, n));
     simulate_into(runs, machine, ctx, row);
     return row;
 }

@@ -12,7 +12,9 @@
 // on one device, with no partition: the reference for speed-ups.
 //
 // Everything here is a prediction from a roofline and an alpha-beta model, not
-// a measurement. No swapping: each rank's memory is what its program needs.
+// a measurement. Without BenchContext::device_mem, no swapping: each rank's
+// memory is what its program needs; with it, a rank that needs more swaps
+// (and recomputes, and updates on the host) to fit.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +55,12 @@ struct BenchContext {
     // Called with a line saying what is being done ("tofu on 8 devices: lowering
     // rank 3 of 8"); may be empty.
     std::function<void(const std::string &)> progress;
+    // Per-device memory (bytes; 0: unlimited). A rank whose program needs more
+    // runs the swap planner's plan instead (advisor with recomputation and
+    // host updates, searching `search_s` seconds), and the row's memory is the
+    // budget: the memory-aware comparison of strategies (issue 19).
+    int64_t device_mem = 0;
+    double search_s = 2;
 };
 
 // The model's training graph (models/ and graph/: the model, its backward pass

@@ -19,11 +19,17 @@ std::string share(double part, double step) {
 }
 
 std::string header_text(const BenchHeader &h) {
+    const std::string memory =
+        h.device_mem > 0 ? fmt::format("memory    {} per device; a rank over it swaps, recomputes and updates on the "
+                                       "host to fit (the swap planner)\n",
+                                       format_bytes(h.device_mem))
+                         : "";
     return fmt::format("tessera-bench {}: {}, batch {}\n"
                        "machine   {} ({})\n"
+                       "{}"
                        "roofline  {}; predictions from the roofline and an alpha-beta model of the links, "
                        "not measurements\n\n",
-                       h.mode, h.model, h.batch, h.machine, h.links, h.roofline);
+                       h.mode, h.model, h.batch, h.machine, h.links, memory, h.roofline);
 }
 
 std::string advantage_text(const std::vector<TofuAdvantage> &adv) {
@@ -84,9 +90,12 @@ std::string bench_table(const BenchHeader &h, const std::vector<BenchRow> &rows)
              "swapped per step, in and out; mem/device: the budget; compute, comm, swap, idle: the step as the\n"
              "compute stream spends it (exposed swapping).\n";
     else
-        s += "\nspeed-up: against the same model on one device; eff.: speed-up / devices; comm/step: bytes all ranks\n"
-             "send per step; mem/device: the largest rank's arena without swapping; compute, comm, swap, idle:\n"
-             "the slowest rank's step as its compute stream spends it (exposed communication and swapping).\n";
+        s += fmt::format("\nspeed-up: against the same model on one device; eff.: speed-up / devices; comm/step: bytes "
+                         "all ranks\nsend per step; mem/device: {}; compute, comm, swap, idle:\n"
+                         "the slowest rank's step as its compute stream spends it (exposed communication and "
+                         "swapping).\n",
+                         h.device_mem > 0 ? "the budget where a rank swaps, else its arena"
+                                          : "the largest rank's arena without swapping");
     return s + advantage_text(many_models ? tofu_advantages(rows) : std::vector<TofuAdvantage>{});
 }
 
@@ -96,6 +105,7 @@ std::string bench_json(const BenchHeader &h, const std::vector<BenchRow> &rows) 
     j["mode"] = h.mode;
     j[h.mode == "models" ? "family" : "model"] = h.model;
     j["batch"] = h.batch;
+    if (h.device_mem > 0) j["device_mem"] = h.device_mem;
     j["machine"] = h.machine;
     j["links"] = h.links;
     j["roofline"] = h.roofline;

@@ -40,6 +40,7 @@
 #include "tessera/models/zoo.h"
 #include "tessera/partition/machine.h"
 #include "tessera/progress.h"
+#include "tessera/size.h"
 #include "tessera/swap/roofline.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
@@ -62,6 +63,7 @@ struct BenchArgs {
     int threads = 1;
     double timeout_s = 600;
     bool oversubscribe = false;
+    std::string device_mem;  // scaling, models: per-device memory; empty: unlimited
 };
 
 int parse_positive(const std::string &text, const std::string &flag) {
@@ -118,12 +120,22 @@ private:
 
 tessera::BenchHeader header_for(const std::string &mode, const std::string &what, const tessera::Machine &m,
                                 const BenchArgs &a) {
-    return {mode, what, tessera::machine_str(m), tessera::machine_links_str(m), a.roofline, a.batch};
+    return {mode, what, tessera::machine_str(m), tessera::machine_links_str(m), a.roofline, a.batch,
+            a.device_mem.empty() ? 0 : tessera::parse_size(a.device_mem, "--device-mem")};
 }
 
 std::string report(const BenchArgs &a, const tessera::BenchHeader &h, const std::vector<tessera::BenchRow> &rows) {
     if (a.format == "json") return tessera::bench_json(h, rows);
     return a.format == "html" ? tessera::bench_html(h, rows) : tessera::bench_table(h, rows);
+}
+
+// The predictions' shared context; --device-mem and --search-time make ranks
+// over the budget swap.
+tessera::BenchContext bench_context(const BenchArgs &a, BenchProgress &progress) {
+    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    if (!a.device_mem.empty()) ctx.device_mem = tessera::parse_size(a.device_mem, "--device-mem");
+    ctx.search_s = a.search_s;
+    return ctx;
 }
 
 // ---- scaling ----
@@ -154,7 +166,7 @@ std::string run_scaling(const BenchArgs &a) {
     const std::vector<tessera::Machine> machines = scaling_machines(a);
     const auto strategies = parse_strategies(a.strategies.empty() ? "tofu,data,owt,equalchop" : a.strategies);
     BenchProgress progress;
-    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
     const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
     const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
@@ -219,7 +231,7 @@ std::string run_models(const BenchArgs &a) {
     const auto strategies = parse_strategies(a.strategies.empty() ? "tofu,data,owt" : a.strategies);
     const std::vector<std::string> models = family_models(a.family, a.sizes);
     BenchProgress progress;
-    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    tessera::BenchContext ctx = bench_context(a, progress);
     std::vector<tessera::BenchRow> rows;
     for (const std::string &model : models) {
         const tessera::Graph training = tessera::bench_training_graph(model, a.batch);
@@ -253,7 +265,7 @@ std::string run_budgets(const BenchArgs &a) {
     std::vector<int> ratios;
     for (const std::string &item : tessera::split_list(a.ratios)) ratios.push_back(parse_positive(item, "--ratios"));
     BenchProgress progress;
-    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
     const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
     const int64_t footprint = tessera::footprint_bytes(training);
@@ -387,6 +399,16 @@ void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("-o,--output", a.out_path, "Write to this file (atomically) instead of standard output");
 }
 
+// scaling and models: strategies compared under a per-device memory budget.
+void add_memory_flags(CLI::App &app, BenchArgs &a) {
+    app.add_option("--device-mem", a.device_mem,
+                   "Memory per device (e.g. 16GiB): a rank that needs more swaps, recomputes and updates on the "
+                   "host to fit (the swap planner), and the strategies compare on their steps under it");
+    app.add_option("--search-time", a.search_s, "With --device-mem: seconds the swap planner may search, per rank")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+}
+
 void add_budget_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("--ratios", a.ratios, "budgets: the footprint over each budget (1,2,4,8,16: 1/1 to 1/16)")
         ->capture_default_str();
@@ -442,6 +464,8 @@ int main(int argc, char **argv) {
     CLI::App *measure = app.add_subcommand("measure", "Real runs of tessera-train on this machine beside the prediction");
     add_flags(*scaling, a);
     add_flags(*models, a);
+    add_memory_flags(*scaling, a);
+    add_memory_flags(*models, a);
     add_flags(*budgets, a);
     add_budget_flags(*budgets, a);
     add_measure_flags(*measure, a);

@@ -65,6 +65,12 @@ expect scaling-machine 0 "2 nodes x 8 gpus (16 devices)" -- \
 expect scaling-machine-only 0 "8 gpus (8 devices) (gpu 360 GB/s 3 us)" -- \
     "$BENCH" scaling "${MLP[@]}" --machine "$SRC/configs/machines/8-nvlink.json" --strategies data
 expect scaling-h100 0 "roofline  h100" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --roofline h100
+# Under a per-device budget (issue 19): ranks over it swap, and the header says so.
+expect scaling-budget 0 "memory    300 KiB per device; a rank over it swaps" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 1,2 --device-mem 300KiB --search-time 0.2
+expect scaling-budget-too-small 0 "cannot work: a rank needs at least" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2 --device-mem 1KiB --search-time 0.2
+expect scaling-budget-bad 1 "--device-mem" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --device-mem lots
 
 # ---- models: a tiny variant of each family ----
 expect models-wresnet 0 "Tofu over the best alternative" -- \
