@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "check_message.h"
 #include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/graph/builder.h"
@@ -17,6 +18,7 @@
 namespace tessera {
 namespace {
 
+using test::check_message;
 using test::error_of;
 
 // An Adam-trained MLP: three [32, 32] weights, their biases.
@@ -60,15 +62,6 @@ SwapPlan plan_with(const SwapProblem &p, HostUpdates h, int64_t budget) {
     return plan_swaps(q, o);
 }
 
-std::string check_message_of_plan(const Graph &g, const SwapPlan &plan) {
-    try {
-        check_swap_plan(g, plan, "plan");
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "passed";
-}
-
 int count_steps(const SwapPlan &plan, SwapStep::Kind kind) {
     int n = 0;
     for (const SwapStep &s : plan.steps) n += s.kind == kind;
@@ -89,7 +82,7 @@ TEST(HostUpdates, MomentsNeverCrossTheLink) {
     const int64_t budget = min_swap_budget(m.problem, HostUpdates::Off);
     SwapPlan host = plan_with(m.problem, HostUpdates::All, budget);
     SwapPlan device = plan_with(m.problem, HostUpdates::Off, budget);
-    EXPECT_EQ(check_message_of_plan(m.g, host), "passed");
+    EXPECT_EQ(check_message(m.g, host), "passed");
     EXPECT_EQ(count_steps(host, SwapStep::Kind::HostUpdate), optimizer_nodes(m.g));
     EXPECT_EQ(count_steps(device, SwapStep::Kind::HostUpdate), 0);
     for (const SwapStep &s : host.steps) {
@@ -143,7 +136,7 @@ TEST(HostUpdates, UpdatesThatCannotFitGoToTheHost) {
     EXPECT_NE(error_of([&] { plan_with(m.problem, HostUpdates::Off, with_host); }).find(".update' needs"),
               std::string::npos);
     SwapPlan plan = plan_with(m.problem, HostUpdates::Auto, with_host);
-    EXPECT_EQ(check_message_of_plan(m.g, plan), "passed");
+    EXPECT_EQ(check_message(m.g, plan), "passed");
     EXPECT_GT(count_steps(plan, SwapStep::Kind::HostUpdate), 0);
     // Without host times there are no host updates to choose.
     SwapProblem no_times = m.problem;
@@ -166,7 +159,7 @@ TEST(HostUpdates, CheckRejectsRacesOnHostMemory) {
             SwapPlan bad = plan;
             auto &after = bad.steps[i].after;
             after.erase(std::find(after.begin(), after.end(), a));
-            std::string msg = check_message_of_plan(m.g, bad);
+            std::string msg = check_message(m.g, bad);
             EXPECT_NE(msg.find("'" + m.g.node(s.node).call.name + "' on the host stream"), std::string::npos) << msg;
             EXPECT_NE(msg.find("would race"), std::string::npos) << msg;
             broken++;
@@ -181,7 +174,7 @@ TEST(HostUpdates, CheckRejectsRacesOnHostMemory) {
         SwapPlan bad = plan;
         for (SwapStep &s : bad.steps)
             if (s.kind == SwapStep::Kind::SwapOut && s.tensor == node.inputs[1]) s.kind = SwapStep::Kind::SwapIn;
-        std::string msg = check_message_of_plan(m.g, bad);
+        std::string msg = check_message(m.g, bad);
         EXPECT_NE(msg, "passed");
         break;
     }
@@ -203,7 +196,7 @@ TEST(HostUpdates, NamesAndErrors) {
     build_adam_mlp(fresh);
     SwapPlan plan = plan_with(fresh.problem, HostUpdates::All, min_swap_budget(fresh.problem, HostUpdates::Off));
     plan.host_node_time_s.clear();
-    EXPECT_NE(check_message_of_plan(fresh.g, plan).find("the plan has no host time for it"), std::string::npos);
+    EXPECT_NE(check_message(fresh.g, plan).find("the plan has no host time for it"), std::string::npos);
 }
 
 }  // namespace

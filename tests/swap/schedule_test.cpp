@@ -8,6 +8,7 @@
 #include <random>
 
 #include "../../swap/src/internal.h"
+#include "check_message.h"
 #include "tessera/error.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
@@ -201,14 +202,7 @@ Broken swapped_mlp(SwapPolicy policy) {
     return b;
 }
 
-std::string check_message(const Graph &g, const SwapPlan &plan) {
-    try {
-        check_swap_plan(g, plan, "plan");
-    } catch (const Error &e) {
-        return e.what();
-    }
-    return "passed";
-}
+using test::check_message;
 
 // Removes step i, renumbering the waits of the later ones.
 void remove_step(SwapPlan &plan, int i) {
