@@ -204,9 +204,14 @@ static void find_host_nodes(const SwapProblem &pr, bool allowed, Prepared &p) {
 static void find_recomputable(Prepared &p) {
     const Graph &g = *p.g;
     p.recompute_bufs.clear();
+    // Running the producer again gives the buffer's value only if nothing
+    // else writes it (in place) afterwards.
+    std::vector<int> writers(p.bufs.size(), 0);
+    for (NodeId n : p.order)
+        for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) writers[p.uses[k].buf] += p.uses[k].write;
     for (size_t b = 0; b < p.bufs.size(); b++) {
         const Buffer &bf = p.bufs[b];
-        if (bf.persistent || bf.producer == kNoNode || !p.fwd_node[bf.producer]) continue;
+        if (bf.persistent || bf.producer == kNoNode || !p.fwd_node[bf.producer] || writers[b] != 1) continue;
         const Node &node = g.node(bf.producer);
         if (node.comm || node.outputs.size() != 1 || node.outputs[0] != bf.root) continue;
         p.recompute_bufs.push_back(static_cast<int>(b));
