@@ -198,6 +198,14 @@ expect swap-after 0 "after         arena 16.0 MiB = the budget" -- "$PLAN" "${SW
 expect swap-device-h100 0 "h100 roofline: 60 TFLOP/s, 3.35 TB/s memory; host link 25 GB/s" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --device h100
 expect swap-host-bandwidth 0 "host link 1.5 GB/s" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth 1.5GB/s
+# Host-side updates (issue 19): every update on the host, per tensor; the
+# update that could not fit on the device (12 MiB) fits the host at 8 MiB.
+expect swap-host-updates 0 "updated on the host by fc2.w.update" -- \
+    "$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates all
+expect swap-host-updates-small 0 "optimizer updates on the host" -- "$PLAN" "${SW[@]}" --device-mem 8MiB --host-updates auto
+expect swap-host-updates-off 1 "operator 'fc2.w.update' needs" -- "$PLAN" "${SW[@]}" --device-mem 8MiB --host-updates off
+expect bad-host-updates 2 "--host-updates" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates sometimes
+expect bad-recompute 2 "--recompute" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --recompute always
 expect swap-none-fits 0 "no swapping needed (--swap none)" -- "$PLAN" "${SW[@]}" --device-mem 1GiB --swap none
 expect swap-ranks 0 "rank 0 of 4 (its lowered graph" -- "$PLAN" --model mlp --devices 4 --device-mem 8MiB --generations 5
 expect swap-rank-3 0 "rank 3 of 4" -- "$PLAN" --model mlp --devices 4 --device-mem 8MiB --generations 5 --rank 3

@@ -61,6 +61,8 @@ expect no-swap-budget 1 "or --swap advisor" -- "$TRAIN" "${SMALL[@]}" --steps 5 
 out="$("$TRAIN" "${SMALL[@]}" --steps 5 --device-mem 8KiB --swap none 2>&1)"
 grep -qE "needs [0-9]+ bytes" <<<"$out" || { echo "FAIL no-swap-budget: no byte count: $out"; fail=1; }
 expect bad-swap 2 "--swap" -- "$TRAIN" "${SMALL[@]}" --swap magic
+expect bad-host-updates 2 "--host-updates" -- "$TRAIN" "${SMALL[@]}" --host-updates sometimes
+expect bad-recompute 2 "--recompute" -- "$TRAIN" "${SMALL[@]}" --recompute always
 
 # --device-mem auto: the budget is the memory available less a reserve, said in
 # the first lines. On this host's MemAvailable the small model fits (arena = plan).
