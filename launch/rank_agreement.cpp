@@ -75,7 +75,7 @@ std::vector<std::string> run_arguments(const TrainOptions &o) {
     return {
         "--model " + model_line(o.model), "--batch " + std::to_string(o.batch),
         "--seed " + std::to_string(o.seed), "--epochs " + optional(o.epochs), "--steps " + optional(o.steps),
-        "--data " + o.data, "--data-dir " + o.data_dir, "--synthetic-size " + std::to_string(o.synthetic_size),
+        "--data " + o.data, fmt::format("--shuffle {}", o.shuffle), "--data-dir " + o.data_dir, "--synthetic-size " + std::to_string(o.synthetic_size),
         fmt::format("--optimizer {} --lr {} --momentum {} --weight-decay {}", optimizer_name(opt.kind), opt.lr,
                     opt.momentum, opt.weight_decay),
         "--lr-schedule " + o.lr_schedule, "--device-mem " + o.device_mem, "--swap " + o.swap,

@@ -185,8 +185,12 @@ int main(int argc, char **argv) {
     std::string optimizer = "sgd";
     std::optional<double> lr;
     app.add_option("--model", o.model, "Model spec, e.g. mlp:layers=3,hidden=1024 or cnn")->capture_default_str();
-    app.add_option("--data", o.data, "Dataset: fashion-mnist, synthetic, or auto (fashion-mnist when the model takes it)")
+    app.add_option("--data", o.data,
+                   "Dataset: fashion-mnist, synthetic, auto (fashion-mnist when the model takes it), or a "
+                   "FILE.safetensors with tensors input and labels")
         ->capture_default_str();
+    bool no_shuffle = false;
+    app.add_flag("--no-shuffle", no_shuffle, "Train on the samples in dataset order rather than a seeded permutation");
     app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)");
     app.add_option("--synthetic-size", o.synthetic_size, "Training samples of synthetic data")->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size")->capture_default_str();
@@ -227,5 +231,6 @@ int main(int argc, char **argv) {
         return 0;
     }
     o.eval = !no_eval;
+    o.shuffle = !no_shuffle;
     return train_in_job(o, &argc, &argv, optimizer, lr, comm_timeout, threads);
 }
