@@ -157,8 +157,6 @@ std::string state_dict_path(const std::string &dir) {
     return (std::filesystem::path(dir) / "model.safetensors").string();
 }
 
-namespace {
-
 StTensor module_state_tensor(const ModuleState &s, int64_t step) {
     if (!s.step_counter) return StTensor::f32(s.name, s.shape, s.f32);
     StTensor t;
@@ -168,8 +166,6 @@ StTensor module_state_tensor(const ModuleState &s, int64_t step) {
     std::memcpy(t.data.data(), &step, sizeof step);  // little-endian, as the file wants
     return t;
 }
-
-}  // namespace
 
 void save_state_dict(const std::string &dir, const Model &m, TensorStore &store, int64_t step) {
     std::vector<StTensor> tensors;

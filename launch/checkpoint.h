@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tensor_store.h"
+#include "tessera/exec/safetensors.h"
 #include "train_loop.h"
 
 namespace tessera {
@@ -55,6 +56,8 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
 // save_checkpoint.
 std::string state_dict_path(const std::string &dir);
 void save_state_dict(const std::string &dir, const Model &m, TensorStore &store, int64_t step);
+// One tensor of an imported module's state, the step counters at `step`.
+StTensor module_state_tensor(const ModuleState &s, int64_t step);
 
 // Loads every Param and OptState tensor (each rank keeps its block) and returns the step.
 // Throws tessera::Error naming the file and the mismatch: a different model,
