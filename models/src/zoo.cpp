@@ -188,6 +188,9 @@ std::string models_help() {
             os << "    " << head << std::string(width + 3 - head.size(), ' ') << p.meaning << "\n";
         }
     }
+    os << "\n  FILE.onnx: a model exported by torch.onnx.export in training mode, opsets 13 to 17 (docs/onnx.md)"
+       << (onnx_import_built() ? "" : "; this build cannot import ONNX (no libonnx-dev)") << "\n"
+       << "    output=NAME   the graph output holding the logits, when there are several\n";
     return os.str();
 }
 

@@ -1,6 +1,6 @@
 """The ONNX import bars, run by ctest (label onnx):
 
-  torch  MODEL  train MODEL (mlp, cnn, gpt) 20 steps in Tessera and in PyTorch from
+  torch  MODEL  train MODEL (mlp, cnn, gpt, or gpt13: at opset 13) 20 steps in Tessera and in PyTorch from
                 the same initial weights on the same batches with SGD+momentum:
                 losses within 1e-4 relative at every step; then the checkpoint's
                 model.safetensors loads into the module with strict=True and gives
@@ -42,7 +42,7 @@ LR = float(os.environ.get("ONNX_TEST_LR", "0"))
 
 
 def lr_for(kind):
-    return LR or {"mlp": 0.05, "cnn": 0.005, "gpt": 0.05}[kind]
+    return LR or {"mlp": 0.05, "cnn": 0.005, "gpt": 0.05, "gpt13": 0.05}[kind]
 
 
 def tessera_args(build, work, kind, metrics, *extra):

@@ -134,6 +134,16 @@ struct SliceRange {
 std::vector<SliceRange> slice_ranges(const Importer &im, const onnx::NodeProto &n, const Shape &in);
 int normalise_axis(const Importer &im, const onnx::NodeProto &n, int64_t axis, size_t rank);
 
+// nn.LayerNorm as opsets before 17 export it (onnx_patterns.cpp): the
+// ReduceMean at node `first` starts it; `nodes` are the rest, which the
+// layer_norm replaces.
+struct LayerNormExpansion {
+    std::string x, weight, bias, output;
+    double eps;
+    std::vector<int> nodes;
+};
+std::optional<LayerNormExpansion> match_layer_norm(const onnx::GraphProto &g, int first);
+
 // Broadcasting helpers shared by the folding and graph code.
 Shape broadcast_shapes(const Importer &im, const onnx::NodeProto &n, const Shape &a, const Shape &b);
 Const broadcast_const(const Const &c, const Shape &to);

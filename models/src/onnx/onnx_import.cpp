@@ -140,6 +140,21 @@ std::string supported_list() {
     return out;
 }
 
+// A ReduceMean that starts nn.LayerNorm's expansion becomes one layer_norm;
+// the expansion's other nodes join `absorbed`.
+bool import_layer_norm_expansion(Importer &im, const onnx::GraphProto &g, int i, std::set<int> &absorbed) {
+    if (g.node(i).op_type() != "ReduceMean") return false;
+    const std::optional<LayerNormExpansion> e = match_layer_norm(g, i);
+    if (!e) return false;
+    const Value &x = im.value(e->x), &w = im.value(e->weight), &b = im.value(e->bias);
+    if (!x.tensor || !w.tensor || !b.tensor) return false;
+    Tensor y = im.b().op1(OpKind::LayerNorm, {*x.tensor, *w.tensor, *b.tensor}, {{"eps", e->eps}},
+                          g.node(i).name().empty() ? "layer_norm" : g.node(i).name());
+    im.set_value(e->output, Value{y, std::nullopt});
+    absorbed.insert(e->nodes.begin(), e->nodes.end());
+    return true;
+}
+
 void import_node(Importer &im, const onnx::NodeProto &n) {
     if (!n.domain().empty() && n.domain() != "ai.onnx")
         im.fail(n, "the operator domain '", n.domain(), "' is not supported; supported operators: ", supported_list());
@@ -214,7 +229,9 @@ Model import_onnx(const ModelSpec &spec, int64_t batch) {
     add_initializers(im, g);
     add_step_counters(m);
     Tensor input = add_input(im, g);
-    for (const auto &n : g.node()) import_node(im, n);
+    std::set<int> absorbed;
+    for (int i = 0; i < g.node_size(); i++)
+        if (!absorbed.count(i) && !import_layer_norm_expansion(im, g, i, absorbed)) import_node(im, g.node(i));
     int64_t label_elements = 1;
     auto it = spec.params.find("output");
     Tensor logits = pick_output(im, g, it == spec.params.end() ? "" : it->second, label_elements);

@@ -299,6 +299,7 @@ const std::map<std::string, OpHandler> &graph_ops() {
             {"Relu", [](Importer &im, const onnx::NodeProto &n) { unary(im, n, OpKind::Relu); }},
             {"Tanh", [](Importer &im, const onnx::NodeProto &n) { unary(im, n, OpKind::Tanh); }},
             {"Sigmoid", [](Importer &im, const onnx::NodeProto &n) { unary(im, n, OpKind::Sigmoid); }},
+            {"Erf", [](Importer &im, const onnx::NodeProto &n) { unary(im, n, OpKind::Erf); }},
             {"Softmax", [](Importer &im, const onnx::NodeProto &n) { softmax(im, n, OpKind::Softmax); }},
             {"LogSoftmax", [](Importer &im, const onnx::NodeProto &n) { softmax(im, n, OpKind::LogSoftmax); }},
             {"MatMul", matmul_op},
