@@ -125,7 +125,7 @@ def torch_mode(build, work, kind):
 def mpi_mode(build, work, ranks):
     M.export("cnn", work)
     run(tessera_args(build, work, "cnn", f"{work}/single.jsonl", "--no-eval"))
-    run(["mpirun", "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval", "--partition", "tofu"))
+    run([os.environ.get("TESSERA_MPIEXEC", "mpirun"), "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval", "--partition", "tofu"))
     single, _, _ = read_metrics(f"{work}/single.jsonl")
     ranked, _, lines = read_metrics(f"{work}/ranks.jsonl")
     if not any(line.get("comm_bytes", 0) > 0 for line in lines):
