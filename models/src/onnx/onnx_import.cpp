@@ -1,7 +1,7 @@
 // ONNX import, the model level: the file, its opset, inputs and initializers,
 // the walk over the nodes, and the loss on the chosen output. The operators
-// are in onnx_ops.cpp, onnx_layers.cpp (graph nodes) and onnx_fold.cpp
-// (constants).
+// are in onnx_ops.cpp, onnx_layers.cpp (graph nodes), onnx_fold.cpp
+// (constants) and onnx_patterns.cpp (expansions imported as one operator).
 #include "tessera/models/onnx_import.h"
 
 #include <cerrno>
