@@ -131,6 +131,13 @@ def mpi_mode(build, work, ranks):
     if not any(line.get("comm_bytes", 0) > 0 for line in lines):
         sys.exit("FAIL: the partitioned run sent nothing; it was not partitioned")
     compare(f"cnn: mpirun -np {ranks} --partition tofu against one process", ranked, single, 1e-5)
+    # tessera-plan takes the same file and plans the same partition.
+    plan = subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices", ranks,
+                           "--batch", str(M.BATCH), "--format", "json"], check=True, stdout=subprocess.PIPE).stdout
+    cuts = json.loads(plan)["cuts"]
+    print(f"tessera-plan --model model.onnx --devices {ranks}: {len(cuts)} cuts")
+    if not cuts:
+        sys.exit("FAIL: tessera-plan made no cuts of the ONNX model")
 
 
 def budget_mode(build, work):
