@@ -54,8 +54,7 @@ Dataset read_split(const StFile &f, const std::string &input_name, const std::st
 }  // namespace
 
 bool is_data_file(const std::string &data) {
-    const std::string ext = ".safetensors";
-    return data.size() > ext.size() && data.compare(data.size() - ext.size(), ext.size(), ext) == 0;
+    return data.size() > 12 && data.ends_with(".safetensors");
 }
 
 DataFileSplit load_data_file(const std::string &path) {

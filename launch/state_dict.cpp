@@ -11,10 +11,6 @@ namespace tessera {
 
 namespace {
 
-bool ends_with(const std::string &s, const std::string &suffix) {
-    return s.size() > suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 std::string stem(const std::string &name, const std::string &suffix) {
     return name.substr(0, name.size() - suffix.size());
 }
@@ -58,22 +54,22 @@ void add_batch_norm_buffers(std::vector<StTensor> &out, const std::string &prefi
 void map_zoo_param(const Graph &g, const std::string &model, const StTensor &t, int64_t step,
                    std::vector<StTensor> &out) {
     const std::string &name = t.name;
-    const bool conv_with_bn = ends_with(name, ".w") && g.find_tensor(stem(name, ".w") + ".gamma") &&
+    const bool conv_with_bn = name.ends_with(".w") && g.find_tensor(stem(name, ".w") + ".gamma") &&
                               reader_of(g, g.tensor_named(stem(name, ".w") + ".gamma")) == OpKind::BatchNorm;
-    const bool batch_norm = (ends_with(name, ".gamma") || ends_with(name, ".beta")) &&
+    const bool batch_norm = (name.ends_with(".gamma") || name.ends_with(".beta")) &&
                             reader_of(g, g.tensor_named(name)) == OpKind::BatchNorm;
     StTensor m = t;
-    if (ends_with(name, ".w") && t.shape.size() == 2) {
+    if (name.ends_with(".w") && t.shape.size() == 2) {
         m = transposed(t);
         m.name = stem(name, ".w") + ".weight";
-    } else if (ends_with(name, ".w") && t.shape.size() == 4) {
+    } else if (name.ends_with(".w") && t.shape.size() == 4) {
         m.name = stem(name, ".w") + (conv_with_bn ? ".0.weight" : ".weight");
-    } else if (ends_with(name, ".b")) {
+    } else if (name.ends_with(".b")) {
         m.name = stem(name, ".b") + ".bias";
-    } else if (ends_with(name, ".gamma")) {
+    } else if (name.ends_with(".gamma")) {
         m.name = stem(name, ".gamma") + (batch_norm ? ".1.weight" : ".weight");
         if (batch_norm) add_batch_norm_buffers(out, stem(name, ".gamma") + ".1.", t.shape[0], step);
-    } else if (ends_with(name, ".beta")) {
+    } else if (name.ends_with(".beta")) {
         m.name = stem(name, ".beta") + (batch_norm ? ".1.bias" : ".bias");
     } else if (t.shape.size() == 2 && reader_of(g, g.tensor_named(name)) == OpKind::Embedding) {
         m.name = name + ".weight";

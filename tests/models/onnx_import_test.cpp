@@ -138,6 +138,18 @@ OnnxFile conv_model(onnx::NodeProto **conv) {
     return f;
 }
 
+// An input [batch, 3] and a batch norm's four initializers, for a test's
+// BatchNormalization node.
+OnnxFile batch_norm_inputs(float mean0 = 0) {
+    OnnxFile f;
+    f.input("input", {2, 3});
+    f.initializer("bn.weight", {3}, {1, 1, 1});
+    f.initializer("bn.bias", {3}, {0, 0, 0});
+    f.initializer("bn.running_mean", {3}, {mean0, 0, 0});
+    f.initializer("bn.running_var", {3}, {1, 1, 1});
+    return f;
+}
+
 const Node &node_of(const Model &m, OpKind kind) {
     for (const Node &n : m.graph.nodes())
         if (n.call.kind == kind) return n;
@@ -180,12 +192,7 @@ TEST(OnnxImport, ShapeSubgraphsFoldToAReshape) {
 }
 
 TEST(OnnxImport, BatchNormRunningStatisticsAreModuleState) {
-    OnnxFile f;
-    f.input("input", {2, 3});
-    f.initializer("bn.weight", {3}, {1, 1, 1});
-    f.initializer("bn.bias", {3}, {0, 0, 0});
-    f.initializer("bn.running_mean", {3}, {0.5f, 0, 0});
-    f.initializer("bn.running_var", {3}, {1, 1, 1});
+    OnnxFile f = batch_norm_inputs(0.5f);
     auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
                       {"logits", "rm", "rv"});
     set_int(bn, "training_mode", 1);
@@ -289,12 +296,7 @@ TEST(OnnxImportError, MaxPoolCeilMode) {
 }
 
 TEST(OnnxImportError, BatchNormInInferenceMode) {
-    OnnxFile f;
-    f.input("input", {2, 3});
-    f.initializer("bn.weight", {3}, {1, 1, 1});
-    f.initializer("bn.bias", {3}, {0, 0, 0});
-    f.initializer("bn.running_mean", {3}, {0, 0, 0});
-    f.initializer("bn.running_var", {3}, {1, 1, 1});
+    OnnxFile f = batch_norm_inputs();
     f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}, {"logits"},
            "/bn/BatchNormalization");
     f.output("logits");
@@ -304,12 +306,7 @@ TEST(OnnxImportError, BatchNormInInferenceMode) {
 }
 
 TEST(OnnxImportError, ARunningStatisticOutputIsRead) {
-    OnnxFile f;
-    f.input("input", {2, 3});
-    f.initializer("bn.weight", {3}, {1, 1, 1});
-    f.initializer("bn.bias", {3}, {0, 0, 0});
-    f.initializer("bn.running_mean", {3}, {0, 0, 0});
-    f.initializer("bn.running_var", {3}, {1, 1, 1});
+    OnnxFile f = batch_norm_inputs();
     auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
                       {"y", "rm"}, "/bn/BatchNormalization");
     set_int(bn, "training_mode", 1);

@@ -87,7 +87,7 @@ void add_step_counters(Model &m) {
     std::vector<ModuleState> counters;
     const std::string suffix = ".running_mean";
     for (const ModuleState &s : m.module_state)
-        if (s.name.size() > suffix.size() && s.name.compare(s.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        if (s.name.size() > suffix.size() && s.name.ends_with(suffix))
             counters.push_back(ModuleState{s.name.substr(0, s.name.size() - suffix.size()) + ".num_batches_tracked",
                                            {}, {}, true});
     m.module_state.insert(m.module_state.end(), counters.begin(), counters.end());
@@ -208,8 +208,7 @@ Tensor pick_output(Importer &im, const onnx::GraphProto &g, const std::string &w
 }  // namespace onnx_import
 
 bool is_onnx_model(const ModelSpec &spec) {
-    const std::string ext = ".onnx";
-    return spec.name.size() > ext.size() && spec.name.compare(spec.name.size() - ext.size(), ext.size(), ext) == 0;
+    return spec.name.size() > 5 && spec.name.ends_with(".onnx");
 }
 
 bool onnx_import_built() { return true; }

@@ -5,8 +5,7 @@
 namespace tessera {
 
 bool is_onnx_model(const ModelSpec &spec) {
-    const std::string ext = ".onnx";
-    return spec.name.size() > ext.size() && spec.name.compare(spec.name.size() - ext.size(), ext.size(), ext) == 0;
+    return spec.name.size() > 5 && spec.name.ends_with(".onnx");
 }
 
 bool onnx_import_built() { return false; }
