@@ -11,6 +11,7 @@
 
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/models/onnx_import.h"
 #include "tessera/exec/safetensors.h"
 #include "tessera/json_input.h"
 #include "tessera/models/zoo.h"
@@ -97,6 +98,9 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch) {
     };
     // Only when off, so that checkpoints written before the flag existed still resume.
     if (!o.shuffle) info.identity["shuffle"] = "off";
+    // An ONNX file is the model: the same name with other contents is another model.
+    if (const ModelSpec spec = parse_model_spec(o.model); is_onnx_model(spec))
+        info.identity["model_file"] = onnx_file_fingerprint(spec.name);
     if (c.kind == OptimizerConfig::Kind::Sgd) info.identity["momentum"] = float_str(c.momentum);
     else info.identity["adam"] = fmt::format("{},{},{}", c.beta1, c.beta2, c.eps);
     return info;

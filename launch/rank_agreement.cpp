@@ -7,6 +7,7 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
+#include "tessera/models/onnx_import.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/render.h"
 
@@ -59,8 +60,12 @@ std::string difference(const std::vector<std::string> &first, const std::vector<
     return fmt::format("ranks 0 and {} differ past the first {} bytes of their descriptions", other, kDescriptionBytes);
 }
 
+// The canonical spec; for an ONNX file, with a fingerprint of its bytes, so
+// that ranks on hosts holding different files of one name disagree here.
 std::string model_line(const std::string &spec) {
     try {
+        const ModelSpec parsed = parse_model_spec(spec);
+        if (is_onnx_model(parsed)) return canonical_model_spec(spec) + " file " + onnx_file_fingerprint(parsed.name);
         return canonical_model_spec(spec);
     } catch (const Error &) {
         return spec;  // every rank fails on it later, alike

@@ -9,6 +9,9 @@
                 single process at every step.
   budget        the CNN with --device-mem a quarter of its footprint: losses
                 bit-identical to the unconstrained run.
+  resume        the MLP stopped after 10 steps and resumed from its checkpoint:
+                steps 11 to 20 bit-identical to an unbroken run; a resume with a
+                changed file of the same name is refused.
   zoo           the zoo's mlp:input=32,hidden=64 trained 20 steps, exported with
                 --export-state-dict: loads into the same PyTorch MLP with
                 strict=True and gives Tessera's evaluation loss (1e-5).
@@ -25,7 +28,7 @@ import sys
 try:
     import torch
     import torch.nn.functional as F
-    import onnx  # noqa: F401  (torch.onnx.export needs it)
+    import onnx  # torch.onnx.export needs it; the resume test edits a model with it
 except ImportError as e:
     print(f"SKIP: {e}")
     sys.exit(77)
@@ -158,6 +161,31 @@ def budget_mode(build, work):
     print(f"cnn: a quarter budget: all {len(tight)} losses bit-identical to the unconstrained run")
 
 
+def resume_mode(build, work):
+    M.export("mlp", work)
+    run(tessera_args(build, work, "mlp", f"{work}/whole.jsonl", "--no-eval"))
+    whole, _, _ = read_metrics(f"{work}/whole.jsonl")
+    first = tessera_args(build, work, "mlp", f"{work}/parts.jsonl", "--no-eval", "--checkpoint", f"{work}/ck")
+    first[first.index("--steps") + 1] = "10"
+    run(first)
+    run(tessera_args(build, work, "mlp", f"{work}/parts.jsonl", "--no-eval", "--checkpoint", f"{work}/ck",
+                     "--resume"))
+    parts, _, _ = read_metrics(f"{work}/parts.jsonl")
+    if parts != whole:
+        compare("mlp: stopped and resumed against unbroken (bit for bit)", parts, whole, 0)
+        sys.exit("FAIL: the resumed run's losses are not bit-identical")
+    print(f"mlp: 10 steps, then resumed to 20: all {len(parts)} losses bit-identical to the unbroken run")
+    changed = onnx.load(f"{work}/model.onnx")
+    changed.doc_string = "another model under the same name"
+    onnx.save(changed, f"{work}/model.onnx")
+    args = tessera_args(build, work, "mlp", f"{work}/parts.jsonl", "--checkpoint", f"{work}/ck", "--resume")
+    args[args.index("--steps") + 1] = "30"
+    out = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(out.stdout.strip().splitlines()[-1])
+    if out.returncode != 1 or "the checkpoint was written with model_file" not in out.stdout:
+        sys.exit("FAIL: a resume with a changed ONNX file was not refused")
+
+
 def zoo_mode(build, work):
     M.export("mlp", work)  # for its data
     spec = "mlp:input=32,hidden=64"
@@ -189,6 +217,8 @@ def main():
         mpi_mode(build, work, sys.argv[4])
     elif mode == "budget":
         budget_mode(build, work)
+    elif mode == "resume":
+        resume_mode(build, work)
     elif mode == "zoo":
         zoo_mode(build, work)
     else:

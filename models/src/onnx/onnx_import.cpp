@@ -207,10 +207,6 @@ Tensor pick_output(Importer &im, const onnx::GraphProto &g, const std::string &w
 
 }  // namespace onnx_import
 
-bool is_onnx_model(const ModelSpec &spec) {
-    return spec.name.size() > 5 && spec.name.ends_with(".onnx");
-}
-
 bool onnx_import_built() { return true; }
 
 Model import_onnx(const ModelSpec &spec, int64_t batch) {

@@ -4,10 +4,6 @@
 
 namespace tessera {
 
-bool is_onnx_model(const ModelSpec &spec) {
-    return spec.name.size() > 5 && spec.name.ends_with(".onnx");
-}
-
 bool onnx_import_built() { return false; }
 
 Model import_onnx(const ModelSpec &spec, int64_t) {

@@ -33,6 +33,11 @@ namespace tessera {
 // Whether a spec's name is an ONNX file to import (it ends in ".onnx").
 bool is_onnx_model(const ModelSpec &spec);
 
+// A fingerprint of the file's bytes, "0123456789abcdef (55544 bytes)", so that
+// a checkpoint or the ranks of a job can tell one file from another under the
+// same name. Throws tessera::Error naming an unreadable file.
+std::string onnx_file_fingerprint(const std::string &path);
+
 // Whether this build can import ONNX (it found Debian's libonnx-dev).
 bool onnx_import_built();
 
