@@ -6,7 +6,9 @@
                 model.safetensors loads into the module with strict=True and gives
                 Tessera's evaluation loss (1e-5).
   mpi    N      the CNN under mpirun -np N --partition tofu: within 1e-5 of the
-                single process at every step.
+                single process at every step; and partitioned with --device-mem
+                a quarter of each rank's footprint: bit-identical to partitioned
+                without a budget.
   budget        the CNN with --device-mem a quarter of its footprint: losses
                 bit-identical to the unconstrained run.
   resume        the MLP stopped after 10 steps and resumed from its checkpoint:
@@ -128,12 +130,23 @@ def torch_mode(build, work, kind):
 def mpi_mode(build, work, ranks):
     M.export("cnn", work)
     run(tessera_args(build, work, "cnn", f"{work}/single.jsonl", "--no-eval"))
-    run([os.environ.get("TESSERA_MPIEXEC", "mpirun"), "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval", "--partition", "tofu"))
+    mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
+    run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval",
+                                               "--partition", "tofu"))
     single, _, _ = read_metrics(f"{work}/single.jsonl")
     ranked, _, lines = read_metrics(f"{work}/ranks.jsonl")
     if not any(line.get("comm_bytes", 0) > 0 for line in lines):
         sys.exit("FAIL: the partitioned run sent nothing; it was not partitioned")
     compare(f"cnn: mpirun -np {ranks} --partition tofu against one process", ranked, single, 1e-5)
+    budget = lines[0]["footprint_bytes"] // 4
+    run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks_budget.jsonl", "--no-eval",
+                                               "--partition", "tofu", "--device-mem", str(budget)))
+    tight, _, tight_lines = read_metrics(f"{work}/ranks_budget.jsonl")
+    swapped = sum(line["swap_out_bytes"] + line["swap_in_bytes"] for line in tight_lines if "loss" in line)
+    print(f"cnn: mpirun -np {ranks} under a quarter of rank 0's footprint ({budget} of {lines[0]['footprint_bytes']} "
+          f"bytes): {swapped} bytes swapped on rank 0, losses bit-identical: {tight == ranked}")
+    if swapped == 0 or tight != ranked:
+        sys.exit("FAIL: the partitioned run under a quarter budget did not swap, or is not bit-identical")
     # tessera-plan takes the same file and plans the same partition.
     plan = subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices", ranks,
                            "--batch", str(M.BATCH), "--format", "json"], check=True, stdout=subprocess.PIPE).stdout
