@@ -11,6 +11,7 @@
 
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/models/onnx_import.h"
 #include "tessera/exec/safetensors.h"
 #include "tessera/json_input.h"
 #include "tessera/models/zoo.h"
@@ -95,6 +96,11 @@ CheckpointInfo checkpoint_info(const TrainOptions &o, int64_t steps_per_epoch) {
         {"data", o.data},
         {"lr_schedule", o.lr_schedule},
     };
+    // Only when off, so that checkpoints written before the flag existed still resume.
+    if (!o.shuffle) info.identity["shuffle"] = "off";
+    // An ONNX file is the model: the same name with other contents is another model.
+    if (const ModelSpec spec = parse_model_spec(o.model); is_onnx_model(spec))
+        info.identity["model_file"] = onnx_file_fingerprint(spec.name);
     if (c.kind == OptimizerConfig::Kind::Sgd) info.identity["momentum"] = float_str(c.momentum);
     else info.identity["adam"] = fmt::format("{},{},{}", c.beta1, c.beta2, c.eps);
     return info;
@@ -149,6 +155,33 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
                           {"data_batch", info.steps_per_epoch ? step % info.steps_per_epoch : 0}};
     meta["rng"] = rng.dump();
     write_safetensors(checkpoint_path(dir), tensors, meta);
+}
+
+std::string state_dict_path(const std::string &dir) {
+    return (std::filesystem::path(dir) / "model.safetensors").string();
+}
+
+StTensor module_state_tensor(const ModuleState &s, int64_t step) {
+    if (!s.step_counter) return StTensor::f32(s.name, s.shape, s.f32);
+    StTensor t;
+    t.name = s.name;
+    t.dtype = StDType::I64;
+    t.data.resize(sizeof(int64_t));
+    std::memcpy(t.data.data(), &step, sizeof step);  // little-endian, as the file wants
+    return t;
+}
+
+void save_state_dict(const std::string &dir, const Model &m, TensorStore &store, int64_t step) {
+    std::vector<StTensor> tensors;
+    for (TensorId t : m.graph.with_role(TensorRole::Param)) {
+        const TensorInfo &ti = m.graph.tensor(t);
+        StTensor st{ti.name, to_st_dtype(ti.type.dtype), ti.type.shape, std::vector<std::byte>(ti.type.bytes())};
+        store.read(t, st.data.data(), st.data.size());
+        tensors.push_back(std::move(st));
+    }
+    if (!store.root()) return;
+    for (const ModuleState &s : m.module_state) tensors.push_back(module_state_tensor(s, step));
+    write_safetensors(state_dict_path(dir), tensors, {{"format", "pt"}, {"step", std::to_string(step)}});
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tensor_store.h"
+#include "tessera/exec/safetensors.h"
 #include "train_loop.h"
 
 namespace tessera {
@@ -43,6 +44,20 @@ void remove_stale_checkpoint_temporaries(const std::string &dir);
 // every rank calls it; the root writes the file.
 void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
                      int64_t step);
+
+// For an imported model (onnx_import.h): its weights as the PyTorch module's
+// state_dict, written atomically to dir/model.safetensors, which
+// module.load_state_dict(safetensors.torch.load_file(...), strict=True)
+// accepts. Every parameter is under its ONNX name (the state_dict key) in
+// PyTorch's layout; the module state the graph does not hold is added: batch
+// norm's running statistics as imported (Tessera normalises with batch
+// statistics and does not update them) and its num_batches_tracked as `step`.
+// Optimizer state stays in checkpoint.safetensors. Collective like
+// save_checkpoint.
+std::string state_dict_path(const std::string &dir);
+void save_state_dict(const std::string &dir, const Model &m, TensorStore &store, int64_t step);
+// One tensor of an imported module's state, the step counters at `step`.
+StTensor module_state_tensor(const ModuleState &s, int64_t step);
 
 // Loads every Param and OptState tensor (each rank keeps its block) and returns the step.
 // Throws tessera::Error naming the file and the mismatch: a different model,

@@ -7,6 +7,7 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
+#include "tessera/models/onnx_import.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/render.h"
 
@@ -59,8 +60,12 @@ std::string difference(const std::vector<std::string> &first, const std::vector<
     return fmt::format("ranks 0 and {} differ past the first {} bytes of their descriptions", other, kDescriptionBytes);
 }
 
+// The canonical spec; for an ONNX file, with a fingerprint of its bytes, so
+// that ranks on hosts holding different files of one name disagree here.
 std::string model_line(const std::string &spec) {
     try {
+        const ModelSpec parsed = parse_model_spec(spec);
+        if (is_onnx_model(parsed)) return canonical_model_spec(spec) + " file " + onnx_file_fingerprint(parsed.name);
         return canonical_model_spec(spec);
     } catch (const Error &) {
         return spec;  // every rank fails on it later, alike
@@ -75,7 +80,7 @@ std::vector<std::string> run_arguments(const TrainOptions &o) {
     return {
         "--model " + model_line(o.model), "--batch " + std::to_string(o.batch),
         "--seed " + std::to_string(o.seed), "--epochs " + optional(o.epochs), "--steps " + optional(o.steps),
-        "--data " + o.data, "--data-dir " + o.data_dir, "--synthetic-size " + std::to_string(o.synthetic_size),
+        "--data " + o.data, fmt::format("--shuffle {}", o.shuffle), "--data-dir " + o.data_dir, "--synthetic-size " + std::to_string(o.synthetic_size),
         fmt::format("--optimizer {} --lr {} --momentum {} --weight-decay {}", optimizer_name(opt.kind), opt.lr,
                     opt.momentum, opt.weight_decay),
         "--lr-schedule " + o.lr_schedule, "--device-mem " + o.device_mem, "--swap " + o.swap,

@@ -20,6 +20,7 @@
 #include "environment.h"
 #include "partition_flags.h"
 #include "rank_agreement.h"
+#include "state_dict.h"
 #include "stop_request.h"
 #include "train_loop.h"
 
@@ -112,6 +113,19 @@ void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
 }
 
+// --export-state-dict FILE: writes the --checkpoint's weights as a PyTorch
+// state_dict and exits without training.
+int export_and_exit(const tessera::TrainOptions &o, const std::string &out) {
+    try {
+        tessera::export_state_dict(o.model, o.checkpoint_dir, out);
+        std::cout << "wrote " << out << " (the weights of " << o.model << " as a PyTorch state_dict)\n";
+        return 0;
+    } catch (const tessera::Error &e) {
+        std::cerr << "tessera-train: error: " << e.what() << "\n";
+        return 1;
+    }
+}
+
 // How the run is split over the ranks of a launch.
 void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--partition", o.partition,
@@ -187,8 +201,12 @@ int main(int argc, char **argv) {
     std::string optimizer = "sgd";
     std::optional<double> lr;
     app.add_option("--model", o.model, "Model spec, e.g. mlp:layers=3,hidden=1024 or cnn")->capture_default_str();
-    app.add_option("--data", o.data, "Dataset: fashion-mnist, synthetic, or auto (fashion-mnist when the model takes it)")
+    app.add_option("--data", o.data,
+                   "Dataset: fashion-mnist, synthetic, auto (fashion-mnist when the model takes it), or a "
+                   "FILE.safetensors with tensors input and labels")
         ->capture_default_str();
+    bool no_shuffle = false;
+    app.add_flag("--no-shuffle", no_shuffle, "Train on the samples in dataset order rather than a seeded permutation");
     app.add_option("--data-dir", o.data_dir, "Fashion-MNIST directory (default /usr/share/datasets/fashion-mnist)");
     app.add_option("--synthetic-size", o.synthetic_size, "Training samples of synthetic data")->capture_default_str();
     app.add_option("--batch", o.batch, "Batch size")->capture_default_str();
@@ -208,6 +226,10 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     add_memory_flags(app, o);
     add_output_flags(app, o);
+    std::string export_path;
+    app.add_option("--export-state-dict", export_path,
+                   "Write the weights of the --checkpoint DIR as a PyTorch state_dict (safetensors) to this file and "
+                   "exit; zoo names map to PyTorch's by the rules in docs/training.md");
     bool no_eval = false;
     app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
     app.add_flag("--simulate-steps", o.simulate_steps,
@@ -229,5 +251,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     o.eval = !no_eval;
+    o.shuffle = !no_shuffle;
+    if (!export_path.empty()) return export_and_exit(o, export_path);
     return train_in_job(o, &argc, &argv, optimizer, lr, comm_timeout, threads);
 }

@@ -25,7 +25,8 @@ inline constexpr int64_t kMaxSteps = std::numeric_limits<int32_t>::max();
 
 struct TrainOptions {
     std::string model = "mlp";
-    std::string data = "auto";  // fashion-mnist | synthetic | auto (fashion-mnist when the model takes it)
+    std::string data = "auto";  // fashion-mnist | synthetic | auto (fashion-mnist when the model takes it) | FILE.safetensors
+    bool shuffle = true;        // false: training batches in dataset order (--no-shuffle)
     std::string data_dir;       // empty: the Debian package's directory
     int64_t synthetic_size = 8192;
     int64_t batch = 128;

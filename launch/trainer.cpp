@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "data_file.h"
 #include "stop_request.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
@@ -221,7 +222,7 @@ class Trainer {
 public:
     explicit Trainer(const TrainSession &s)
         : s_(s), o_(s.options), run_(s.run), m_(s.run.model), root_(s.rank == 0),
-          train_batches_(s.data.train, o_.batch, o_.seed, true), test_batches_(s.data.test, o_.batch, o_.seed, false),
+          train_batches_(s.data.train, o_.batch, o_.seed, o_.shuffle), test_batches_(s.data.test, o_.batch, o_.seed, false),
           per_epoch_(train_batches_.batches_per_epoch()), total_(total_steps(o_, per_epoch_)),
           info_(checkpoint_info(o_, per_epoch_)), buf_(m_.graph, m_.input, m_.labels), faults_(s.rank),
           metrics_(root_ ? o_.metrics_path : std::string(), o_.resume),
@@ -255,6 +256,7 @@ private:
         // whole tensor is drawn as in the single-process run and then sharded.
         s_.executor.initialize(o_.seed);
         if (run_.sharded()) write_whole_initial_weights();
+        write_model_values();
         int64_t start = 0;
         if (o_.resume && checkpoint_exists(o_.checkpoint_dir)) {
             start = load_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store);
@@ -277,6 +279,15 @@ private:
             whole.resize(static_cast<size_t>(info.type.elements()));
             fill_init(info.init, o_.seed, info.name, info.type.shape, whole.data(), info.type.elements());
             s_.store.write(t, whole.data(), whole.size() * sizeof(float));
+        }
+    }
+
+    // An imported model's weights and constants replace what the seed drew.
+    void write_model_values() {
+        for (const auto &[name, v] : m_.values) {
+            const TensorId t = m_.graph.tensor_named(name);
+            if (v.dtype == DType::F32) s_.store.write(t, v.f32.data(), v.f32.size() * sizeof(float));
+            else s_.store.write(t, v.i32.data(), v.i32.size() * sizeof(int32_t));
         }
     }
 
@@ -385,6 +396,7 @@ private:
     void save(int64_t step) {
         if (o_.checkpoint_dir.empty() || step == saved_at_) return;
         save_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store, step);
+        if (m_.imported) save_state_dict(o_.checkpoint_dir, m_, s_.store, step);
         saved_at_ = step;
     }
 
@@ -452,8 +464,11 @@ DataSplit load_data(const TrainOptions &o, const Model &m) {
         d.test = load_fashion_mnist(dir, false);
     } else if (kind == "synthetic") {
         d = synthetic_data(o, m, sample);
+    } else if (is_data_file(kind)) {
+        DataFileSplit f = load_data_file(kind);
+        d = {std::move(f.train), std::move(f.test)};
     } else {
-        fail("--data: unknown dataset '", o.data, "'; valid: fashion-mnist, synthetic, auto");
+        fail("--data: unknown dataset '", o.data, "'; valid: fashion-mnist, synthetic, auto, or FILE.safetensors");
     }
     const TensorInfo &labels = m.graph.tensor(m.labels);
     check_fits(d.train, input.type, labels.type, o.model, m.num_classes,

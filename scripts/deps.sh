@@ -12,5 +12,6 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   googletest libgtest-dev libgmock-dev libbenchmark-dev \
   nlohmann-json3-dev libcli11-dev libfmt-dev \
   libopenblas-dev zlib1g-dev \
+  libonnx-dev libprotobuf-dev python3-onnx python3-torch python3-numpy \
   dataset-fashion-mnist graphviz python3 chromium \
   clang libclang-rt-14-dev >/dev/null

@@ -189,6 +189,7 @@ private:
             break;
         case OpKind::Relu: accumulate(n, in[0], emit(n, "dx", OpKind::ReluGrad, {dy(n), in[0]}), w); break;
         case OpKind::Gelu: accumulate(n, in[0], emit(n, "dx", OpKind::GeluGrad, {dy(n), in[0]}), w); break;
+        case OpKind::Erf: accumulate(n, in[0], emit(n, "dx", OpKind::ErfGrad, {dy(n), in[0]}), w); break;
         case OpKind::Tanh:
             accumulate(n, in[0], emit(n, "dx", OpKind::TanhGrad, {dy(n), n.outputs[0]}), w);
             break;

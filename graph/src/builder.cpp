@@ -65,6 +65,7 @@ Tensor Builder::relu(Tensor x) { return op1(OpKind::Relu, {x}); }
 Tensor Builder::gelu(Tensor x) { return op1(OpKind::Gelu, {x}); }
 Tensor Builder::tanh(Tensor x) { return op1(OpKind::Tanh, {x}); }
 Tensor Builder::sigmoid(Tensor x) { return op1(OpKind::Sigmoid, {x}); }
+Tensor Builder::erf(Tensor x) { return op1(OpKind::Erf, {x}); }
 Tensor Builder::softmax(Tensor x) { return op1(OpKind::Softmax, {x}); }
 Tensor Builder::log_softmax(Tensor x) { return op1(OpKind::LogSoftmax, {x}); }
 Tensor Builder::softmax_xent(Tensor logits, Tensor labels) {

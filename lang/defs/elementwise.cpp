@@ -49,6 +49,13 @@ OpDef tanh_op(Ctx &c) { return pointwise(c, 1, [](auto &a) { return tanh(a[0]); 
 // tanh_grad(dy, y) with y = tanh(x).
 OpDef tanh_grad(Ctx &c) { return pointwise(c, 2, [](auto &a) { return a[0] * (1.0f - a[1] * a[1]); }); }
 OpDef sigmoid(Ctx &c) { return pointwise(c, 1, [](auto &a) { return 1.0f / (1.0f + exp(-a[0])); }); }
+// erf, the Gauss error function: PyTorch's exact GELU, x/2 (1 + erf(x/sqrt 2)),
+// exports to ONNX through it.
+OpDef erf_op(Ctx &c) { return pointwise(c, 1, [](auto &a) { return erf(a[0]); }); }
+// erf_grad(dy, x) = dy * 2/sqrt(pi) * exp(-x^2).
+OpDef erf_grad(Ctx &c) {
+    return pointwise(c, 2, [](auto &a) { return a[0] * 1.1283791670955126f * exp(-a[1] * a[1]); });
+}
 // sigmoid_grad(dy, y) with y = sigmoid(x).
 OpDef sigmoid_grad(Ctx &c) { return pointwise(c, 2, [](auto &a) { return a[0] * a[1] * (1.0f - a[1]); }); }
 
@@ -124,6 +131,8 @@ void register_elementwise(std::vector<Description> &out) {
     out.push_back({OpKind::TanhGrad, tanh_grad, ranks(), flat});
     out.push_back({OpKind::Sigmoid, sigmoid, ranks(), flat});
     out.push_back({OpKind::SigmoidGrad, sigmoid_grad, ranks(), flat});
+    out.push_back({OpKind::Erf, erf_op, ranks(), flat});
+    out.push_back({OpKind::ErfGrad, erf_grad, ranks(), flat});
 }
 
 }  // namespace tessera::lang::defs

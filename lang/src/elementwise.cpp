@@ -10,7 +10,8 @@ bool is_bias(OpKind k) { return k == OpKind::BiasAdd || k == OpKind::BiasAddGrad
 const char *input_name(OpKind k, int i) {
     switch (k) {
     case OpKind::ReluGrad:
-    case OpKind::GeluGrad: return i == 0 ? "dy" : "x";
+    case OpKind::GeluGrad:
+    case OpKind::ErfGrad: return i == 0 ? "dy" : "x";
     case OpKind::TanhGrad:
     case OpKind::SigmoidGrad: return i == 0 ? "dy" : "y";
     case OpKind::BiasAddGrad: return "dy";

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/models/onnx_import.h"
 #include "zoo_internal.h"
 
 namespace tessera {
@@ -158,6 +159,7 @@ const zoo::ModelDef &checked_model_def(const ModelSpec &spec) {
 }  // namespace
 
 Model build_model(const ModelSpec &spec, int64_t batch) {
+    if (is_onnx_model(spec)) return import_onnx(spec, batch);
     const zoo::ModelDef &def = checked_model_def(spec);
     TESSERA_CHECK(batch >= 1, "model '", model_spec_str(spec), "': the batch size must be at least 1, got ",
                   batch);
@@ -166,6 +168,7 @@ Model build_model(const ModelSpec &spec, int64_t batch) {
 
 std::string canonical_model_spec(const std::string &text) {
     const ModelSpec spec = parse_model_spec(text);
+    if (is_onnx_model(spec)) return model_spec_str(spec);  // the file is the model
     const zoo::Params params(spec.name, spec);
     checked_model_def(spec).build(params, 1);  // shapes only: milliseconds even for the largest models
     return model_spec_str(ModelSpec{spec.name, params.read()});
@@ -185,6 +188,9 @@ std::string models_help() {
             os << "    " << head << std::string(width + 3 - head.size(), ' ') << p.meaning << "\n";
         }
     }
+    os << "\n  FILE.onnx: a model exported by torch.onnx.export in training mode, opsets 13 to 17 (docs/onnx.md)"
+       << (onnx_import_built() ? "" : "; this build cannot import ONNX (no libonnx-dev)") << "\n"
+       << "    output=NAME   the graph output holding the logits, when there are several\n";
     return os.str();
 }
 

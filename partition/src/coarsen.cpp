@@ -50,6 +50,7 @@ bool unary_elementwise(OpKind k) {
     case OpKind::Gelu:
     case OpKind::Tanh:
     case OpKind::Sigmoid:
+    case OpKind::Erf:
     case OpKind::Scale:
     case OpKind::Dropout:
     case OpKind::BiasAdd: return true;

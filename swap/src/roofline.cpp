@@ -55,6 +55,8 @@ double per_element_flops(OpKind k) {
     case OpKind::TanhGrad:
     case OpKind::Sigmoid:
     case OpKind::SigmoidGrad:
+    case OpKind::Erf:
+    case OpKind::ErfGrad:
         return 6;
     case OpKind::Softmax:
     case OpKind::SoftmaxGrad:

@@ -17,6 +17,8 @@ expect ops-dot 2 "--format dot applies to model plans; --ops prints table or jso
 expect nothing-to-do 2 "nothing to show; use --ops" -- "$PLAN"
 expect ops-and-model 2 "--ops and --model show different things" -- "$PLAN" --ops --model mlp --devices 2
 expect unwritable 1 "cannot write" -- "$PLAN" --ops -o "$TMP/missing-dir/ops.txt"
+# An ONNX file is a model like any other (docs/onnx.md); a missing one is named.
+expect onnx-missing 1 "ONNX model '$TMP/none.onnx'" -- "$PLAN" --model "$TMP/none.onnx" --devices 2
 if ls "$TMP"/missing-dir 2>/dev/null | grep -q .; then echo "FAIL unwritable left a file"; fail=1; fi
 
 # The JSON is a list of objects, each with "name" and a list "strategies".

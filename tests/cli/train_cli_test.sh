@@ -35,6 +35,11 @@ expect epochs-huge 1 "--epochs 9223372036854775807 of 16 steps each is more than
   "$TRAIN" "${SMALL[@]}" --epochs 9223372036854775807
 expect resume-needs-dir 1 "--resume needs --checkpoint DIR" -- "$TRAIN" "${SMALL[@]}" --resume
 expect bad-device 1 "--device: unknown device 'gpu'; valid: auto, cpu, cuda, cuda:N" -- "$TRAIN" "${SMALL[@]}" --device gpu
+# Bring your own model and data (docs/onnx.md); the importer's own errors are in tests/models/onnx_import_test.cpp.
+expect onnx-missing 1 "ONNX model '$TMP/none.onnx'" -- "$TRAIN" --model "$TMP/none.onnx"
+expect data-file-missing 1 "$TMP/none.safetensors" -- "$TRAIN" --model mlp --data "$TMP/none.safetensors"
+expect export-needs-checkpoint 1 "--export-state-dict needs --checkpoint DIR" -- \
+  "$TRAIN" "${SMALL[@]}" --export-state-dict "$TMP/w.safetensors"
 
 # The first line says which device runs, and why; --device cuda with no GPU
 # says why not and what works.

@@ -116,6 +116,7 @@ TEST(Autodiff, EveryForwardOperatorAgainstFiniteDifferences) {
         {"gelu", [](Builder &b) { return b.gelu(p(b, "x", {3, 4})); }},
         {"tanh", [](Builder &b) { return b.tanh(p(b, "x", {3, 4})); }},
         {"sigmoid", [](Builder &b) { return b.sigmoid(p(b, "x", {3, 4})); }},
+        {"erf", [](Builder &b) { return b.erf(p(b, "x", {3, 4})); }},
         {"softmax", [](Builder &b) { return b.softmax(p(b, "x", {3, 5})); }},
         {"log_softmax", [](Builder &b) { return b.log_softmax(p(b, "x", {3, 5})); }},
         {"softmax_xent",

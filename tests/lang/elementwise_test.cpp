@@ -23,6 +23,7 @@ const std::vector<Unary> kUnary = {
     {OpKind::Gelu, OpKind::GeluGrad, gelu, false},
     {OpKind::Tanh, OpKind::TanhGrad, [](double x) { return std::tanh(x); }, true},
     {OpKind::Sigmoid, OpKind::SigmoidGrad, sigmoid, true},
+    {OpKind::Erf, OpKind::ErfGrad, [](double x) { return std::erf(x); }, false},
 };
 
 TEST(Elementwise, UnaryForward) {

@@ -94,7 +94,7 @@ std::vector<Case> cases() {
     std::vector<Case> v;
     add(v, OpKind::Matmul, {}, {random_tensor({37, 65}, 1), random_tensor({65, 29}, 2)});
     add(v, OpKind::BatchMatmul, {{"transpose_b", int64_t{1}}}, {random_tensor({3, 9, 17}, 3), random_tensor({3, 11, 17}, 4)});
-    for (OpKind k : {OpKind::Gelu, OpKind::Tanh, OpKind::Sigmoid}) add(v, k, {}, {random_tensor({1001}, 5, -4, 4)});
+    for (OpKind k : {OpKind::Gelu, OpKind::Tanh, OpKind::Sigmoid, OpKind::Erf}) add(v, k, {}, {random_tensor({1001}, 5, -4, 4)});
     add(v, OpKind::GeluGrad, {}, {random_tensor({1001}, 6), random_tensor({1001}, 7, -4, 4)});
     add(v, OpKind::BiasAdd, {}, {random_tensor({8, 33}, 8), random_tensor({33}, 9)});
     add(v, OpKind::BiasAddGrad, {}, {random_tensor({300, 19}, 10)});

@@ -178,7 +178,7 @@ TEST(ModelZoo, HelpListsEveryModelAndParameter) {
     for (const char *s : {"mlp", "layers=3", "hidden=1024", "input=784", "classes=10", "cnn", "convs=2",
                           "channels=32", "kernel=3", "hidden=256", "0 = none", "wresnet", "depth=50", "width=1",
                           "image=32", "base=64", "18 or 34", "lstm", "seq=16", "vocab=1000", "embed=hidden",
-                          "transformer", "d_model=128", "heads=4", "seq=32", "ffn=4*d_model"})
+                          "transformer", "d_model=128", "heads=4", "seq=32", "ffn=4*d_model", "FILE.onnx", "output=NAME"})
         EXPECT_NE(help.find(s), std::string::npos) << s << " not in:\n" << help;
 }
 

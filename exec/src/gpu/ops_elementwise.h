@@ -54,6 +54,13 @@ struct GeluGrad {
 struct Tanh {
     TESSERA_HD static float f(float x) { return tanhf(x); }
 };
+struct Erf {
+    TESSERA_HD static float f(float x) { return erff(x); }
+};
+// erf_grad(dy, x) = dy * 2/sqrt(pi) * exp(-x^2).
+struct ErfGrad {
+    TESSERA_HD static float f(float dy, float x) { return dy * 1.1283791670955126f * expf(-x * x); }
+};
 // tanh_grad(dy, y), y = tanh(x).
 struct TanhGrad {
     TESSERA_HD static float f(float dy, float y) { return dy * (1.0f - y * y); }
@@ -157,6 +164,8 @@ void run_elementwise(Exec &ex, const OpCall &c, const std::vector<TensorRef> &in
     case OpKind::TanhGrad: return ew::binary<ew::TanhGrad>(ex, in, out);
     case OpKind::Sigmoid: return ew::unary<ew::Sigmoid>(ex, in, out);
     case OpKind::SigmoidGrad: return ew::binary<ew::SigmoidGrad>(ex, in, out);
+    case OpKind::Erf: return ew::unary<ew::Erf>(ex, in, out);
+    case OpKind::ErfGrad: return ew::binary<ew::ErfGrad>(ex, in, out);
     default: TESSERA_INTERNAL_ASSERT(false, "not an elementwise operator: ", c.who());
     }
 }

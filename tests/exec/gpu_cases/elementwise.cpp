@@ -33,7 +33,8 @@ std::vector<GpuCase> gpu_cases_elementwise() {
     std::vector<GpuCase> cases;
     const OpKind pointwise[] = {OpKind::Relu,     OpKind::Gelu,     OpKind::Tanh,        OpKind::Sigmoid,
                                 OpKind::Add,      OpKind::Sub,      OpKind::Mul,         OpKind::ReluGrad,
-                                OpKind::GeluGrad, OpKind::TanhGrad, OpKind::SigmoidGrad};
+                                OpKind::GeluGrad, OpKind::TanhGrad, OpKind::SigmoidGrad, OpKind::Erf,
+                                OpKind::ErfGrad};
     for (const Shape &s : {Shape{1}, Shape{2, 3, 5, 7}}) {
         for (OpKind k : pointwise) {
             std::vector<TensorType> in(op_info(k).min_inputs, f32(s));

@@ -72,6 +72,7 @@ public:
     Tensor gelu(Tensor x);
     Tensor tanh(Tensor x);
     Tensor sigmoid(Tensor x);
+    Tensor erf(Tensor x);
     Tensor softmax(Tensor x);
     Tensor log_softmax(Tensor x);
     Tensor softmax_xent(Tensor logits, Tensor labels);  // mean loss, shape []

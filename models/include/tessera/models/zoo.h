@@ -48,6 +48,27 @@ std::string model_spec_str(const ModelSpec &spec);
 // tessera::Error as build_model does.
 std::string canonical_model_spec(const std::string &spec);
 
+// Values a model brings for its persistent tensors (an imported model's trained
+// weights, a constant's data), by tensor name; zoo models draw theirs from the
+// seed instead (exec/init.h).
+struct TensorValues {
+    DType dtype = DType::F32;
+    std::vector<float> f32;      // dtype F32
+    std::vector<int32_t> i32;    // dtype I32
+    bool operator==(const TensorValues &) const = default;
+};
+
+// State of an imported module that its PyTorch state_dict holds but Tessera's
+// graph does not (batch norm's running statistics and step counters), carried
+// through to the weights file that PyTorch loads back.
+struct ModuleState {
+    std::string name;
+    Shape shape;
+    std::vector<float> f32;      // the values imported (running statistics)
+    bool step_counter = false;   // an int64 scalar counting training steps (num_batches_tracked)
+    bool operator==(const ModuleState &) const = default;
+};
+
 struct Model {
     Graph graph;
     TensorId input = kNoTensor, labels = kNoTensor, logits = kNoTensor, loss = kNoTensor;
@@ -55,9 +76,15 @@ struct Model {
                                  // so token ids in `input` lie in [0, num_classes)
     int64_t label_elements = 1;  // labels per sample: 1 for classifiers, seq for language models
     std::string description;     // "mlp 784-1024-1024-10 (1.86M parameters)"
+    // Imported models only (onnx_import.h): initial values of parameters and
+    // constants, and the module state kept for PyTorch.
+    bool imported = false;
+    std::map<std::string, TensorValues> values;
+    std::vector<ModuleState> module_state;
 };
 
-// Builds the forward graph for `batch` samples. Throws tessera::Error for an
+// Builds the forward graph for `batch` samples. A spec whose name ends in
+// ".onnx" is a file to import (onnx_import.h). Throws tessera::Error for an
 // unknown model (listing the models), an unknown parameter (listing the model's
 // parameters), or a bad value (saying what is valid), and for batch < 1.
 Model build_model(const ModelSpec &spec, int64_t batch);

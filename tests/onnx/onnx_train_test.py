@@ -1,0 +1,242 @@
+"""The ONNX import bars, run by ctest (label onnx):
+
+  torch  MODEL  train MODEL (mlp, cnn, gpt, or gpt13: at opset 13) 20 steps in Tessera and in PyTorch from
+                the same initial weights on the same batches with SGD+momentum:
+                losses within 1e-4 relative at every step; then the checkpoint's
+                model.safetensors loads into the module with strict=True and gives
+                Tessera's evaluation loss (1e-5).
+  mpi    N      the CNN under mpirun -np N --partition tofu: within 1e-5 of the
+                single process at every step; and partitioned with --device-mem
+                a quarter of each rank's footprint: bit-identical to partitioned
+                without a budget.
+  budget        the CNN with --device-mem a quarter of its footprint: losses
+                bit-identical to the unconstrained run.
+  resume        the MLP stopped after 10 steps and resumed from its checkpoint:
+                steps 11 to 20 bit-identical to an unbroken run; a resume with a
+                changed file of the same name is refused.
+  zoo           the zoo's mlp:input=32,hidden=64 trained 20 steps, exported with
+                --export-state-dict: loads into the same PyTorch MLP with
+                strict=True and gives Tessera's evaluation loss (1e-5).
+
+    python3 onnx_train_test.py BUILD_DIR WORK_DIR MODE [ARG]
+
+Exits 77 (ctest's skip) when PyTorch or ONNX is missing.
+"""
+import json
+import os
+import subprocess
+import sys
+
+try:
+    import torch
+    import torch.nn.functional as F
+    import onnx  # torch.onnx.export needs it; the resume test edits a model with it
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_models as M  # noqa: E402
+
+MOMENTUM = 0.9
+# The CNN's learning rate is lower. Its ReLUs and max pools make training
+# flip on near-ties, after which runs part: at lr 0.05 PyTorch's own float32
+# and float64 runs differ by 1.6e-3 at step 20, at 0.01 by 2e-4 with two
+# threads. At 0.005 they agree within 2e-7, so the bar tests the import.
+LR = float(os.environ.get("ONNX_TEST_LR", "0"))
+
+
+def lr_for(kind):
+    return LR or {"mlp": 0.05, "cnn": 0.005, "gpt": 0.05, "gpt13": 0.05}[kind]
+
+
+def tessera_args(build, work, kind, metrics, *extra):
+    return [f"{build}/launch/tessera-train", "--model", f"{work}/model.onnx", "--data", f"{work}/data.safetensors",
+            "--no-shuffle", "--batch", str(M.BATCH), "--steps", str(M.STEPS), "--optimizer", "sgd", "--lr", str(lr_for(kind)),
+            "--momentum", str(MOMENTUM), "--lr-schedule", "constant", "--progress", "none", "--metrics", metrics,
+            *extra]
+
+
+def run(cmd):
+    print("+", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.PIPE)
+
+
+def read_metrics(path):
+    lines = [json.loads(line) for line in open(path)]
+    losses = [line["loss"] for line in lines if "loss" in line]
+    evals = [line["test_loss"] for line in lines if "test_loss" in line]
+    return losses, evals, lines
+
+
+def loss_of(model, x, y):
+    logits = model(x)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def pytorch_losses(kind, work):
+    torch.manual_seed(0)
+    model, x, y = M.make(kind)
+    model.load_state_dict(torch.load(f"{work}/initial.pt"), strict=True)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr_for(kind), momentum=MOMENTUM)
+    losses = []
+    for step in range(M.STEPS):
+        rows = slice(step * M.BATCH, (step + 1) * M.BATCH)
+        opt.zero_grad()
+        loss = loss_of(model, x[rows], y[rows])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def compare(name, got, want, tol):
+    worst = max(abs(g - w) / abs(w) for g, w in zip(got, want))
+    print(f"{name}: {len(got)} steps, largest relative difference {worst:.3g} (bar {tol:g})")
+    for i, (g, w) in enumerate(zip(got, want)):
+        print(f"  step {i + 1:2d}: {g:.7f} {w:.7f}")
+    if len(got) != len(want) or worst > tol:
+        sys.exit(f"FAIL: {name}")
+
+
+def checkpoint_eval(kind, work, tessera_eval):
+    """The checkpoint's state dict, loaded strictly, evaluated on the test batch
+    with batch statistics (as Tessera evaluates: its batch norm keeps no
+    running averages)."""
+    torch.manual_seed(0)
+    model, x, y = M.make(kind)
+    state = M.read_safetensors(f"{work}/ck/model.safetensors")
+    model.load_state_dict(state, strict=True)
+    model.train()
+    rows = slice(M.STEPS * M.BATCH, (M.STEPS + 1) * M.BATCH)
+    with torch.no_grad():
+        loss = loss_of(model, x[rows], y[rows]).item()
+    rel = abs(loss - tessera_eval) / abs(tessera_eval)
+    print(f"checkpoint: load_state_dict(strict=True) of {len(state)} tensors; evaluation loss {loss:.7f} in PyTorch, "
+          f"{tessera_eval:.7f} in Tessera, relative difference {rel:.3g} (bar 1e-05)")
+    if rel > 1e-5:
+        sys.exit("FAIL: the checkpoint's evaluation loss")
+
+
+def torch_mode(build, work, kind):
+    M.export(kind, work)
+    run(tessera_args(build, work, kind, f"{work}/tessera.jsonl", "--checkpoint", f"{work}/ck"))
+    losses, evals, _ = read_metrics(f"{work}/tessera.jsonl")
+    compare(f"{kind}: Tessera against PyTorch", losses, pytorch_losses(kind, work), 1e-4)
+    checkpoint_eval(kind, work, evals[-1])
+
+
+def mpi_mode(build, work, ranks):
+    M.export("cnn", work)
+    run(tessera_args(build, work, "cnn", f"{work}/single.jsonl", "--no-eval"))
+    mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
+    run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval",
+                                               "--partition", "tofu"))
+    single, _, _ = read_metrics(f"{work}/single.jsonl")
+    ranked, _, lines = read_metrics(f"{work}/ranks.jsonl")
+    if not any(line.get("comm_bytes", 0) > 0 for line in lines):
+        sys.exit("FAIL: the partitioned run sent nothing; it was not partitioned")
+    compare(f"cnn: mpirun -np {ranks} --partition tofu against one process", ranked, single, 1e-5)
+    budget = lines[0]["footprint_bytes"] // 4
+    run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks_budget.jsonl", "--no-eval",
+                                               "--partition", "tofu", "--device-mem", str(budget)))
+    tight, _, tight_lines = read_metrics(f"{work}/ranks_budget.jsonl")
+    swapped = sum(line["swap_out_bytes"] + line["swap_in_bytes"] for line in tight_lines if "loss" in line)
+    print(f"cnn: mpirun -np {ranks} under a quarter of rank 0's footprint ({budget} of {lines[0]['footprint_bytes']} "
+          f"bytes): {swapped} bytes swapped on rank 0, losses bit-identical: {tight == ranked}")
+    if swapped == 0 or tight != ranked:
+        sys.exit("FAIL: the partitioned run under a quarter budget did not swap, or is not bit-identical")
+    # tessera-plan takes the same file and plans the same partition.
+    plan = subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices", ranks,
+                           "--batch", str(M.BATCH), "--format", "json"], check=True, stdout=subprocess.PIPE).stdout
+    cuts = json.loads(plan)["cuts"]
+    print(f"tessera-plan --model model.onnx --devices {ranks}: {len(cuts)} cuts")
+    if not cuts:
+        sys.exit("FAIL: tessera-plan made no cuts of the ONNX model")
+
+
+def budget_mode(build, work):
+    M.export("cnn", work)
+    run(tessera_args(build, work, "cnn", f"{work}/free.jsonl", "--no-eval"))
+    free, _, lines = read_metrics(f"{work}/free.jsonl")
+    budget = lines[0]["footprint_bytes"] // 4
+    run(tessera_args(build, work, "cnn", f"{work}/budget.jsonl", "--no-eval", "--device-mem", str(budget)))
+    tight, _, lines = read_metrics(f"{work}/budget.jsonl")
+    swapped = sum(line["swap_out_bytes"] + line["swap_in_bytes"] for line in lines)
+    print(f"cnn: footprint {lines[0]['footprint_bytes']} bytes, budget {budget} (a quarter), arena "
+          f"{lines[0]['arena_bytes']}, {swapped} bytes swapped over {len(tight)} steps")
+    if lines[0]["arena_bytes"] > budget or swapped == 0:
+        sys.exit("FAIL: the budget run did not swap within its budget")
+    if tight != free:
+        compare("cnn: a quarter budget against unconstrained (bit for bit)", tight, free, 0)
+        sys.exit("FAIL: the budget run's losses are not bit-identical")
+    print(f"cnn: a quarter budget: all {len(tight)} losses bit-identical to the unconstrained run")
+
+
+def resume_mode(build, work):
+    M.export("mlp", work)
+    run(tessera_args(build, work, "mlp", f"{work}/whole.jsonl", "--no-eval"))
+    whole, _, _ = read_metrics(f"{work}/whole.jsonl")
+    first = tessera_args(build, work, "mlp", f"{work}/parts.jsonl", "--no-eval", "--checkpoint", f"{work}/ck")
+    first[first.index("--steps") + 1] = "10"
+    run(first)
+    run(tessera_args(build, work, "mlp", f"{work}/parts.jsonl", "--no-eval", "--checkpoint", f"{work}/ck",
+                     "--resume"))
+    parts, _, _ = read_metrics(f"{work}/parts.jsonl")
+    if parts != whole:
+        compare("mlp: stopped and resumed against unbroken (bit for bit)", parts, whole, 0)
+        sys.exit("FAIL: the resumed run's losses are not bit-identical")
+    print(f"mlp: 10 steps, then resumed to 20: all {len(parts)} losses bit-identical to the unbroken run")
+    changed = onnx.load(f"{work}/model.onnx")
+    changed.doc_string = "another model under the same name"
+    onnx.save(changed, f"{work}/model.onnx")
+    args = tessera_args(build, work, "mlp", f"{work}/parts.jsonl", "--checkpoint", f"{work}/ck", "--resume")
+    args[args.index("--steps") + 1] = "30"
+    out = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(out.stdout.strip().splitlines()[-1])
+    if out.returncode != 1 or "the checkpoint was written with model_file" not in out.stdout:
+        sys.exit("FAIL: a resume with a changed ONNX file was not refused")
+
+
+def zoo_mode(build, work):
+    M.export("mlp", work)  # for its data
+    spec = "mlp:input=32,hidden=64"
+    args = tessera_args(build, work, "mlp", f"{work}/zoo.jsonl", "--checkpoint", f"{work}/zoo")
+    args[args.index("--model") + 1] = spec
+    run(args)
+    _, evals, _ = read_metrics(f"{work}/zoo.jsonl")
+    run([f"{build}/launch/tessera-train", "--model", spec, "--checkpoint", f"{work}/zoo", "--export-state-dict",
+         f"{work}/zoo/torch.safetensors"])
+    model, x, y = M.make("mlp")
+    state = M.read_safetensors(f"{work}/zoo/torch.safetensors")
+    model.load_state_dict(state, strict=True)
+    rows = slice(M.STEPS * M.BATCH, (M.STEPS + 1) * M.BATCH)
+    with torch.no_grad():
+        loss = loss_of(model, x[rows], y[rows]).item()
+    rel = abs(loss - evals[-1]) / abs(evals[-1])
+    print(f"zoo {spec}: exported {sorted(state)}; evaluation loss {loss:.7f} in PyTorch, {evals[-1]:.7f} in "
+          f"Tessera, relative difference {rel:.3g} (bar 1e-05)")
+    if rel > 1e-5:
+        sys.exit("FAIL: the exported zoo model's evaluation loss")
+
+
+def main():
+    build, work, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    if mode == "torch":
+        torch_mode(build, work, sys.argv[4])
+    elif mode == "mpi":
+        mpi_mode(build, work, sys.argv[4])
+    elif mode == "budget":
+        budget_mode(build, work)
+    elif mode == "resume":
+        resume_mode(build, work)
+    elif mode == "zoo":
+        zoo_mode(build, work)
+    else:
+        sys.exit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
