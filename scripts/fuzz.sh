@@ -12,14 +12,15 @@ seconds=${1:-10}
 shift || true
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ is missing (Debian: clang-14 libclang-rt-14-dev)" >&2; exit 1; }
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(fuzz_size fuzz_json_input fuzz_machine fuzz_plan fuzz_safetensors fuzz_idx)
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_size fuzz_json_input fuzz_machine fuzz_plan fuzz_safetensors fuzz_idx fuzz_graph_json
+                                  fuzz_model_spec)
 CXX=clang++ cmake -S fuzz -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build-fuzz -j"${TESSERA_JOBS:-2}" --target "${targets[@]}"
 mkdir -p build-fuzz/findings
 failed=0
 for t in "${targets[@]}"; do
   scratch=$(mktemp -d)
-  if build-fuzz/"$t" -max_total_time="$seconds" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+  if build-fuzz/"$t" -max_total_time="$seconds" -max_len=65536 -timeout=30 -rss_limit_mb=2048 \
       -artifact_prefix=build-fuzz/findings/"$t"- "$scratch" fuzz/corpus/"$t" >build-fuzz/"$t".log 2>&1; then
     echo "ok   $t: $(grep -E '^Done [0-9]+ runs' build-fuzz/"$t".log), $(grep -oE 'cov: [0-9]+' build-fuzz/"$t".log | tail -1) edges"
   else

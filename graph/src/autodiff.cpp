@@ -143,7 +143,9 @@ private:
     void differentiate(const Node &n, const std::vector<bool> &w) {
         const auto &in = n.inputs;
         auto want = [&](int i) { return w[in[i]]; };
-        const Shape &x_shape = g_.tensor(in[0]).type.shape;
+        // Shapes are copied: every node emitted appends to the graph's tensors,
+        // which may move them (a reference read a freed Shape after conv2d's dx).
+        const Shape x_shape = g_.tensor(in[0]).type.shape;
         switch (n.call.kind) {
         case OpKind::Matmul:
         case OpKind::BatchMatmul: {
@@ -215,7 +217,7 @@ private:
             break;
         }
         case OpKind::Conv2d: {
-            const Shape &w_shape = g_.tensor(in[1]).type.shape;
+            const Shape w_shape = g_.tensor(in[1]).type.shape;
             if (want(0)) {
                 Attrs a = copy_attrs(n, {"stride_h", "stride_w", "pad_h", "pad_w"});
                 a.set("in_h", x_shape[2]).set("in_w", x_shape[3]);
@@ -294,7 +296,7 @@ private:
             break;
         case OpKind::Embedding:
             if (want(0)) {
-                const Shape &table = g_.tensor(in[0]).type.shape;
+                const Shape table = g_.tensor(in[0]).type.shape;
                 accumulate(n, in[0],
                            emit(n, "dtable", OpKind::EmbeddingGrad, {dy(n), in[1]}, {{"vocab", table[0]}}), w);
             }

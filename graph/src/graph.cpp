@@ -228,7 +228,8 @@ bool Graph::has_name(const std::string &name) const {
 
 std::string Graph::unique_name(const std::string &base) const {
     if (!has_name(base)) return base;
-    for (int i = 1;; i++) {
+    int &i = suffix_hints_.first_free.try_emplace(base, 1).first->second;
+    for (;; i++) {
         std::string n = base + "_" + std::to_string(i);
         if (!has_name(n)) return n;
     }

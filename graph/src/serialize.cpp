@@ -60,6 +60,28 @@ T field(const json &j, const char *key, const std::string &where) {
     }
 }
 
+// The file's links between tensors and nodes, checked here as the user's
+// errors: Graph's setters assert them as invariants of Tessera's own code.
+void link_grad_of(Graph &g, TensorId gradient, TensorId primal, const std::string &where) {
+    const TensorInfo &grad = g.tensor(gradient), &of = g.tensor(primal);
+    TESSERA_CHECK(primal < gradient, where, ": '", grad.name, "' is the gradient of '", of.name,
+                  "', which must come before it");
+    TESSERA_CHECK(grad.type.shape == of.type.shape, where, ": gradient '", grad.name, "' ",
+                  shape_str(grad.type.shape), " does not have the shape of '", of.name, "' ",
+                  shape_str(of.type.shape));
+    g.set_grad_of(gradient, primal);
+}
+
+void link_updates(Graph &g, TensorId new_value, TensorId persistent, const std::string &where) {
+    const TensorInfo &value = g.tensor(new_value), &p = g.tensor(persistent);
+    TESSERA_CHECK(p.role == TensorRole::Param || p.role == TensorRole::OptState, where, ": '", value.name,
+                  "' updates '", p.name, "', but only parameters and optimizer state are updated, not a ",
+                  role_name(p.role));
+    TESSERA_CHECK(p.type == value.type, where, ": '", value.name, "' ", type_str(value.type), " updates '", p.name,
+                  "' ", type_str(p.type), "; an update keeps the type");
+    g.set_updates(new_value, persistent);
+}
+
 void add_input_tensor(Graph &g, const json &e, std::string where) {
     auto name = field<std::string>(e, "name", where);
     where += " '" + name + "'";
@@ -85,7 +107,7 @@ void add_input_tensor(Graph &g, const json &e, std::string where) {
         auto primal = g.find_tensor(field<std::string>(e, "grad_of", where));
         TESSERA_CHECK(primal.has_value(), where, ": unknown tensor '", e.at("grad_of").get<std::string>(),
                       "' in 'grad_of'");
-        g.set_grad_of(g.num_tensors() - 1, *primal);
+        link_grad_of(g, g.num_tensors() - 1, *primal, where);
     }
 }
 
@@ -171,19 +193,20 @@ void link_node(Graph &g, const json &e, const std::vector<TensorId> &got,
                const std::map<std::string, NodeId> &node_ids, const std::string &where) {
     for (size_t k = 0; k < got.size(); k++) {
         const json &u = e.at("updates").at(k);
-        if (!u.is_null()) g.set_updates(got[k], tensor_named(g, u.get<std::string>(), where));
+        if (!u.is_null()) link_updates(g, got[k], tensor_named(g, u.get<std::string>(), where), where);
     }
     g.set_node_flags(g.num_nodes() - 1, e.value("backward", false), e.value("optimizer", false));
     if (e.contains("forward")) {
         std::string fwd = field<std::string>(e, "forward", where);
         auto f = node_ids.find(fwd);
-        TESSERA_CHECK(f != node_ids.end(), where, ": unknown forward node '", fwd, "'");
+        TESSERA_CHECK(f != node_ids.end() && f->second < g.num_nodes() - 1, where, ": unknown forward node '", fwd,
+                      "' (it must come before the node)");
         g.set_forward(g.num_nodes() - 1, f->second);
     }
     if (e.contains("grad_of"))
         for (size_t k = 0; k < got.size() && k < e.at("grad_of").size(); k++) {
             const json &p = e.at("grad_of").at(k);
-            if (!p.is_null()) g.set_grad_of(got[k], tensor_named(g, p.get<std::string>(), where));
+            if (!p.is_null()) link_grad_of(g, got[k], tensor_named(g, p.get<std::string>(), where), where);
         }
 }
 

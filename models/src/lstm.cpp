@@ -25,9 +25,8 @@ Model build(const Params &p, int64_t batch) {
     const int64_t seq = p.get("seq", 16, 1, 65536);
     const int64_t vocab = p.get("vocab", 1000, 2);
     const int64_t embed = p.get("embed", hidden, 1, 1 << 24);
-    // Every unrolled cell is about fifteen nodes; a graph of millions of nodes
-    // helps no one and takes gigabytes to build.
-    constexpr int64_t kMaxCells = 100000;
+    // Every unrolled cell is at most 21 operators (kMaxOperators).
+    constexpr int64_t kMaxCells = kMaxOperators / 21;
     if (layers * seq > kMaxCells)
         p.fail("layers x seq = ", layers, " x ", seq, " = ", layers * seq, " unrolled cells is too many; at most ",
                kMaxCells, " are supported");

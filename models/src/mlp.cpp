@@ -6,8 +6,12 @@ namespace tessera::zoo {
 
 namespace {
 
+// A layer is a matmul, a bias_add and a ReLU.
+constexpr int64_t kOperatorsPerLayer = 3;
+
 Model build(const Params &p, int64_t batch) {
-    const int64_t layers = p.get("layers", 3), hidden = p.get("hidden", 1024), input = p.get("input", 784);
+    const int64_t layers = p.get("layers", 3, 1, kMaxOperators / kOperatorsPerLayer);
+    const int64_t hidden = p.get("hidden", 1024), input = p.get("input", 784);
     const int64_t classes = p.get("classes", 10, 2);
 
     Model m;

@@ -57,7 +57,8 @@ Tensor layer_norm(Builder &b, const std::string &name, Tensor x) {
 }
 
 Model build(const Params &p, int64_t batch) {
-    const int64_t layers = p.get("layers", 2, 1, 4096);
+    // A block is about 34 operators (kMaxOperators).
+    const int64_t layers = p.get("layers", 2, 1, kMaxOperators / 34);
     const int64_t d = p.get("d_model", 128, 1, 1 << 24);
     const int64_t heads = p.get("heads", 4, 1, 1 << 24);
     const int64_t seq = p.get("seq", 32, 1, 65536);

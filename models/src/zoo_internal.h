@@ -50,6 +50,14 @@ private:
     mutable std::map<std::string, std::string> read_;
 };
 
+// The largest forward graph a model may build, in operators. Every model bounds
+// the parameters that multiply its operators (layers, unrolled steps) so that
+// it stays within this; the training graph is about three times as large.
+// Graphs far beyond it help no one and take minutes and gigabytes to build and
+// plan: an LSTM of 100,000 cells (1.7 million operators) took tessera-plan
+// 117 s and 12.6 GB, and mlp:layers=2000000000 did not finish.
+inline constexpr int64_t kMaxOperators = 50000;
+
 // Streams the arguments into a string ("fc", 3 -> "fc3").
 template<typename... Args>
 std::string str(const Args &...args) {

@@ -423,7 +423,10 @@ TEST(PartialSums, WholeGradientsAreKeptOnOneMember) {
     ASSERT_EQ(b.ops[g.tensor(dw).producer].strategy[0], "replicate");
     auto zeroed = [&](int rank) {
         int count = 0;
-        for (const Node &n : lower(g, b, rank).graph.nodes()) count += n.call.name.ends_with("#partial_addend");
+        // Named: a range-for over lower(...).graph.nodes() read the nodes of a
+        // lowered graph destroyed before the loop (ASan: stack-use-after-scope).
+        const auto lowered = lower(g, b, rank);
+        for (const Node &n : lowered.graph.nodes()) count += n.call.name.ends_with("#partial_addend");
         return count;
     };
     EXPECT_EQ(zeroed(0), 0);

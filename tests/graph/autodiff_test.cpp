@@ -171,6 +171,28 @@ TEST(Autodiff, ChainOfLayersAgainstFiniteDifferences) {
                 }});
 }
 
+// The backward rules read the forward shapes after emitting nodes, and every
+// node emitted may move the graph's tensors: conv2d's dw once read its kernel
+// extents from a freed Shape (found by fuzz_model_spec; the ASan run,
+// scripts/sanitize.sh asan, reports it). Graphs of every size up to a few
+// reallocations put the move at each of the rules' emits.
+TEST(Autodiff, BackwardRulesReadShapesThatStay) {
+    for (int extra = 0; extra < 40; extra++) {
+        Graph g;
+        Builder b(g);
+        Tensor x = p(b, "x", {1, 2, 6, 6});
+        for (int i = 0; i < extra; i++) x = b.relu(x);
+        Tensor y = b.conv2d(x, p(b, "w", {3, 2, 5, 5}), 1, 2);
+        Tensor loss = weighted_sum(b, y);
+        append_backward(g, loss.id, {g.tensor_named("x"), g.tensor_named("w")});
+        for (const Node &n : g.nodes()) {
+            if (n.call.name != "conv2d.dw") continue;
+            EXPECT_EQ(n.call.attrs.get_int("dw", "kernel_h"), 5) << extra;
+            EXPECT_EQ(n.call.attrs.get_int("dw", "kernel_w"), 5) << extra;
+        }
+    }
+}
+
 TEST(Autodiff, GradientsOnlyWhereNeeded) {
     Graph g;
     Builder b(g);

@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,44 @@ TEST(Serialize, BadInputErrors) {
     expect_error([&] { save_graph(small_training_graph(OptimizerConfig::Kind::Sgd), (dir / "no/such/dir/g.json").string()); },
                  "cannot write the graph");
     std::filesystem::remove_all(dir);
+}
+
+// The index of the first node for which `pick` holds.
+size_t node_where(const nlohmann::json &j, const std::function<bool(const nlohmann::json &)> &pick) {
+    for (size_t i = 0; i < j["nodes"].size(); i++)
+        if (pick(j["nodes"][i])) return i;
+    ADD_FAILURE() << "no such node";
+    return 0;
+}
+
+// The links between tensors and nodes (updates, forward, grad_of) are the
+// file's to get right: a wrong one is the user's error, not an internal one
+// (fuzz_graph_json found "in-place update changes the type" asserted).
+TEST(Serialize, BadLinksAreUserErrors) {
+    const nlohmann::json j = graph_to_json(small_training_graph(OptimizerConfig::Kind::Sgd));
+    const size_t update = node_where(j, [](const nlohmann::json &n) { return n["optimizer"].get<bool>(); });
+    const size_t backward = node_where(j, [](const nlohmann::json &n) { return n.contains("forward"); });
+    const size_t first_grad = node_where(j, [](const nlohmann::json &n) {
+        return n.contains("grad_of") && !n["grad_of"][0].is_null();
+    });
+
+    nlohmann::json wrong_type = j;
+    const nlohmann::json &target = j["nodes"][update]["outputs"][0];
+    for (const nlohmann::json &t : j["tensors"])
+        if (t["role"] == "param" && t["shape"] != target["shape"]) wrong_type["nodes"][update]["updates"][0] = t["name"];
+    expect_error([&] { graph_from_json(wrong_type, "g.json"); }, "an update keeps the type");
+    nlohmann::json not_persistent = j;
+    not_persistent["nodes"][update]["updates"][0] = "x";
+    expect_error([&] { graph_from_json(not_persistent, "g.json"); }, "only parameters and optimizer state");
+    nlohmann::json own_forward = j;
+    own_forward["nodes"][backward]["forward"] = j["nodes"][backward]["name"];
+    expect_error([&] { graph_from_json(own_forward, "g.json"); }, "it must come before the node");
+    nlohmann::json wrong_shape = j;
+    wrong_shape["nodes"][first_grad]["grad_of"][0] = "labels";
+    expect_error([&] { graph_from_json(wrong_shape, "g.json"); }, "does not have the shape of 'labels'");
+    nlohmann::json own_grad = j;
+    own_grad["tensors"][0]["grad_of"] = j["tensors"][0]["name"];
+    expect_error([&] { graph_from_json(own_grad, "g.json"); }, "which must come before it");
 }
 
 }  // namespace

@@ -169,7 +169,12 @@ TEST(ModelZoo, BadValuesSayWhatIsValid) {
     expect_build_error("transformer:d_model=12,heads=5", {"heads = 5 does not divide d_model = 12", "(1, 2, 3, 4, 6, 12)"});
     expect_build_error("lstm:seq=0", {"model 'lstm'", "seq = 0 is out of range"});
     expect_build_error("lstm:layers=100,seq=2000", {"model 'lstm'", "layers x seq = 100 x 2000 = 200000",
-                                                    "at most 100000"});
+                                                    "at most 2380"});
+    // Graphs of millions of operators (LargestModelsStayWithinTheOperatorBound).
+    expect_build_error("mlp:layers=2000000000", {"model 'mlp'", "layers = 2000000000 is out of range",
+                                                 "between 1 and 16666"});
+    expect_build_error("transformer:layers=4096", {"model 'transformer'", "layers = 4096 is out of range",
+                                                   "between 1 and 1470"});
     expect_build_error("mlp", {"model 'mlp'", "batch size must be at least 1, got 0"}, 0);
 }
 
@@ -364,6 +369,20 @@ TEST(ModelZoo, Wresnet152Width10BuildsQuickly) {
     EXPECT_GT(m.graph.param_count(), 5'000'000'000);
     EXPECT_LT(m.graph.param_count(), 6'500'000'000);
     EXPECT_NE(m.description.find("wresnet-152 width 10"), std::string::npos) << m.description;
+}
+
+// The largest graphs the zoo accepts stay within its bound of 50,000 forward
+// operators (zoo_internal.h), which builds in about a second; one step more is
+// refused (BadValuesSayWhatIsValid).
+TEST(ModelZoo, LargestModelsStayWithinTheOperatorBound) {
+    for (const char *spec : {"mlp:layers=16666,hidden=2,input=2", "lstm:layers=1,seq=2380,hidden=2,vocab=2",
+                             "lstm:layers=1024,seq=2,hidden=2,vocab=2", "lstm:layers=17,seq=140,hidden=2,vocab=2",
+                             "transformer:layers=1470,d_model=2,heads=1,seq=2,vocab=2"}) {
+        SCOPED_TRACE(spec);
+        EXPECT_LE(build_model(spec, 1).graph.num_nodes(), 50000);
+    }
+    expect_build_error("lstm:layers=1,seq=2381", {"layers x seq = 1 x 2381 = 2381", "at most 2380"});
+    expect_build_error("transformer:layers=1471", {"layers = 1471 is out of range", "between 1 and 1470"});
 }
 
 TEST(ModelZoo, LstmDefaultAndSmall) {
