@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include <unistd.h>
 
@@ -58,10 +59,13 @@ public:
     }
 
     void int_initializer(const std::string &name, std::vector<int64_t> values) {
+        int_initializer(name, {static_cast<int64_t>(values.size())}, values);
+    }
+    void int_initializer(const std::string &name, std::vector<int64_t> dims, std::vector<int64_t> values) {
         auto *t = g().add_initializer();
         t->set_name(name);
         t->set_data_type(onnx::TensorProto::INT64);
-        t->add_dims(static_cast<int64_t>(values.size()));
+        for (int64_t d : dims) t->add_dims(d);
         for (int64_t v : values) t->add_int64_data(v);
     }
 
@@ -394,6 +398,207 @@ TEST(OnnxImportError, LogitsOfTheWrongRank) {
     expect_error([&] { build_model(f.write("rank4"), 2); },
                  "output 'logits' has shape [2, 3, 4, 5]; the loss needs logits [batch, classes] or [batch, seq, "
                  "classes]");
+}
+
+// ---- malformed files, as fuzz_onnx writes them: one test each -----------------------
+
+// PyTorch exports x[:, 1:] with the end 2^63 - 1, which a double rounds up to
+// 2^63, one past int64_t; it means "to the end".
+TEST(OnnxImport, SliceToTheEnd) {
+    OnnxFile f;
+    f.input("input", {2, 5});
+    f.int_initializer("starts", {2});
+    f.int_initializer("ends", {std::numeric_limits<int64_t>::max()});
+    f.int_initializer("axes", {1});
+    f.node("Slice", {"input", "starts", "ends", "axes"}, {"logits"});
+    f.output("logits");
+    Model m = build_model(f.write("slice_end"), 2);
+    EXPECT_EQ(m.graph.tensor(m.logits).type.shape, (Shape{2, 3}));
+}
+
+// A linear model whose logits pass through `op` (reading "z", writing "logits").
+OnnxFile linear_then(const std::string &op, std::vector<std::string> in, std::vector<std::string> out = {"logits"}) {
+    OnnxFile f = linear_model();
+    f.g().mutable_node(0)->set_output(0, "z");
+    f.node(op, std::move(in), std::move(out));
+    return f;
+}
+
+TEST(OnnxImportError, InitializerOfOverflowingShape) {
+    OnnxFile f = linear_model();
+    auto *t = f.g().add_initializer();
+    t->set_name("huge");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_dims(int64_t{1} << 40);
+    t->add_dims(int64_t{1} << 40);
+    t->set_raw_data("");
+    expect_error([&] { build_model(f.write("huge_init"), 4); },
+                 "initializer 'huge' has shape [1099511627776, 1099511627776], more than the");
+}
+
+TEST(OnnxImportError, InitializerOfNegativeExtent) {
+    OnnxFile f = linear_model();
+    f.int_initializer("neg", {-1}, {});
+    expect_error([&] { build_model(f.write("neg_init"), 4); },
+                 "initializer 'neg' has shape [-1]; every extent must be at least 0");
+}
+
+TEST(OnnxImportError, ConstantOfShapeBeyondTheBound) {
+    OnnxFile f = linear_model();
+    f.int_initializer("big", {int64_t{1} << 20, int64_t{1} << 20});
+    f.node("ConstantOfShape", {"big"}, {"zeros"});
+    expect_error([&] { build_model(f.write("const_of_shape"), 4); },
+                 "node '/ConstantOfShape' (ConstantOfShape): the constant it computes at import has shape [1048576, "
+                 "1048576], more than the 16777216 elements Tessera takes there");
+}
+
+TEST(OnnxImportError, RangeBeyondTheBound) {
+    OnnxFile f = linear_model();
+    f.int_initializer("start", {0});
+    f.int_initializer("limit", {int64_t{1} << 40});
+    f.int_initializer("delta", {1});
+    f.node("Range", {"start", "limit", "delta"}, {"r"});
+    expect_error([&] { build_model(f.write("range"), 4); },
+                 "node '/Range' (Range): the range from 0 to 1.09951e+12 by 1 has more than the 16777216 values");
+}
+
+TEST(OnnxImportError, InputBeyondTheBound) {
+    OnnxFile f;
+    f.input("input", {2, int64_t{1} << 20, int64_t{1} << 20});
+    f.node("Relu", {"input"}, {"logits"});
+    f.output("logits");
+    expect_error([&] { build_model(f.write("big_input"), 2); },
+                 "input 'input' has shape [2, 1048576, 1048576], more than the 2147483648 elements");
+}
+
+TEST(OnnxImportError, IntegerConstantBeyondInt32) {
+    OnnxFile f;
+    f.input("input", {2, 1}, true, onnx::TensorProto::INT64);
+    f.int_initializer("big", {int64_t{1} << 40});
+    f.initializer("tok.weight", {7, 4}, std::vector<float>(28, 0.1f));
+    f.node("Add", {"input", "big"}, {"ids"});
+    f.node("Gather", {"tok.weight", "ids"}, {"logits"});
+    f.output("logits");
+    expect_error([&] { build_model(f.write("int32"), 2); },
+                 "constant 'big' holds 1.09951e+12, which is not a 32-bit integer");
+}
+
+TEST(OnnxImportError, ANodeWithoutOutputs) {
+    OnnxFile f = linear_model();
+    f.node("Relu", {"logits"}, {});
+    expect_error([&] { build_model(f.write("no_outputs"), 4); },
+                 "node '/Relu' (Relu): has 0 outputs; the operator writes output 0");
+}
+
+TEST(OnnxImportError, ABinaryOperatorWithOneInput) {
+    expect_error([&] { build_model(linear_then("Add", {"z"}).write("one_input"), 4); },
+                 "node '/Add' (Add): input 1 is missing");
+}
+
+TEST(OnnxImportError, AnExponentOfNoValues) {
+    OnnxFile f = linear_then("Pow", {"z", "onnx::e"});
+    f.initializer("onnx::e", {0}, {});
+    expect_error([&] { build_model(f.write("pow_empty"), 4); },
+                 "node '/Pow' (Pow): input 1 ('onnx::e') has shape [0]; it must hold one value");
+}
+
+TEST(OnnxImportError, UnsqueezeOfOneAxisTwice) {
+    OnnxFile f = linear_then("Unsqueeze", {"z", "axes"});
+    f.int_initializer("axes", {1, 1});
+    expect_error([&] { build_model(f.write("unsqueeze"), 4); }, "(Unsqueeze): axes [1, 1] name an axis twice");
+}
+
+TEST(OnnxImportError, FoldedSqueezeOfAnAxisBeyondExtent1) {
+    OnnxFile f = linear_model();
+    f.int_initializer("two", {2}, {5, 6});
+    f.int_initializer("axes", {0});
+    f.node("Squeeze", {"two", "axes"}, {"folded"});
+    expect_error([&] { build_model(f.write("squeeze"), 4); },
+                 "(Squeeze): axis 0 of [2] has extent 2; only axes of extent 1 squeeze");
+}
+
+TEST(OnnxImportError, FoldedReshapeToANegativeExtent) {
+    OnnxFile f = linear_model();
+    f.int_initializer("eight", {8}, {1, 2, 3, 4, 5, 6, 7, 8});
+    f.int_initializer("shape", {-2, -4});
+    f.node("Reshape", {"eight", "shape"}, {"folded"});
+    expect_error([&] { build_model(f.write("reshape_neg"), 4); },
+                 "(Reshape): shape [-2, -4] has the extent -2; extents are positive, 0 (copy) or -1 (infer)");
+}
+
+TEST(OnnxImportError, FoldedConcatOfShapesThatDoNotJoin) {
+    OnnxFile f = linear_model();
+    f.int_initializer("a", {2});
+    f.int_initializer("b", {2, 2}, {1, 2, 3, 4});
+    f.node("Concat", {"a", "b"}, {"ab"});
+    expect_error([&] { build_model(f.write("concat"), 4); },
+                 "(Concat): input 1 has shape [2, 2], which does not join [1] along axis 0");
+}
+
+TEST(OnnxImportError, SplitSizesForOtherOutputs) {
+    OnnxFile f = linear_then("Split", {"z", "sizes"}, {"logits", "rest"});
+    f.int_initializer("sizes", {1, 1, 0});
+    set_int(*f.g().mutable_node(1), "axis", 1);
+    expect_error([&] { build_model(f.write("split_sizes"), 4); }, "(Split): split sizes [1, 1, 0] are 3 for 2 outputs");
+}
+
+TEST(OnnxImportError, SplitWithoutOutputs) {
+    expect_error([&] { build_model(linear_then("Split", {"z"}, {}).write("split_none"), 4); },
+                 "(Split): has no outputs");
+}
+
+TEST(OnnxImportError, ConvolutionKernelShapeOtherThanTheWeights) {
+    onnx::NodeProto *conv;
+    OnnxFile f = conv_model(&conv);
+    set_ints(*conv, "kernel_shape", {5, 5});
+    expect_error([&] { build_model(f.write("kernel"), 2); },
+                 "node '/conv/Conv' (Conv): attribute 'kernel_shape' = [5, 5] is not supported; it must be the "
+                 "weight's, [3, 3]");
+}
+
+// A lookup of consecutive rows is a slice; its first row read from the file.
+TEST(OnnxImportError, GatherOfARowBeyondInt64) {
+    OnnxFile f;
+    f.input("input", {2, 4});
+    f.initializer("table", {7, 4}, std::vector<float>(28, 0.1f));
+    f.int_initializer("rows", {std::numeric_limits<int64_t>::max()});
+    f.node("Gather", {"table", "rows"}, {"g"});
+    f.node("Add", {"input", "g"}, {"logits"});
+    f.output("logits");
+    expect_error([&] { build_model(f.write("gather_range"), 2); },
+                 "(Gather): indices from 9223372036854775807 (1 of them) are out of range for extent 7");
+}
+
+TEST(OnnxImportError, PaddingThatOverflows) {
+    onnx::NodeProto *conv;
+    OnnxFile f = conv_model(&conv);
+    conv->mutable_attribute(0)->clear_ints();
+    for (int i = 0; i < 4; i++) conv->mutable_attribute(0)->add_ints(int64_t{1} << 62);
+    expect_error([&] { build_model(f.write("pads_overflow"), 2); },
+                 "node '/conv/Conv' (Conv): attribute 'pads' = [4611686018427387904, 4611686018427387904, "
+                 "4611686018427387904, 4611686018427387904] is not supported; pads are at most 2147483648");
+}
+
+// nn.LayerNorm's expansion (onnx_patterns.cpp) over a value no node defines.
+TEST(OnnxImportError, LayerNormExpansionOfAnUndefinedValue) {
+    OnnxFile f;
+    f.input("input", {2, 3});
+    f.initializer("ln.weight", {3}, {1, 1, 1});
+    f.initializer("ln.bias", {3}, {0, 0, 0});
+    f.initializer("onnx::two", {}, {2});
+    f.initializer("onnx::eps", {}, {1e-5f});
+    set_ints(f.node("ReduceMean", {"nowhere"}, {"mean"}), "axes", {-1});
+    f.node("Sub", {"nowhere", "mean"}, {"d"});
+    f.node("Pow", {"d", "onnx::two"}, {"d2"});
+    set_ints(f.node("ReduceMean", {"d2"}, {"var"}, "/var"), "axes", {-1});
+    f.node("Add", {"var", "onnx::eps"}, {"var_eps"});
+    f.node("Sqrt", {"var_eps"}, {"std"});
+    f.node("Div", {"d", "std"}, {"norm"});
+    f.node("Mul", {"norm", "ln.weight"}, {"scaled"});
+    f.node("Add", {"scaled", "ln.bias"}, {"logits"}, "/add_bias");
+    f.output("logits");
+    expect_error([&] { build_model(f.write("ln_undefined"), 2); },
+                 "node '/ReduceMean' (ReduceMean): reads 'nowhere', which no earlier node or initializer defines");
 }
 
 }  // namespace

@@ -19,6 +19,20 @@
 
 namespace tessera::onnx_import {
 
+// The file decides every shape, so each is bounded before it is used: a
+// constant computed at import (ConstantOfShape, Range, a broadcast, a gather)
+// holds at most kMaxFoldedElements values, which the importer allocates; a
+// graph tensor holds at most kMaxTensorElements, which is not allocated at
+// import, and is small enough that the product of two such extents, as an
+// outer product or a broadcast forms, stays within int64_t.
+constexpr int64_t kMaxFoldedElements = int64_t{1} << 24;
+constexpr int64_t kMaxTensorElements = int64_t{1} << 31;
+
+// The elements of `shape`, with every extent at least 0 (at least 1 where
+// `positive`); an error naming `what` for another extent or a count above
+// `limit`.
+int64_t checked_elements(const Shape &shape, int64_t limit, bool positive, const std::string &what);
+
 // A value known at import: a shape computation's result, a Constant node, an
 // integer initializer. Integers are held exactly in doubles (up to 2^53).
 struct Const {
@@ -27,7 +41,6 @@ struct Const {
     std::vector<double> v;  // row-major, num_elements(shape) values
 
     int64_t elements() const { return static_cast<int64_t>(v.size()); }
-    std::vector<int64_t> ints() const;
 };
 
 // One ONNX value: a tensor of the graph being built, or a constant.
@@ -51,11 +64,20 @@ public:
     bool is_constant(const onnx::NodeProto &n, int i) const;
     // Input i as a constant; an error naming the node when it is computed.
     const Const &constant(const onnx::NodeProto &n, int i) const;
+    // Input i as constant integers (axes, shapes, indices): values beyond
+    // int64_t saturate, as PyTorch's "to the end" of a slice (2^63 - 1) does
+    // once held in a double; NaN is an error naming the node.
+    std::vector<int64_t> ints(const onnx::NodeProto &n, int i) const;
+    // Input i as a constant of one element (a ratio, an exponent, a bound).
+    double scalar(const onnx::NodeProto &n, int i) const;
+    // A constant of this shape, computed at import by n, must be within
+    // kMaxFoldedElements; an error naming the node otherwise.
+    void check_folded(const onnx::NodeProto &n, const Shape &shape) const;
     // Input i as a graph tensor; a constant becomes a graph constant.
     Tensor tensor(const onnx::NodeProto &n, int i);
     // A constant of the graph holding `c` (f32), named after `base`.
     Tensor materialise(const Const &c, const std::string &base);
-    // Output i of n.
+    // Output i of n; a graph tensor beyond kMaxTensorElements is an error.
     void set(const onnx::NodeProto &n, int i, Tensor t);
     void set(const onnx::NodeProto &n, int i, Const c);
     void set_value(const std::string &name, Value v) { values_[name] = std::move(v); }
@@ -133,6 +155,11 @@ struct SliceRange {
 };
 std::vector<SliceRange> slice_ranges(const Importer &im, const onnx::NodeProto &n, const Shape &in);
 int normalise_axis(const Importer &im, const onnx::NodeProto &n, int64_t axis, size_t rank);
+// Unsqueeze's axes for an input of rank `rank`: normalised, sorted, distinct.
+std::vector<int64_t> unsqueeze_axes(const Importer &im, const onnx::NodeProto &n, size_t rank);
+// Squeeze's result: the extents of `in` that stay (every 1 when no axes are
+// given); a listed axis whose extent is not 1 is an error.
+Shape squeezed(const Importer &im, const onnx::NodeProto &n, const Shape &in);
 
 // nn.LayerNorm as opsets before 17 export it (onnx_patterns.cpp): the
 // ReduceMean at node `first` starts it; `nodes` are the rest, which the

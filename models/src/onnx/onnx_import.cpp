@@ -129,6 +129,7 @@ Tensor add_input(Importer &im, const onnx::GraphProto &g) {
                           "'); only the batch (dimension 0) may be symbolic");
         }
     }
+    checked_elements(shape, kMaxTensorElements, true, "ONNX model '" + im.path() + "': input '" + v.name() + "'");
     Tensor x = im.b().data(v.name(), shape, input_dtype(im, v));
     im.set_value(v.name(), Value{x, std::nullopt});
     return x;
@@ -145,7 +146,7 @@ std::string supported_list() {
 bool import_layer_norm_expansion(Importer &im, const onnx::GraphProto &g, int i, std::set<int> &absorbed) {
     if (g.node(i).op_type() != "ReduceMean") return false;
     const std::optional<LayerNormExpansion> e = match_layer_norm(g, i);
-    if (!e) return false;
+    if (!e || !im.has(e->x) || !im.has(e->weight) || !im.has(e->bias) || e->output.empty()) return false;
     const Value &x = im.value(e->x), &w = im.value(e->weight), &b = im.value(e->bias);
     if (!x.tensor || !w.tensor || !b.tensor) return false;
     Tensor y = im.b().op1(OpKind::LayerNorm, {*x.tensor, *w.tensor, *b.tensor}, {{"eps", e->eps}},

@@ -26,6 +26,10 @@ Window read_window(const NodeAttrs &a, const std::vector<int64_t> &kernel) {
     if (strides.size() != 2) a.unsupported("strides", ints_str(strides), "supported: [sh, sw]");
     if (pads.size() != 4 || pads[0] != pads[2] || pads[1] != pads[3])
         a.unsupported("pads", ints_str(pads), "supported: symmetric padding [ph, pw, ph, pw]");
+    // lang/ checks the window's values; beyond the bound on a tensor's
+    // elements, a pad would overflow the padded extent it computes.
+    if (pads[0] > kMaxTensorElements || pads[1] > kMaxTensorElements)
+        a.unsupported("pads", ints_str(pads), "pads are at most ", kMaxTensorElements);
     return {kernel[0], kernel[1], strides[0], strides[1], pads[0], pads[1]};
 }
 
@@ -41,7 +45,10 @@ void conv(Importer &im, const onnx::NodeProto &n) {
     if (x.rank() != 4 || w.rank() != 4)
         im.fail(n, "only 2-D convolutions (input [N, C, H, W]) are supported; the input is ", shape_str(x.shape()));
     if (a.i("group", 1) != 1) a.unsupported("group", std::to_string(a.i("group", 1)), "supported: 1");
-    const Window win = read_window(a, a.ints("kernel_shape", {w.dim(2), w.dim(3)}));
+    const std::vector<int64_t> kernel = a.ints("kernel_shape", {w.dim(2), w.dim(3)});
+    if (kernel != std::vector<int64_t>{w.dim(2), w.dim(3)})
+        a.unsupported("kernel_shape", ints_str(kernel), "it must be the weight's, [", w.dim(2), ", ", w.dim(3), "]");
+    const Window win = read_window(a, kernel);
     Tensor y = im.b().op1(OpKind::Conv2d, {x, w}, window_attrs(win, false), node_name(n));
     if (Importer::given(n, 2)) y = im.b().bias_add(y, im.tensor(n, 2), 1);
     im.set(n, 0, y);

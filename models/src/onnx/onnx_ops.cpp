@@ -36,7 +36,9 @@ Tensor broadcast_to(Importer &im, const onnx::NodeProto &n, Tensor t, const Shap
 Tensor operand(Importer &im, const onnx::NodeProto &n, int i, const Shape &to) {
     if (im.is_constant(n, i)) {
         const Const &c = im.constant(n, i);
-        return c.shape == to ? im.tensor(n, i) : im.materialise(broadcast_const(c, to), n.input(i));
+        if (c.shape == to) return im.tensor(n, i);
+        im.check_folded(n, to);
+        return im.materialise(broadcast_const(c, to), n.input(i));
     }
     Tensor t = im.tensor(n, i);
     return t.shape() == to ? t : broadcast_to(im, n, t, to);
@@ -81,14 +83,14 @@ void div(Importer &im, const onnx::NodeProto &n) {
     if (is_scalar(c)) return im.set(n, 0, im.b().scale(im.tensor(n, 0), c.v[0]));
     Tensor x = im.tensor(n, 0);
     const Shape out = broadcast_shapes(im, n, x.shape(), c.shape);
+    im.check_folded(n, out);
     im.set(n, 0, im.b().mul(operand(im, n, 0, out), im.materialise(broadcast_const(c, out), n.input(1))));
 }
 
 void pow(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {});
-    const Const &e = im.constant(n, 1);
-    const double p = e.v.at(0);
-    if (!is_scalar(e) || (p != 1 && p != 2 && p != 3))
+    const double p = im.scalar(n, 1);
+    if (p != 1 && p != 2 && p != 3)
         im.fail(n, "exponent ", p, " is not supported; supported exponents: constants 1, 2 and 3");
     Tensor x = im.tensor(n, 0), y = x;
     for (int k = 1; k < static_cast<int>(p); k++) y = im.b().mul(y, x);
@@ -153,7 +155,7 @@ void reshape(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {"allowzero"});
     if (a.i("allowzero", 0) != 0) a.unsupported("allowzero", std::to_string(a.i("allowzero", 0)), "supported: 0");
     Tensor x = im.tensor(n, 0);
-    const Shape to = reshape_target(im, n, x.shape(), im.constant(n, 1).ints());
+    const Shape to = reshape_target(im, n, x.shape(), im.ints(n, 1));
     im.set(n, 0, to == x.shape() ? x : im.b().reshape(x, to));
 }
 
@@ -171,25 +173,15 @@ void flatten(Importer &im, const onnx::NodeProto &n) {
 void unsqueeze(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {});
     Tensor x = im.tensor(n, 0);
-    std::vector<int64_t> axes = im.constant(n, 1).ints();
     Shape s = x.shape();
-    for (int64_t &ax : axes) ax = normalise_axis(im, n, ax, s.size() + axes.size());
-    std::sort(axes.begin(), axes.end());
-    for (int64_t ax : axes) s.insert(s.begin() + ax, 1);
+    for (int64_t ax : unsqueeze_axes(im, n, s.size())) s.insert(s.begin() + ax, 1);
     im.set(n, 0, im.b().reshape(x, s));
 }
 
 void squeeze(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {});
     Tensor x = im.tensor(n, 0);
-    std::vector<int64_t> axes;
-    if (Importer::given(n, 1))
-        for (int64_t ax : im.constant(n, 1).ints()) axes.push_back(normalise_axis(im, n, ax, x.shape().size()));
-    Shape s;
-    for (int d = 0; d < x.rank(); d++) {
-        const bool listed = std::find(axes.begin(), axes.end(), d) != axes.end();
-        if (!(axes.empty() ? x.dim(d) == 1 : listed)) s.push_back(x.dim(d));
-    }
+    const Shape s = squeezed(im, n, x.shape());
     im.set(n, 0, s == x.shape() ? x : im.b().reshape(x, s.empty() ? Shape{1} : s));
 }
 
@@ -222,14 +214,24 @@ void split(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {"axis"});
     Tensor x = im.tensor(n, 0);
     const int axis = normalise_axis(im, n, a.i("axis", 0), x.shape().size());
+    if (n.output_size() == 0) im.fail(n, "has no outputs");
     std::vector<int64_t> sizes(static_cast<size_t>(n.output_size()), x.dim(axis) / n.output_size());
-    if (Importer::given(n, 1)) sizes = im.constant(n, 1).ints();
+    if (Importer::given(n, 1)) sizes = im.ints(n, 1);
+    if (sizes.size() != static_cast<size_t>(n.output_size()))
+        im.fail(n, "split sizes ", ints_str(sizes), " are ", sizes.size(), " for ", n.output_size(), " outputs");
+    int64_t total = 0;
+    for (int64_t size : sizes) {
+        if (size < 1 || size > x.dim(axis) - total)
+            im.fail(n, "split sizes ", ints_str(sizes), " do not divide extent ", x.dim(axis), " of ",
+                    shape_str(x.shape()), " into positive parts");
+        total += size;
+    }
+    if (total != x.dim(axis)) im.fail(n, "split sizes ", ints_str(sizes), " do not add up to ", x.dim(axis));
     int64_t start = 0;
     for (size_t i = 0; i < sizes.size(); i++) {
         im.set(n, static_cast<int>(i), im.b().slice(x, axis, start, start + sizes[i]));
         start += sizes[i];
     }
-    if (start != x.dim(axis)) im.fail(n, "split sizes ", ints_str(sizes), " do not add up to ", x.dim(axis));
 }
 
 // Whether c holds k, k+1, ..., k+m-1: a slice rather than a lookup.
@@ -246,7 +248,11 @@ void gather(Importer &im, const onnx::NodeProto &n) {
     const int axis = normalise_axis(im, n, a.i("axis", 0), data.shape().size());
     if (im.is_constant(n, 1) && consecutive(im.constant(n, 1))) {
         const Const &idx = im.constant(n, 1);
-        Tensor y = im.b().slice(data, axis, static_cast<int64_t>(idx.v[0]), static_cast<int64_t>(idx.v[0]) + idx.elements());
+        const int64_t first = im.ints(n, 1)[0];
+        if (first > data.dim(axis) - idx.elements())
+            im.fail(n, "indices from ", first, " (", idx.elements(), " of them) are out of range for extent ",
+                    data.dim(axis));
+        Tensor y = im.b().slice(data, axis, first, first + idx.elements());
         Shape s(data.shape().begin(), data.shape().begin() + axis);
         s.insert(s.end(), idx.shape.begin(), idx.shape.end());
         s.insert(s.end(), data.shape().begin() + axis + 1, data.shape().end());
@@ -278,8 +284,8 @@ void cast(Importer &im, const onnx::NodeProto &n) {
 void dropout(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {"seed"});
     im.mark_unsupported_outputs(n, 1, "(the dropout mask) Tessera does not produce");
-    const double ratio = Importer::given(n, 1) ? im.constant(n, 1).v.at(0) : 0.5;
-    const bool training = Importer::given(n, 2) && im.constant(n, 2).v.at(0) != 0;
+    const double ratio = Importer::given(n, 1) ? im.scalar(n, 1) : 0.5;
+    const bool training = Importer::given(n, 2) && im.scalar(n, 2) != 0;
     Tensor x = im.tensor(n, 0);
     if (!training || ratio == 0) return im.set(n, 0, x);
     const int64_t seed = a.i("seed", static_cast<int64_t>(std::hash<std::string>()(node_name(n)) & 0x7fffffff));

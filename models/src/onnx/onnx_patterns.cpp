@@ -12,6 +12,17 @@ namespace tessera::onnx_import {
 
 namespace {
 
+// Input or output i of a node, or "" where it has none: the expansion is
+// matched on any graph, also one whose nodes lack the arguments it expects.
+const std::string &input(const onnx::NodeProto &n, int i) {
+    static const std::string none;
+    return i < n.input_size() ? n.input(i) : none;
+}
+const std::string &output(const onnx::NodeProto &n, int i) {
+    static const std::string none;
+    return i < n.output_size() ? n.output(i) : none;
+}
+
 // The graph's nodes by what they read and write.
 class GraphIndex {
 public:
@@ -26,7 +37,7 @@ public:
     // The one node that reads `value`, if it is `op`; -1 otherwise.
     int only_reader(const std::string &value, const std::string &op) const {
         auto it = readers_.find(value);
-        if (it == readers_.end() || it->second.size() != 1) return -1;
+        if (value.empty() || it == readers_.end() || it->second.size() != 1) return -1;
         return g_.node(it->second[0]).op_type() == op ? it->second[0] : -1;
     }
     const std::vector<int> &readers(const std::string &value) const {
@@ -69,7 +80,7 @@ bool reduces_last_axis(const onnx::NodeProto &n) {
 
 // The input of binary node n that is not `value`.
 std::string other_input(const onnx::NodeProto &n, const std::string &value) {
-    return n.input(0) == value ? n.input(1) : n.input(0);
+    return input(n, 0) == value ? input(n, 1) : input(n, 0);
 }
 
 }  // namespace
@@ -78,30 +89,30 @@ std::optional<LayerNormExpansion> match_layer_norm(const onnx::GraphProto &g, in
     const GraphIndex ix(g);
     const onnx::NodeProto &mean = ix.node(first);
     if (mean.op_type() != "ReduceMean" || !reduces_last_axis(mean)) return std::nullopt;
-    const std::string x = mean.input(0);
-    const int sub = ix.only_reader(mean.output(0), "Sub");
-    if (sub < 0 || ix.node(sub).input(0) != x) return std::nullopt;
-    const std::string d = ix.node(sub).output(0);
+    const std::string x = input(mean, 0);
+    const int sub = ix.only_reader(output(mean, 0), "Sub");
+    if (sub < 0 || input(ix.node(sub), 0) != x) return std::nullopt;
+    const std::string d = output(ix.node(sub), 0);
     int pow = -1, div = -1;
     for (int r : ix.readers(d)) {
-        if (ix.node(r).op_type() == "Pow" && ix.node(r).input(0) == d) pow = r;
-        if (ix.node(r).op_type() == "Div" && ix.node(r).input(0) == d) div = r;
+        if (ix.node(r).op_type() == "Pow" && input(ix.node(r), 0) == d) pow = r;
+        if (ix.node(r).op_type() == "Div" && input(ix.node(r), 0) == d) div = r;
     }
-    if (pow < 0 || div < 0 || ix.readers(d).size() != 2 || ix.scalar(ix.node(pow).input(1)) != 2.0)
+    if (pow < 0 || div < 0 || ix.readers(d).size() != 2 || ix.scalar(input(ix.node(pow), 1)) != 2.0)
         return std::nullopt;
-    const int var = ix.only_reader(ix.node(pow).output(0), "ReduceMean");
+    const int var = ix.only_reader(output(ix.node(pow), 0), "ReduceMean");
     if (var < 0 || !reduces_last_axis(ix.node(var))) return std::nullopt;
-    const int add_eps = ix.only_reader(ix.node(var).output(0), "Add");
+    const int add_eps = ix.only_reader(output(ix.node(var), 0), "Add");
     if (add_eps < 0) return std::nullopt;
-    const std::optional<double> eps = ix.scalar(other_input(ix.node(add_eps), ix.node(var).output(0)));
-    const int sqrt = ix.only_reader(ix.node(add_eps).output(0), "Sqrt");
-    if (!eps || sqrt < 0 || ix.only_reader(ix.node(sqrt).output(0), "Div") != div) return std::nullopt;
-    const int mul = ix.only_reader(ix.node(div).output(0), "Mul");
+    const std::optional<double> eps = ix.scalar(other_input(ix.node(add_eps), output(ix.node(var), 0)));
+    const int sqrt = ix.only_reader(output(ix.node(add_eps), 0), "Sqrt");
+    if (!eps || sqrt < 0 || ix.only_reader(output(ix.node(sqrt), 0), "Div") != div) return std::nullopt;
+    const int mul = ix.only_reader(output(ix.node(div), 0), "Mul");
     if (mul < 0) return std::nullopt;
-    const int add = ix.only_reader(ix.node(mul).output(0), "Add");
+    const int add = ix.only_reader(output(ix.node(mul), 0), "Add");
     if (add < 0) return std::nullopt;
-    LayerNormExpansion e{x, other_input(ix.node(mul), ix.node(div).output(0)),
-                         other_input(ix.node(add), ix.node(mul).output(0)), ix.node(add).output(0), *eps,
+    LayerNormExpansion e{x, other_input(ix.node(mul), output(ix.node(div), 0)),
+                         other_input(ix.node(add), output(ix.node(mul), 0)), output(ix.node(add), 0), *eps,
                          {sub, pow, var, add_eps, sqrt, div, mul, add}};
     if (!ix.is_initializer(e.weight) || !ix.is_initializer(e.bias)) return std::nullopt;
     return e;

@@ -1,16 +1,23 @@
 // The importer's values and attributes: constants read from tensor protos,
 // graph tensors made from constants, and the attribute reader.
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "importer.h"
 
 namespace tessera::onnx_import {
 
-std::vector<int64_t> Const::ints() const {
-    std::vector<int64_t> out;
-    out.reserve(v.size());
-    for (double x : v) out.push_back(static_cast<int64_t>(x));
-    return out;
+int64_t checked_elements(const Shape &shape, int64_t limit, bool positive, const std::string &what) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < (positive ? 1 : 0))
+            fail(what, " has shape ", shape_str(shape), "; every extent must be ", positive ? "positive" : "at least 0");
+        if (d != 0 && n > limit / d)
+            fail(what, " has shape ", shape_str(shape), ", more than the ", limit, " elements Tessera takes there");
+        n *= d;
+    }
+    return n;
 }
 
 std::string ints_str(const std::vector<int64_t> &v) {
@@ -25,11 +32,16 @@ namespace {
 // from the typed repeated field.
 template<typename T, typename Field>
 std::vector<double> read_elements(const onnx::TensorProto &t, const Field &field, int64_t n, const std::string &where) {
+    // The data must be in the file, so checking its size first bounds the
+    // allocation by the file's.
+    if (t.has_raw_data())
+        TESSERA_CHECK(t.raw_data().size() / sizeof(T) == static_cast<size_t>(n) && t.raw_data().size() % sizeof(T) == 0,
+                      where, " has ", t.raw_data().size(), " bytes of data for ", n, " elements of ", sizeof(T), " bytes");
+    else
+        TESSERA_CHECK(field.size() == n, where, " has ", field.size(), " values for ", n, " elements");
     std::vector<double> out;
     out.reserve(static_cast<size_t>(n));
     if (t.has_raw_data()) {
-        TESSERA_CHECK(t.raw_data().size() == static_cast<size_t>(n) * sizeof(T), where, " has ", t.raw_data().size(),
-                      " bytes of data for ", n, " elements of ", sizeof(T), " bytes");
         for (int64_t i = 0; i < n; i++) {
             T x;
             std::memcpy(&x, t.raw_data().data() + i * sizeof(T), sizeof(T));
@@ -37,7 +49,6 @@ std::vector<double> read_elements(const onnx::TensorProto &t, const Field &field
         }
         return out;
     }
-    TESSERA_CHECK(field.size() == n, where, " has ", field.size(), " values for ", n, " elements");
     for (const auto &x : field) out.push_back(static_cast<double>(static_cast<T>(x)));
     return out;
 }
@@ -49,7 +60,7 @@ Const const_from_proto(const onnx::TensorProto &t, const std::string &where) {
                   " keeps its data in an external file, which Tessera does not read; export the model as one file");
     Const c;
     for (int64_t d : t.dims()) c.shape.push_back(d);
-    const int64_t n = num_elements(c.shape);
+    const int64_t n = checked_elements(c.shape, std::numeric_limits<int64_t>::max() / 8, false, where);
     switch (t.data_type()) {
         case onnx::TensorProto::FLOAT: c.v = read_elements<float>(t, t.float_data(), n, where); break;
         case onnx::TensorProto::DOUBLE: c.v = read_elements<double>(t, t.double_data(), n, where); break;
@@ -75,6 +86,7 @@ const Value &Importer::value(const std::string &name) const {
 }
 
 bool Importer::is_constant(const onnx::NodeProto &n, int i) const {
+    if (!given(n, i)) fail(n, "input ", i, " is missing");
     if (auto u = unsupported_.find(n.input(i)); u != unsupported_.end())
         fail(n, "reads '", n.input(i), "', ", u->second);
     auto it = values_.find(n.input(i));
@@ -90,14 +102,45 @@ const Const &Importer::constant(const onnx::NodeProto &n, int i) const {
     return *values_.at(n.input(i)).constant;
 }
 
+std::vector<int64_t> Importer::ints(const onnx::NodeProto &n, int i) const {
+    // 2^63 as a double: the first value beyond int64_t.
+    constexpr double kBeyond = 9223372036854775808.0;
+    std::vector<int64_t> out;
+    for (double x : constant(n, i).v) {
+        if (std::isnan(x)) fail(n, "input ", i, " ('", n.input(i), "') holds NaN where integers are expected");
+        if (x >= kBeyond) out.push_back(std::numeric_limits<int64_t>::max());
+        else if (x < -kBeyond) out.push_back(std::numeric_limits<int64_t>::min());
+        else out.push_back(static_cast<int64_t>(x));
+    }
+    return out;
+}
+
+double Importer::scalar(const onnx::NodeProto &n, int i) const {
+    const Const &c = constant(n, i);
+    if (c.elements() != 1)
+        fail(n, "input ", i, " ('", n.input(i), "') has shape ", shape_str(c.shape), "; it must hold one value");
+    return c.v[0];
+}
+
+void Importer::check_folded(const onnx::NodeProto &n, const Shape &shape) const {
+    checked_elements(shape, kMaxFoldedElements, false,
+                     "ONNX model '" + path_ + "': " + label(n) + ": the constant it computes at import");
+}
+
 Tensor Importer::materialise(const Const &c, const std::string &base) {
     const std::string name = m_.graph.unique_name(base);
     const DType dtype = c.is_float ? DType::F32 : DType::I32;
     TensorId id = m_.graph.add_constant(name, TensorType{dtype, c.shape}, Init::zeros());
     TensorValues values{dtype, {}, {}};
     for (double x : c.v) {
-        if (c.is_float) values.f32.push_back(static_cast<float>(x));
-        else values.i32.push_back(static_cast<int32_t>(x));
+        if (c.is_float) {
+            values.f32.push_back(static_cast<float>(x));
+            continue;
+        }
+        if (!(x >= std::numeric_limits<int32_t>::min() && x <= std::numeric_limits<int32_t>::max()))
+            fail_model("constant '", base, "' holds ", x, ", which is not a 32-bit integer (Tessera's graph holds ",
+                       "integers as int32)");
+        values.i32.push_back(static_cast<int32_t>(x));
     }
     m_.values[name] = std::move(values);
     return Tensor{id, &m_.graph};
@@ -109,8 +152,14 @@ Tensor Importer::tensor(const onnx::NodeProto &n, int i) {
     return materialise(*values_.at(n.input(i)).constant, n.input(i));
 }
 
-void Importer::set(const onnx::NodeProto &n, int i, Tensor t) { values_[n.output(i)] = Value{t, std::nullopt}; }
+void Importer::set(const onnx::NodeProto &n, int i, Tensor t) {
+    if (i >= n.output_size()) fail(n, "has ", n.output_size(), " outputs; the operator writes output ", i);
+    checked_elements(t.shape(), kMaxTensorElements, true,
+                     "ONNX model '" + path_ + "': " + label(n) + ": output '" + n.output(i) + "'");
+    values_[n.output(i)] = Value{t, std::nullopt};
+}
 void Importer::set(const onnx::NodeProto &n, int i, Const c) {
+    if (i >= n.output_size()) fail(n, "has ", n.output_size(), " outputs; the operator writes output ", i);
     values_[n.output(i)] = Value{std::nullopt, std::move(c)};
 }
 
