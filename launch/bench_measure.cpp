@@ -148,7 +148,7 @@ MeasuredTimes times_of(const std::vector<nlohmann::json> &steps, int64_t batch) 
         const nlohmann::json &s = steps[i];
         const double p = s.at("simulated_step_time_s"), c = s.at("simulated_exposed_comm_s"),
                      w = s.at("simulated_exposed_swap_s");
-        measured.push_back(s.at("step_time_s"));
+        measured.push_back(s.at("job_step_time_s"));  // the slowest rank's, as the prediction
         predicted.push_back(p);
         comm.push_back(c);
         swap.push_back(w);

@@ -8,8 +8,10 @@
 
 #include "tessera/error.h"
 #include "tessera/exec/thread_budget.h"
+#include "tessera/exec/cpu_device.h"
 #include "tessera/json_input.h"
 #include "tessera/partition/lower.h"
+#include "tessera/program/memory_plan.h"
 
 namespace tessera {
 
@@ -31,7 +33,38 @@ std::vector<std::string> all_gather_strings(Communicator &comm, const std::strin
     return out;
 }
 
+// A chain of kCalibrationNodes one-element relus: nearly all of its step is
+// the executor's own cost per instruction.
+constexpr int kCalibrationNodes = 256;
+
+Graph calibration_chain() {
+    Graph g;
+    TensorId x = g.add_data("x", TensorType{DType::F32, {1}});
+    for (int i = 0; i < kCalibrationNodes; i++)
+        x = g.add_node(OpCall{OpKind::Relu, "relu" + std::to_string(i), {}}, {x})[0];
+    return g;
+}
+
 }  // namespace
+
+double instruction_overhead_s() {
+    const Graph g = calibration_chain();
+    const std::vector<NodeId> order = default_order(g);
+    const MemoryPlan plan = plan_memory(g, order);
+    const Program p = build_program(g, order);
+    CpuDevice device(plan.arena_bytes);
+    Executor ex(g, device, plan);
+    ex.set_node_timing(true);
+    std::vector<double> per_instruction;
+    for (int run = 0; run < 8; run++) {
+        const double step = ex.run(p).step_time_s;
+        double operators = 0;
+        for (double t : ex.node_times()) operators += t;
+        if (run > 0) per_instruction.push_back(std::max(0.0, step - operators) / kCalibrationNodes);
+    }
+    std::sort(per_instruction.begin(), per_instruction.end());
+    return per_instruction[per_instruction.size() / 2];
+}
 
 StepPredictor::StepPredictor(const RunPlan &run, Communicator *comm, int rank) : run_(run), comm_(comm), rank_(rank) {
     const bool sharded = run.sharded() && comm && comm->size() > 1;
@@ -48,6 +81,10 @@ StepPredictor::StepPredictor(const RunPlan &run, Communicator *comm, int rank) :
     // The CPU device's stream threads share this rank's cores (thread_budget.h's share).
     const ThreadRequest cpus = thread_request(0, sharded ? comm : nullptr);
     options_.cores_per_rank = static_cast<double>(std::max(1, cpus.cpus)) / std::max(1, cpus.sharing);
+    // Each rank's own calibration, the mean over ranks, so that every rank
+    // simulates with the same options.
+    const std::vector<std::vector<double>> overheads = gather_times({instruction_overhead_s()});
+    for (const std::vector<double> &o : overheads) options_.instruction_overhead_s += o.at(0) / overheads.size();
     if (run.swaps) {
         options_.swap_in_bandwidth = run.swaps->times.h2d_bytes_per_s;
         options_.swap_out_bandwidth = run.swaps->times.d2h_bytes_per_s;
@@ -66,21 +103,29 @@ std::vector<std::vector<double>> StepPredictor::gather_times(const std::vector<d
     return out;
 }
 
-StepPrediction StepPredictor::predict(const std::vector<double> &my_node_times,
-                                      const std::vector<double> &my_handoff_times) {
-    std::vector<double> mine = my_node_times;
-    mine.insert(mine.end(), my_handoff_times.begin(), my_handoff_times.end());
+StepComparison StepPredictor::predict(const Executor &executor, double my_step_s) {
+    std::vector<double> mine = executor.node_times();
+    for (const std::vector<double> *t : {&executor.handoff_times(), &executor.transfer_times()})
+        mine.insert(mine.end(), t->begin(), t->end());
+    mine.push_back(my_step_s);
     const std::vector<std::vector<double>> times = gather_times(mine);
+    StepComparison out;
     std::vector<RankProgram> ranks;
     for (size_t r = 0; r < programs_.size(); r++) {
         const size_t nodes = node_counts_[r], instructions = programs_[r].instructions.size();
-        TESSERA_INTERNAL_ASSERT(times[r].size() == nodes + instructions, "rank ", r, " sent ", times[r].size(),
-                                " times for ", nodes, " nodes and ", instructions, " instructions");
-        const auto at = times[r].begin() + static_cast<std::ptrdiff_t>(nodes);
-        ranks.push_back({graphs_[r] ? graphs_[r].get() : &run_.graph(), &programs_[r], {times[r].begin(), at},
-                         {at, times[r].end()}});
+        TESSERA_INTERNAL_ASSERT(times[r].size() == nodes + 2 * instructions + 1, "rank ", r, " sent ",
+                                times[r].size(), " times for ", nodes, " nodes, twice ", instructions,
+                                " instructions and its step");
+        out.job_step_s = std::max(out.job_step_s, times[r].back());
+        const auto waits = times[r].begin() + static_cast<std::ptrdiff_t>(nodes);
+        const auto transfers = waits + static_cast<std::ptrdiff_t>(instructions);
+        RankProgram rp{graphs_[r] ? graphs_[r].get() : &run_.graph(), &programs_[r], {times[r].begin(), waits},
+                       {waits, transfers}};
+        rp.transfer_s.assign(transfers, times[r].end() - 1);
+        ranks.push_back(std::move(rp));
     }
-    return simulate_step(ranks, options_);
+    out.predicted = simulate_step(ranks, options_);
+    return out;
 }
 
 }  // namespace tessera

@@ -9,24 +9,43 @@
 #include <vector>
 
 #include "tessera/comm/communicator.h"
+#include "tessera/exec/executor.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/sim/step_sim.h"
 
 namespace tessera {
 
+// One step, predicted and measured.
+struct StepComparison {
+    StepPrediction predicted;
+    // The slowest rank's measured step (Executor::run's step time): the step
+    // of the job, which the prediction's slowest rank is compared with. A
+    // faster rank's own step leaves out its wait for the slower ones, which
+    // falls between its steps.
+    double job_step_s = 0;
+};
+
+// The CPU executor's own cost per instruction on this machine, in seconds:
+// the step of a chain of tiny operators less their operators' times, per
+// instruction (the median of 7 steps after a warm-up). The simulator adds it
+// to every instruction (StepSimOptions::instruction_overhead_s).
+double instruction_overhead_s();
+
 class StepPredictor {
 public:
     // Gathers every rank's program once (its lowered graph each rank makes
-    // itself from the shared partition plan), and how many cores each rank's
+    // itself from the shared partition plan), how many cores each rank's
     // stream threads share (StepSimOptions::cores_per_rank: its CPUs over the
-    // ranks on its host bound alike). Every rank must construct it; `comm` is
-    // null for a single process.
+    // ranks on its host bound alike), and the ranks' mean
+    // instruction_overhead_s(). Every rank must construct it; `comm` is null
+    // for a single process.
     StepPredictor(const RunPlan &run, Communicator *comm, int rank);
 
-    // The prediction of one step from this rank's operator times and event
-    // hand-offs in it (Executor::node_times, handoff_times); a collective
-    // call: every rank calls it each step.
-    StepPrediction predict(const std::vector<double> &my_node_times, const std::vector<double> &my_handoff_times);
+    // The prediction of one step from what this rank's executor timed in it
+    // (its last run() with node timing on: operator times, event hand-offs,
+    // collectives), and the step every rank measured. A collective call:
+    // every rank calls it each step.
+    StepComparison predict(const Executor &executor, double my_step_s);
 
 private:
     std::vector<std::vector<double>> gather_times(const std::vector<double> &mine);

@@ -363,10 +363,12 @@ private:
                             {"swap_in_bytes", stats.swap_in_bytes}};
         if (run_.sharded()) line["planned_comm_bytes"] = run_.lowered->comm_bytes;
         if (s_.predictor) {
-            const StepPrediction p = s_.predictor->predict(s_.executor.node_times(), s_.executor.handoff_times());
-            line["simulated_step_time_s"] = p.step_s;
-            line["simulated_exposed_comm_s"] = p.ranks[static_cast<size_t>(p.slowest_rank)].exposed_comm_s;
-            line["simulated_exposed_swap_s"] = p.ranks[static_cast<size_t>(p.slowest_rank)].exposed_swap_s;
+            const StepComparison c = s_.predictor->predict(s_.executor, stats.step_time_s);
+            const RankStepTime &slowest = c.predicted.ranks[static_cast<size_t>(c.predicted.slowest_rank)];
+            line["job_step_time_s"] = c.job_step_s;
+            line["simulated_step_time_s"] = c.predicted.step_s;
+            line["simulated_exposed_comm_s"] = slowest.exposed_comm_s;
+            line["simulated_exposed_swap_s"] = slowest.exposed_swap_s;
         }
         if (!run_.swaps) return line;
         // The plan's prediction from the profiling pass, and the same plan

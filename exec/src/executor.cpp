@@ -24,6 +24,14 @@ int64_t now_ns() {
         .count();
 }
 
+// Runs f; when `out` is set, stores the seconds it took there.
+template <class F>
+void run_timed(double *out, F &&f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    if (out) *out = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 namespace {
@@ -236,6 +244,7 @@ StepStats Executor::run(const Program &p) {
     if (timing_) {
         node_time_.assign(static_cast<size_t>(graph_.num_nodes()), 0.0);
         handoff_time_.assign(prep.steps.size(), 0.0);
+        transfer_time_.assign(prep.steps.size(), 0.0);
         if (!prep.recorded) prep.recorded = std::make_unique<std::atomic<int64_t>[]>(prep.events.size());
     }
 
@@ -303,16 +312,18 @@ void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
                                    static_cast<std::byte *>(st.outputs[0].data));
         } else if (st.stage_in.data() == nullptr) {
             arrive();
-            s.enqueue([comm = comm_, step = &st] {
-                step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
-                                      static_cast<std::byte *>(step->outputs[0].data));
+            s.enqueue([comm = comm_, step = &st, out = timed_transfer(i)] {
+                run_timed(out, [&] {
+                    step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
+                                          static_cast<std::byte *>(step->outputs[0].data));
+                });
             });
         } else {
             device_.copy_async(st.stream, st.stage_in.data(), st.inputs[0].data, st.stage_in.size(),
                                CopyDirection::DeviceToHost);
             arrive();
-            s.enqueue([comm = comm_, step = &st] {
-                step->collective->run(*comm, step->stage_in.data(), step->stage_out.data());
+            s.enqueue([comm = comm_, step = &st, out = timed_transfer(i)] {
+                run_timed(out, [&] { step->collective->run(*comm, step->stage_in.data(), step->stage_out.data()); });
             });
             device_.copy_async(st.stream, st.outputs[0].data, st.stage_out.data(), st.stage_out.size(),
                                CopyDirection::HostToDevice);
@@ -374,8 +385,14 @@ void Executor::issue_swap(Prepared &prep, size_t i, bool on_stream) {
             if (in) dev->add_swap_in_bytes(step->copy_bytes);
             else dev->add_swap_out_bytes(step->copy_bytes);
         });
+    Stream &s = device_.stream(st.stream);
+    if (timing_) s.enqueue([step = &st] { step->started = std::chrono::steady_clock::now(); });
     device_.copy_async(st.stream, st.dst, st.src, static_cast<size_t>(st.copy_bytes),
                        in ? CopyDirection::HostToDevice : CopyDirection::DeviceToHost);
+    if (timing_)
+        s.enqueue([step = &st, out = &transfer_time_[i]] {
+            *out = std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
+        });
 }
 
 // The streams' bookkeeping, in program order, after the step.

@@ -54,6 +54,7 @@ struct SimRank {
     const std::vector<double> *node_s = nullptr;
     const std::vector<double> *host_node_s = nullptr;  // empty: node_s
     const std::vector<double> *wait_s = nullptr;  // empty: no hand-offs
+    const std::vector<double> *transfer_s = nullptr;  // empty: the link and host-link models
     std::array<SimStream, kNumStreams> streams;
     std::vector<int> record_of;   // per instruction: for a wait, the record it waits for
     std::vector<int> collective;  // per instruction: for a collective, its SimCollective
@@ -107,6 +108,12 @@ void check_inputs(const std::vector<RankProgram> &ranks, const StepSimOptions &o
         for (double w : rp.wait_s)
             TESSERA_CHECK(w >= 0 && std::isfinite(w), "step simulator: rank ", r, " has a hand-off time of ", w,
                           " s; times must be finite and not negative");
+        TESSERA_CHECK(rp.transfer_s.empty() || rp.transfer_s.size() == n, "step simulator: rank ", r,
+                      " was given ", rp.transfer_s.size(), " transfer times, but its program has ", n,
+                      " instructions (one each, or none)");
+        for (double c : rp.transfer_s)
+            TESSERA_CHECK(c >= 0 && std::isfinite(c), "step simulator: rank ", r, " has a transfer time of ", c,
+                          " s; times must be finite and not negative");
         check_program(*rp.graph, *rp.program);
     }
 }
@@ -121,6 +128,7 @@ double work_seconds(const Sim &sim, int r, int i) {
         const bool host = in.stream == StreamKind::Host && !rk.host_node_s->empty();
         return ((host ? *rk.host_node_s : *rk.node_s)[in.node] + overhead) * stretch;
     }
+    if (!rk.transfer_s->empty() && (*rk.transfer_s)[i] > 0) return ((*rk.transfer_s)[i] + overhead) * stretch;
     const bool out = in.kind == Instruction::Kind::SwapOut;
     const double bw = out ? sim.opt.swap_out_bandwidth : sim.opt.swap_in_bandwidth;
     if (in.bytes == 0) return overhead;
@@ -137,6 +145,7 @@ SimRank make_rank(const RankProgram &rp) {
     rk.node_s = &rp.node_s;
     rk.host_node_s = &rp.host_node_s;
     rk.wait_s = &rp.wait_s;
+    rk.transfer_s = &rp.transfer_s;
     const size_t n = rp.program->instructions.size();
     rk.record_of.assign(n, -1);
     rk.collective.assign(n, -1);
@@ -324,6 +333,19 @@ void run_redistribute(Sim &sim, const SimCollective &c) {
     }
 }
 
+// The least time a member measured for the collective in a real step, or -1
+// when some member has none.
+double measured_seconds(const Sim &sim, const SimCollective &c) {
+    double least = std::numeric_limits<double>::infinity();
+    for (size_t m = 0; m < c.members.size(); m++) {
+        const std::vector<double> &t = *sim.ranks[c.members[m]].transfer_s;
+        const double s = t.empty() ? 0 : t[c.instruction[m]];
+        if (s <= 0) return -1;
+        least = std::min(least, s);
+    }
+    return least;
+}
+
 // Rank r's stream reached collective instruction i at `at`. Returns whether
 // anything changed.
 bool arrive(Sim &sim, int r, int i, double at) {
@@ -333,8 +355,15 @@ bool arrive(Sim &sim, int r, int i, double at) {
     c.arrival[m] = at;
     sim.ranks[r].arrived[i] = at;
     if (++c.arrived < static_cast<int>(c.members.size())) return true;
-    if (c.kind == CommNodeKind::Redistribute) run_redistribute(sim, c);
-    else run_ring(sim, c);
+    if (const double measured = measured_seconds(sim, c); measured > 0) {
+        const double start = *std::max_element(c.arrival.begin(), c.arrival.end());
+        const double end = start + measured + sim.opt.instruction_overhead_s;
+        for (size_t m = 0; m < c.members.size(); m++) finish_member(sim, c, m, start, end);
+    } else if (c.kind == CommNodeKind::Redistribute) {
+        run_redistribute(sim, c);
+    } else {
+        run_ring(sim, c);
+    }
     return true;
 }
 
@@ -348,7 +377,7 @@ bool step_stream(Sim &sim, int r, int s) {
     double end = st.free_s;
     switch (in.kind) {
     case Instruction::Kind::Collective: return arrive(sim, r, i, st.free_s);
-    case Instruction::Kind::EventRecord: break;
+    case Instruction::Kind::EventRecord: end += sim.opt.instruction_overhead_s; break;
     case Instruction::Kind::EventWait: {
         const int rec = rk.record_of[i];
         if (!rk.done[rec]) return false;

@@ -47,7 +47,9 @@ for r in rows:
     lines = [json.loads(l) for l in open(f"{sys.argv[2]}/run-{r['run']:02d}.jsonl") if '"step"' in l]
     assert len(lines) == 3 and r["steps"] == 2, (r, len(lines))
     after_first = lines[1:]
-    assert m["step_s"] == statistics.median(l["step_time_s"] for l in after_first), r
+    # The job's step: the slowest rank's, never below rank 0's own.
+    assert m["step_s"] == statistics.median(l["job_step_time_s"] for l in after_first), r
+    assert all(l["job_step_time_s"] >= l["step_time_s"] for l in lines), r
     assert m["predicted_step_s"] == statistics.median(l["simulated_step_time_s"] for l in after_first), r
     assert m["predicted_exposed_comm_s"] == statistics.median(l["simulated_exposed_comm_s"] for l in after_first), r
     assert abs(m["error_pct"] - (m["predicted_step_s"] - m["step_s"]) / m["step_s"] * 100) < 1e-9, r

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -273,7 +274,9 @@ std::map<std::string, int> check_partitioned(const std::string &spec, PartitionS
         const std::map<std::string, int> &whole = records[Comm::DeviceComm][r].issued,
                                           &small = records[Comm::DeviceCommSmallChunks][r].issued;
         for (const char *op : {"exchange", "reduce_scatter"})
-            if (whole.count(op)) EXPECT_GT(small.at(op), whole.at(op)) << op;
+            if (whole.count(op)) {
+                EXPECT_GT(small.at(op), whole.at(op)) << op;
+            }
         const std::vector<TrainRun> &want = runs[Comm::Cpu];
         for (Comm mode : {Comm::Staged, Comm::DeviceComm, Comm::DeviceCommSmallChunks}) {
             const std::vector<TrainRun> &got = runs[mode];
@@ -354,6 +357,59 @@ TEST(ExecutorTiming, EventWaitsAreTimedAsHandOffs) {
         }
     }
     EXPECT_GT(waited, 0);
+}
+
+// With timing on, the executor times each collective the host communicator
+// runs: one time per instruction, above 0 for a collective and 0 for the
+// rest. Two data-parallel ranks as threads; rank 1 sleeps 20 ms before its
+// step, so rank 0 waits for it in its first collective and times it at 15 ms
+// or more.
+TEST(ExecutorTiming, CollectivesAreTimed) {
+    const Graph g = training_graph("mlp:layers=2,hidden=32", 8);
+    PartitionOptions po;
+    po.strategy = PartitionStrategy::DataParallel;
+    po.executable = true;
+    const Plan plan = partition(g, flat_machine(2), po);
+    auto comms = make_thread_communicators(2);
+    std::vector<std::vector<double>> collective(2);
+    std::vector<Program> programs(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; r++)
+        threads.emplace_back([&, r] {
+            DeviceGraph dg = lower(g, plan, r);
+            const std::vector<NodeId> order = default_order(dg.graph);
+            MemoryPlan mp = plan_memory(dg.graph, order);
+            CpuDevice dev(mp.arena_bytes);
+            Executor ex(dg.graph, dev, mp);
+            ex.set_communicator(comms[r].get());
+            ex.initialize(7);
+            test::feed_random(ex, 0, 1);
+            ex.set_node_timing(true);
+            programs[r] = build_program(dg.graph, order);
+            if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            ex.run(programs[r]);
+            collective[r] = ex.transfer_times();
+        });
+    for (auto &t : threads) t.join();
+    for (int r = 0; r < 2; r++) {
+        const std::vector<Instruction> &ins = programs[r].instructions;
+        ASSERT_EQ(collective[r].size(), ins.size()) << "rank " << r;
+        int collectives = 0;
+        for (size_t i = 0; i < ins.size(); i++)
+            if (ins[i].kind == Instruction::Kind::Collective) {
+                EXPECT_GT(collective[r][i], 0) << "rank " << r << " instruction " << i;
+                collectives++;
+            } else {
+                EXPECT_EQ(collective[r][i], 0) << "rank " << r << " instruction " << i;
+            }
+        EXPECT_GT(collectives, 0) << "rank " << r;
+    }
+    const auto first = [&](int r) {
+        for (size_t i = 0; i < programs[r].instructions.size(); i++)
+            if (programs[r].instructions[i].kind == Instruction::Kind::Collective) return collective[r][i];
+        return 0.0;
+    };
+    EXPECT_GE(first(0), 0.015);
 }
 
 // Each rank's run of `plan` on the CPU device, the ranks as threads.

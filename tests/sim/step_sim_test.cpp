@@ -86,7 +86,7 @@ TEST(StepSim, ComputeChainAddsNodeTimes) {
     EXPECT_NEAR(b.start_s, 1, kTol);
     EXPECT_NEAR(b.end_s, 3, kTol);
 
-    opt.instruction_overhead_s = 0.5;  // three instructions
+    opt.instruction_overhead_s = 0.5;  // three instructions (the program has no events)
     s = simulate_step({{&g, &p, times(g, {{"a", 1}, {"b", 2}, {"c", 3}})}}, opt);
     EXPECT_NEAR(s.step_s, 7.5, kTol);
 }
@@ -120,6 +120,36 @@ TEST(StepSim, ComputeWaitsForASwapIn) {
     EXPECT_NEAR(r.exposed_swap_s, 1, kTol);
     EXPECT_NEAR(r.exposed_comm_s, 0, kTol);
     EXPECT_NEAR(r.idle_s, 3, kTol);  // the swap-out after the compute stream is done
+}
+
+// The same program with its swaps timed in a real step (the swap-in 0.5 s,
+// the swap-out 0.25 s, in place of 2 s and 3 s) and an overhead of 0.125 s on
+// every instruction but a wait: swap-in 0 to 0.625, its record to 0.75; a 0 to
+// 1.125; b from 1.125 to 2.25 (the wait past the record), its record to 2.375;
+// the swap-out from 2.375 to 2.75.
+TEST(StepSim, MeasuredSwapsTakeTheirTimes) {
+    Graph g;
+    const TensorId x = data(g, "x");
+    const TensorId y = relu(g, "b", relu(g, "a", x));
+    Program p;
+    p.num_events = 2;
+    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
+                      Instruction::compute(0),           Instruction::wait(0, StreamKind::Compute),
+                      Instruction::compute(1),           Instruction::record(1, StreamKind::Compute),
+                      Instruction::wait(1, StreamKind::SwapOut), Instruction::swap_out(y, 0, 300)};
+    StepSimOptions opt;
+    opt.swap_in_bandwidth = 50;
+    opt.swap_out_bandwidth = 100;
+    opt.instruction_overhead_s = 0.125;
+    RankProgram rp{&g, &p, times(g, {{"a", 1}, {"b", 1}})};
+    rp.transfer_s = {0.5, 0, 0, 0, 0, 0, 0, 0.25};
+    const RankStepTime r = simulate_step({rp}, opt).ranks[0];
+    EXPECT_NEAR(r.times[0].end_s, 0.625, kTol);
+    EXPECT_NEAR(r.times[1].end_s, 0.75, kTol);
+    EXPECT_NEAR(r.times[4].start_s, 1.125, kTol);
+    EXPECT_NEAR(r.times[5].end_s, 2.375, kTol);
+    EXPECT_NEAR(r.times[7].start_s, 2.375, kTol);
+    EXPECT_NEAR(r.step_s, 2.75, kTol);
 }
 
 // Swap-in x (100 bytes) | node 0 | wait for the swap-in | node 1.
@@ -212,6 +242,40 @@ TEST(StepSim, AllReduceStartsWhenTheSlowerRankArrives) {
     EXPECT_NEAR(s.ranks[1].exposed_comm_s, 2.2, kTol);
     EXPECT_NEAR(s.step_s, 6.2, kTol);
     EXPECT_NEAR(s.throughput, 10, kTol);
+}
+
+// Measured collectives: rank 0 timed the all-reduce at 2.5 s (it arrived at
+// 1 s and waited 2 s for rank 1), rank 1 at 0.5 s (it arrived last). The
+// collective takes the lesser, 0.5 s, from rank 1's arrival at 3 s, in place
+// of the link model's 2.2 s; when one member has no time, the model again.
+TEST(StepSim, MeasuredCollectiveTakesItsLastMembersTime) {
+    const Graph g = all_reduce_graph(200);
+    const Program p = program_of(g);
+    StepSimOptions opt;
+    opt.machine = flat(2, 100, 0.1);
+    const int ar = instruction_of(g, p, "ar");
+    std::vector<double> c0(p.instructions.size(), 0), c1 = c0;
+    c0[ar] = 2.5;
+    c1[ar] = 0.5;
+    std::vector<RankProgram> ranks = {{&g, &p, times(g, {{"a", 1}, {"b", 1}})},
+                                      {&g, &p, times(g, {{"a", 3}, {"b", 1}})}};
+    ranks[0].transfer_s = c0;
+    ranks[1].transfer_s = c1;
+    StepPrediction s = simulate_step(ranks, opt);
+    for (int r = 0; r < 2; r++) {
+        EXPECT_NEAR(s.ranks[r].times[ar].start_s, 3, kTol) << "rank " << r;
+        EXPECT_NEAR(s.ranks[r].times[ar].end_s, 3.5, kTol) << "rank " << r;
+    }
+    EXPECT_NEAR(s.step_s, 4.5, kTol);
+    ranks[1].transfer_s.clear();
+    s = simulate_step(ranks, opt);
+    EXPECT_NEAR(s.ranks[0].times[ar].end_s, 5.2, kTol);
+    ranks[1].transfer_s = {0, 0};
+    expect_error([&] { simulate_step(ranks, opt); },
+                 "rank 1 was given 2 transfer times, but its program has " + std::to_string(c1.size()));
+    ranks[1].transfer_s = c1;
+    ranks[1].transfer_s[ar] = std::numeric_limits<double>::quiet_NaN();
+    expect_error([&] { simulate_step(ranks, opt); }, "rank 1 has a transfer time of nan s");
 }
 
 // 2 nodes x 2 GPUs. Three all-reduces of 1000 bytes in a row: inside a node

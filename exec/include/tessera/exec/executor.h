@@ -130,6 +130,13 @@ public:
     // when its stream went on (on the CPU device, one thread waking another);
     // 0 for the other instructions.
     const std::vector<double> &handoff_times() const { return handoff_time_; }
+    // Seconds per instruction of the last run() with timing on, for the
+    // transfers: a swap, from when its stream started the copy to when it
+    // ended (CPU device: the copy runs on the stream's thread); a collective
+    // run by the host communicator, from when its stream started it to when
+    // it returned, waiting for its peers included. 0 for the other
+    // instructions and for collectives on the device communicator.
+    const std::vector<double> &transfer_times() const { return transfer_time_; }
 
     // Bytes live in the arena between steps: the pinned persistent tensors.
     int64_t persistent_bytes() const { return persistent_bytes_; }
@@ -154,7 +161,9 @@ private:
     int64_t persistent_bytes_ = 0;
     PinnedBuffer host_;  // the host area, plan_.host_bytes
     bool timing_ = false;
-    std::vector<double> node_time_, handoff_time_;
+    std::vector<double> node_time_, handoff_time_, transfer_time_;
+    // Where transfer instruction i's time goes when timing, else null.
+    double *timed_transfer(size_t i) { return timing_ ? &transfer_time_[i] : nullptr; }
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
     Communicator *comm_ = nullptr;
     Communicator *device_comm_ = nullptr;

@@ -8,8 +8,9 @@
 // Each rank's four streams run their instructions in list order, as the
 // executor does: an instruction starts when its stream's previous one has
 // ended and, for an event wait, when the latest record of that event before it
-// in the list has happened. An event record takes no time; a compute
-// instruction takes its node's time; a swap, its bytes over the host link's
+// in the list has happened. An event record takes only the per-instruction
+// overhead (every instruction but a wait pays it); a compute instruction
+// takes its node's time; a swap, its bytes over the host link's
 // bandwidth in its direction; a collective, the alpha-beta time below. All
 // ranks are simulated together, event by event, because a collective couples
 // them: it starts nowhere before its last member has reached it.
@@ -29,6 +30,11 @@
 // have reached that round and takes latency + bytes / bandwidth of the level
 // between the two ranks; a rank's round ends with the later of its send and
 // its receive. So members may finish a redistribute at different times.
+//
+// Measured transfers (RankProgram::transfer_s, from a real step): a swap takes
+// its measured time rather than bytes over bandwidth; a collective every
+// member timed takes, from its last member's arrival, the least time a member
+// measured, in place of the model above.
 //
 // With StepSimOptions::cores_per_rank, a rank's instructions share its cores
 // (processor sharing), solved as a fixed point: every compute and swap
@@ -65,14 +71,24 @@ struct RankProgram {
     // Seconds per NodeId for the operators the program runs on the host
     // stream (host-side optimizer updates); empty: node_s for those too.
     std::vector<double> host_node_s = {};
+    // Per instruction of *program, or empty: seconds a transfer took in a real
+    // step (Executor::transfer_times), in place of its model; 0 for the rest.
+    // A swap takes its time (stretched by core sharing, as a compute
+    // instruction). A collective's time on each member includes its wait for
+    // the others; when every member has one above 0, the collective takes the
+    // least of them from its last member's arrival (the member that arrived
+    // last waited least: its time is the transfer itself).
+    std::vector<double> transfer_s = {};
 };
 
 struct StepSimOptions {
     Machine machine = flat_machine(1);  // devices() must equal the number of ranks
     double swap_in_bandwidth = 0;       // host to device, bytes/s (needed when a swap-in moves bytes)
     double swap_out_bandwidth = 0;      // device to host, bytes/s
-    // Seconds added to every compute, swap and collective instruction (a launch
-    // or a call's fixed cost); event records and waits cost nothing.
+    // Seconds added to every instruction but an event wait (a launch's or a
+    // call's fixed cost; on the CPU device, a task on a stream thread,
+    // instruction_overhead_s() in launch/step_prediction.h); a wait's cost is
+    // its hand-off (RankProgram::wait_s).
     double instruction_overhead_s = 0;
     int64_t batch = 0;  // samples in one step of the whole job, for throughput
     // 0: every stream runs on its own engine (a GPU's compute and copy
