@@ -35,7 +35,7 @@ std::vector<std::string> all_gather_strings(Communicator &comm, const std::strin
 
 // A chain of kCalibrationNodes one-element relus: nearly all of its step is
 // the executor's own cost per instruction.
-constexpr int kCalibrationNodes = 256;
+constexpr int kCalibrationNodes = 1024;
 
 Graph calibration_chain() {
     Graph g;
@@ -56,7 +56,7 @@ double instruction_overhead_s() {
     Executor ex(g, device, plan);
     ex.set_node_timing(true);
     std::vector<double> per_instruction;
-    for (int run = 0; run < 8; run++) {
+    for (int run = 0; run < 16; run++) {
         const double step = ex.run(p).step_time_s;
         double operators = 0;
         for (double t : ex.node_times()) operators += t;

@@ -27,7 +27,7 @@ struct StepComparison {
 
 // The CPU executor's own cost per instruction on this machine, in seconds:
 // the step of a chain of tiny operators less their operators' times, per
-// instruction (the median of 7 steps after a warm-up). The simulator adds it
+// instruction (the median of 15 steps after a warm-up). The simulator adds it
 // to every instruction (StepSimOptions::instruction_overhead_s).
 double instruction_overhead_s();
 
@@ -46,6 +46,9 @@ public:
     // collectives), and the step every rank measured. A collective call:
     // every rank calls it each step.
     StepComparison predict(const Executor &executor, double my_step_s);
+
+    // What every prediction runs with (the calibrated overhead included).
+    const StepSimOptions &options() const { return options_; }
 
 private:
     std::vector<std::vector<double>> gather_times(const std::vector<double> &mine);
