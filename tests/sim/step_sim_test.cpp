@@ -91,22 +91,29 @@ TEST(StepSim, ComputeChainAddsNodeTimes) {
     EXPECT_NEAR(s.step_s, 7.5, kTol);
 }
 
-// swap-in x (100 bytes at 50 bytes/s: 2 s) | a (1 s), wait for the swap-in,
-// b (1 s) | then y swapped out (300 bytes at 100 bytes/s: 3 s) after b.
-TEST(StepSim, ComputeWaitsForASwapIn) {
-    Graph g;
-    const TensorId x = data(g, "x");
-    const TensorId y = relu(g, "b", relu(g, "a", x));
+// Swap in x (100 bytes), record; node 0; wait for the swap-in; node 1 (making
+// y), record; on the swap-out stream, wait for it and swap y out (300 bytes).
+Program swap_in_compute_swap_out(TensorId x, TensorId y) {
     Program p;
     p.num_events = 2;
-    p.instructions = {Instruction::swap_in(x, 0, 0, 100),
-                      Instruction::record(0, StreamKind::SwapIn),
+    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
                       Instruction::compute(0),
                       Instruction::wait(0, StreamKind::Compute),
                       Instruction::compute(1),
                       Instruction::record(1, StreamKind::Compute),
                       Instruction::wait(1, StreamKind::SwapOut),
                       Instruction::swap_out(y, 0, 300)};
+    return p;
+}
+
+// swap-in x (100 bytes at 50 bytes/s: 2 s) | a (1 s), wait for the swap-in,
+// b (1 s) | then y swapped out (300 bytes at 100 bytes/s: 3 s) after b. Then
+// the same with its swaps' measured times.
+TEST(StepSim, ComputeWaitsForASwapIn) {
+    Graph g;
+    const TensorId x = data(g, "x");
+    const TensorId y = relu(g, "b", relu(g, "a", x));
+    const Program p = swap_in_compute_swap_out(x, y);
     StepSimOptions opt;
     opt.swap_in_bandwidth = 50;
     opt.swap_out_bandwidth = 100;
@@ -120,36 +127,22 @@ TEST(StepSim, ComputeWaitsForASwapIn) {
     EXPECT_NEAR(r.exposed_swap_s, 1, kTol);
     EXPECT_NEAR(r.exposed_comm_s, 0, kTol);
     EXPECT_NEAR(r.idle_s, 3, kTol);  // the swap-out after the compute stream is done
-}
 
-// The same program with its swaps timed in a real step (the swap-in 0.5 s,
-// the swap-out 0.25 s, in place of 2 s and 3 s) and an overhead of 0.125 s on
-// every instruction but a wait: swap-in 0 to 0.625, its record to 0.75; a 0 to
-// 1.125; b from 1.125 to 2.25 (the wait past the record), its record to 2.375;
-// the swap-out from 2.375 to 2.75.
-TEST(StepSim, MeasuredSwapsTakeTheirTimes) {
-    Graph g;
-    const TensorId x = data(g, "x");
-    const TensorId y = relu(g, "b", relu(g, "a", x));
-    Program p;
-    p.num_events = 2;
-    p.instructions = {Instruction::swap_in(x, 0, 0, 100), Instruction::record(0, StreamKind::SwapIn),
-                      Instruction::compute(0),           Instruction::wait(0, StreamKind::Compute),
-                      Instruction::compute(1),           Instruction::record(1, StreamKind::Compute),
-                      Instruction::wait(1, StreamKind::SwapOut), Instruction::swap_out(y, 0, 300)};
-    StepSimOptions opt;
-    opt.swap_in_bandwidth = 50;
-    opt.swap_out_bandwidth = 100;
+    // The swaps timed in a real step (the swap-in 0.5 s, the swap-out 0.25 s,
+    // in place of 2 s and 3 s) and an overhead of 0.125 s on every instruction
+    // but a wait: swap-in 0 to 0.625, its record to 0.75; a 0 to 1.125; b from
+    // 1.125 to 2.25 (the wait past the record), its record to 2.375; the
+    // swap-out from 2.375 to 2.75.
     opt.instruction_overhead_s = 0.125;
     RankProgram rp{&g, &p, times(g, {{"a", 1}, {"b", 1}})};
     rp.transfer_s = {0.5, 0, 0, 0, 0, 0, 0, 0.25};
-    const RankStepTime r = simulate_step({rp}, opt).ranks[0];
-    EXPECT_NEAR(r.times[0].end_s, 0.625, kTol);
-    EXPECT_NEAR(r.times[1].end_s, 0.75, kTol);
-    EXPECT_NEAR(r.times[4].start_s, 1.125, kTol);
-    EXPECT_NEAR(r.times[5].end_s, 2.375, kTol);
-    EXPECT_NEAR(r.times[7].start_s, 2.375, kTol);
-    EXPECT_NEAR(r.step_s, 2.75, kTol);
+    const RankStepTime m = simulate_step({rp}, opt).ranks[0];
+    EXPECT_NEAR(m.times[0].end_s, 0.625, kTol);
+    EXPECT_NEAR(m.times[1].end_s, 0.75, kTol);
+    EXPECT_NEAR(m.times[4].start_s, 1.125, kTol);
+    EXPECT_NEAR(m.times[5].end_s, 2.375, kTol);
+    EXPECT_NEAR(m.times[7].start_s, 2.375, kTol);
+    EXPECT_NEAR(m.step_s, 2.75, kTol);
 }
 
 // Swap-in x (100 bytes) | node 0 | wait for the swap-in | node 1.
