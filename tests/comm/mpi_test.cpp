@@ -278,7 +278,10 @@ int main(int argc, char **argv) {
     if (argc == 3 && std::string(argv[1]) == "--abort-on-rank") {
         auto world = tessera::make_mpi_communicator();
         if (world->rank() == std::stoi(argv[2])) {
-            std::cerr << "comm_mpi_test: rank " << world->rank() << " aborts the job\n";
+            // One write: std::cerr flushes after every <<, and mpirun's abort
+            // banner once landed between the pieces of this line.
+            std::cerr << ("comm_mpi_test: rank " + std::to_string(world->rank()) +
+                          " aborts the job\n");
             tessera::mpi_abort(3);
         }
         world->barrier(world->world_group());
