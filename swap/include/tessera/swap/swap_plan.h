@@ -195,6 +195,24 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options = {})
 // `problem`), the optimizer nodes that may run on the host do not count.
 int64_t min_swap_budget(const SwapProblem &problem, HostUpdates host = HostUpdates::Off);
 
+// A lower bound on the iteration time of every plan for `problem` (any order,
+// layout, swaps and recomputations; with `host`, any choice of the updates
+// run on the host): the busiest stream's unavoidable work, and the bytes that
+// cannot stay on the device where the backward pass starts (src/bound.cpp).
+// Throws like plan_swaps when the budget cannot work.
+struct SwapBound {
+    double time_s = 0;  // no plan is faster
+    // What sets it: "compute", "swap-in", "swap-out", "host", or "turn" (the
+    // swap-in and compute streams' spare time cannot bring back the turn's bytes).
+    const char *limit = "";
+    // The streams' unavoidable work with only the updates that must run on
+    // the host there, before the turn's bytes.
+    double compute_s = 0, swap_in_s = 0, swap_out_s = 0;
+    // Read or made before the turn and read after it: persistent buffers
+    // (weights) and activations.
+    int64_t turn_weight_bytes = 0, turn_activation_bytes = 0;
+};
+SwapBound swap_lower_bound(const SwapProblem &problem, HostUpdates host = HostUpdates::Off);
 // Re-runs the simulator over a plan's steps with other times (the measured
 // ones; host updates keep the plan's host times), returning the predicted
 // iteration time; `plan` is not changed.

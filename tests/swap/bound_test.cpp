@@ -1,0 +1,190 @@
+// swap_lower_bound (issue 19): no plan may beat it, it is the compute time
+// when memory is plentiful, and its link terms match sums worked out by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "tessera/graph/builder.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/models/zoo.h"
+#include "tessera/program/memory_plan.h"
+#include "tessera/swap/swap_plan.h"
+
+namespace tessera {
+namespace {
+
+// A training graph with Adam, every node 1 ms on the device and 2 ms on the
+// host, and a link that moves 4 KiB in 4 ms.
+struct Problem {
+    Graph g;
+    SwapProblem p;
+};
+
+void finish(Problem &m, TensorId loss) {
+    OptimizerConfig adam;
+    adam.kind = OptimizerConfig::Kind::Adam;
+    make_training_graph(m.g, loss, adam);
+    m.p.graph = &m.g;
+    m.p.order = default_order(m.g);
+    m.p.node_time_s.assign(m.g.num_nodes(), 1e-3);
+    m.p.host_node_time_s.assign(m.g.num_nodes(), 0.0);
+    for (NodeId n = 0; n < m.g.num_nodes(); n++)
+        if (m.g.node(n).optimizer) m.p.host_node_time_s[n] = 2e-3;
+    m.p.h2d_bytes_per_s = m.p.d2h_bytes_per_s = 4096 / 4e-3;
+    m.p.budget = plan_memory(m.g, m.p.order).arena_bytes;
+}
+
+// Three [32, 32] linear layers without biases on a [16, 32] batch.
+void build_mlp(Problem &m) {
+    Builder bl(m.g);
+    Tensor x = bl.data("images", {16, 32});
+    Tensor labels = bl.data("labels", {16}, DType::I32);
+    Tensor h = x;
+    for (int i = 0; i < 3; i++) {
+        auto scope = bl.scope("fc" + std::to_string(i));
+        h = bl.linear(h, 32, /*bias=*/false);
+        if (i < 2) h = bl.relu(h);
+    }
+    Tensor loss = bl.softmax_xent(h, labels);
+    m.g.set_output("loss", loss.id);
+    finish(m, loss.id);
+}
+
+void build_zoo(Problem &m, const std::string &spec, int64_t batch) {
+    Model model = build_model(spec, batch);
+    m.g = std::move(model.graph);
+    finish(m, model.loss);
+}
+
+double plan_time(const SwapProblem &p, SwapPolicy policy, HostUpdates host, uint64_t seed) {
+    SwapOptions o;
+    o.policy = policy;
+    o.host_updates = host;
+    o.recompute = true;
+    o.seed = seed;
+    o.generations = 30;
+    return plan_swaps(p, o).time_s;
+}
+
+// Every plan of every policy, with and without host updates, at budgets from
+// the least that works to plentiful, on three models and two link speeds.
+TEST(SwapBound, NoPlanBeatsIt) {
+    int checked = 0;
+    for (int model = 0; model < 3; model++) {
+        Problem m;
+        if (model == 0) build_mlp(m);
+        if (model == 1) build_zoo(m, "transformer:layers=2,d_model=16,heads=2,seq=4,vocab=12", 2);
+        if (model == 2) build_zoo(m, "lstm:layers=2,hidden=8,seq=3,vocab=10", 4);
+        const int64_t full = m.p.budget;
+        for (double link : {4096 / 4e-3, 4096 / 4e-6}) {
+            m.p.h2d_bytes_per_s = m.p.d2h_bytes_per_s = link;
+            for (HostUpdates host : {HostUpdates::Off, HostUpdates::Auto, HostUpdates::All}) {
+                int64_t least = min_swap_budget(m.p, host);
+                for (int64_t budget : {least, least + (full - least) / 4, least + (full - least) / 2, full}) {
+                    m.p.budget = budget;
+                    double bound = swap_lower_bound(m.p, host).time_s;
+                    EXPECT_GT(bound, 0);
+                    for (SwapPolicy policy : {SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor})
+                        for (uint64_t seed : {1, 2}) {
+                            // The baselines keep every update on the device.
+                            if (policy != SwapPolicy::Advisor && budget < min_swap_budget(m.p)) continue;
+                            double t = plan_time(m.p, policy, host, seed);
+                            EXPECT_LE(bound, t * (1 + 1e-9)) << "model " << model << ", budget " << budget
+                                                             << ", policy " << swap_policy_name(policy);
+                            checked++;
+                        }
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 3 * 2 * 3 * 4 * 2);
+}
+
+// With the whole footprint as budget nothing need move: the bound is the sum
+// of the operator times, which the ideal plan reaches.
+TEST(SwapBound, PlentifulMemoryLeavesTheComputeTime) {
+    Problem m;
+    build_mlp(m);
+    m.p.budget *= 3;
+    SwapBound b = swap_lower_bound(m.p);
+    double sum = 0;
+    for (NodeId n : m.p.order) sum += m.p.node_time_s[n];
+    EXPECT_DOUBLE_EQ(b.compute_s, sum);
+    EXPECT_NEAR(b.time_s, sum, 1e-9 * sum);
+    EXPECT_STREQ(b.limit, "compute");
+    EXPECT_EQ(b.swap_in_s, 0);
+    EXPECT_NEAR(plan_time(m.p, SwapPolicy::Ideal, HostUpdates::Off, 1), sum, 1e-9 * sum);
+}
+
+// The terms of the three-layer MLP at its least budget B (16448 B: fc0's
+// update, w, dw, two moments and Adam's step), by hand:
+//   read before written: images 2048 B, labels 64 B, the three weights and
+//     their two moments 9 x 4096 B, the loss gradient's seed and Adam's step
+//     (4 B each): 38984 B, so at least 38984 - B = 22536 B come in;
+//   written: the weights, their moments and the loss: 36868 B, so at least
+//     36868 - B = 20420 B go out;
+//   at the turn (the loss's gradient): weights read before and after it,
+//     images (by fc0's dW) and the three weights (fc1 and fc2 by dX, fc0 by
+//     its update), 14336 B; activations made before and read after, the
+//     [16, 32] outputs of the three matmuls and two relus, 10240 B; together
+//     they exceed B by 8128 B.
+TEST(SwapBound, TermsMatchTheSumsByHand) {
+    Problem m;
+    build_mlp(m);
+    m.p.budget = min_swap_budget(m.p);
+    ASSERT_EQ(m.p.budget, 16448);
+    const double link = m.p.h2d_bytes_per_s;
+    // Free compute: the activations are recomputed for nothing, and the
+    // swap-in stream sets the bound.
+    for (double &t : m.p.node_time_s) t = 0;
+    SwapBound b = swap_lower_bound(m.p);
+    EXPECT_EQ(b.turn_weight_bytes, 14336);
+    EXPECT_EQ(b.turn_activation_bytes, 10240);
+    EXPECT_NEAR(b.swap_in_s, 22536 / link, 1e-12);
+    EXPECT_NEAR(b.swap_out_s, 20420 / link, 1e-12);
+    EXPECT_STREQ(b.limit, "swap-in");
+    EXPECT_NEAR(b.time_s, b.swap_in_s, 1e-9 * b.swap_in_s);
+    // The five forward producers take t each, so that compute (5 t) and
+    // swap-in (T0 = 22536 B) are both full at T0. Past T0, each second brings
+    // back `link` bytes by swap-in and 2048 / t by recomputation; the turn's
+    // 8128 B need T0 + 8128 / (link + 2048 / t).
+    const double t0 = 22536 / link, t = t0 / 5;
+    int producers = 0;
+    for (NodeId n : m.p.order) {
+        const Node &node = m.g.node(n);
+        if (node.backward || node.optimizer || m.g.tensor(node.outputs[0]).name == "loss") continue;
+        m.p.node_time_s[n] = t;
+        producers++;
+    }
+    ASSERT_EQ(producers, 5);
+    b = swap_lower_bound(m.p);
+    EXPECT_NEAR(b.compute_s, t0, 1e-12);
+    EXPECT_STREQ(b.limit, "turn");
+    EXPECT_NEAR(b.time_s, t0 + 8128 / (link + 2048 / t), 1e-9 * t0);
+}
+
+// Every update on the host: the moments stay there, so the swap-in bound
+// drops by their bytes, the gradients go out instead of weights and moments,
+// and slow enough host updates set the bound.
+TEST(SwapBound, HostUpdatesMoveTheWorkToTheHost) {
+    Problem m;
+    build_mlp(m);
+    for (double &t : m.p.node_time_s) t = 0;
+    m.p.budget = min_swap_budget(m.p, HostUpdates::Off);
+    SwapBound device = swap_lower_bound(m.p, HostUpdates::Off);
+    SwapBound host = swap_lower_bound(m.p, HostUpdates::All);
+    EXPECT_LT(host.swap_in_s, device.swap_in_s);
+    EXPECT_LT(host.time_s, device.time_s);
+    int updates = 0;
+    for (NodeId n : m.p.order) updates += m.g.node(n).optimizer;
+    for (double &t : m.p.host_node_time_s) t *= 1000;
+    SwapBound slow = swap_lower_bound(m.p, HostUpdates::All);
+    EXPECT_STREQ(slow.limit, "host");
+    EXPECT_NEAR(slow.time_s, updates * 2.0, 1e-9);
+    // With auto the bound may keep updates on the device instead.
+    EXPECT_LT(swap_lower_bound(m.p, HostUpdates::Auto).time_s, slow.time_s);
+}
+
+}  // namespace
+}  // namespace tessera
