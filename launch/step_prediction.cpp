@@ -7,11 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
-#include "tessera/exec/thread_budget.h"
-#include "tessera/exec/cpu_device.h"
 #include "tessera/json_input.h"
 #include "tessera/partition/lower.h"
-#include "tessera/program/memory_plan.h"
 
 namespace tessera {
 
@@ -33,38 +30,7 @@ std::vector<std::string> all_gather_strings(Communicator &comm, const std::strin
     return out;
 }
 
-// A chain of kCalibrationNodes one-element relus: nearly all of its step is
-// the executor's own cost per instruction.
-constexpr int kCalibrationNodes = 1024;
-
-Graph calibration_chain() {
-    Graph g;
-    TensorId x = g.add_data("x", TensorType{DType::F32, {1}});
-    for (int i = 0; i < kCalibrationNodes; i++)
-        x = g.add_node(OpCall{OpKind::Relu, "relu" + std::to_string(i), {}}, {x})[0];
-    return g;
-}
-
 }  // namespace
-
-double instruction_overhead_s() {
-    const Graph g = calibration_chain();
-    const std::vector<NodeId> order = default_order(g);
-    const MemoryPlan plan = plan_memory(g, order);
-    const Program p = build_program(g, order);
-    CpuDevice device(plan.arena_bytes);
-    Executor ex(g, device, plan);
-    ex.set_node_timing(true);
-    std::vector<double> per_instruction;
-    for (int run = 0; run < 16; run++) {
-        const double step = ex.run(p).step_time_s;
-        double operators = 0;
-        for (double t : ex.node_times()) operators += t;
-        if (run > 0) per_instruction.push_back(std::max(0.0, step - operators) / kCalibrationNodes);
-    }
-    std::sort(per_instruction.begin(), per_instruction.end());
-    return per_instruction[per_instruction.size() / 2];
-}
 
 StepPredictor::StepPredictor(const RunPlan &run, Communicator *comm, int rank) : run_(run), comm_(comm), rank_(rank) {
     const bool sharded = run.sharded() && comm && comm->size() > 1;
@@ -78,13 +44,10 @@ StepPredictor::StepPredictor(const RunPlan &run, Communicator *comm, int rank) :
         node_counts_.push_back(static_cast<size_t>((graphs_.back() ? *graphs_.back() : run.graph()).num_nodes()));
     }
     options_.machine = sharded ? run.partition->machine : flat_machine(1);
-    // The CPU device's stream threads share this rank's cores (thread_budget.h's share).
-    const ThreadRequest cpus = thread_request(0, sharded ? comm : nullptr);
-    options_.cores_per_rank = static_cast<double>(std::max(1, cpus.cpus)) / std::max(1, cpus.sharing);
-    // Each rank's own calibration, the mean over ranks, so that every rank
-    // simulates with the same options.
-    const std::vector<std::vector<double>> overheads = gather_times({instruction_overhead_s()});
-    for (const std::vector<double> &o : overheads) options_.instruction_overhead_s += o.at(0) / overheads.size();
+    // No core-sharing model (StepSimOptions::cores_per_rank stays 0): the
+    // stream threads do share the rank's cores, but every time the simulator
+    // is fed was measured while they did, the gaps included, so stretching
+    // them would count the sharing twice (docs/benchmarks.md).
     if (run.swaps) {
         options_.swap_in_bandwidth = run.swaps->times.h2d_bytes_per_s;
         options_.swap_out_bandwidth = run.swaps->times.d2h_bytes_per_s;
@@ -105,7 +68,7 @@ std::vector<std::vector<double>> StepPredictor::gather_times(const std::vector<d
 
 StepComparison StepPredictor::predict(const Executor &executor, double my_step_s) {
     std::vector<double> mine = executor.node_times();
-    for (const std::vector<double> *t : {&executor.handoff_times(), &executor.transfer_times()})
+    for (const std::vector<double> *t : {&executor.handoff_times(), &executor.transfer_times(), &executor.gap_times()})
         mine.insert(mine.end(), t->begin(), t->end());
     mine.push_back(my_step_s);
     const std::vector<std::vector<double>> times = gather_times(mine);
@@ -113,15 +76,17 @@ StepComparison StepPredictor::predict(const Executor &executor, double my_step_s
     std::vector<RankProgram> ranks;
     for (size_t r = 0; r < programs_.size(); r++) {
         const size_t nodes = node_counts_[r], instructions = programs_[r].instructions.size();
-        TESSERA_INTERNAL_ASSERT(times[r].size() == nodes + 2 * instructions + 1, "rank ", r, " sent ",
-                                times[r].size(), " times for ", nodes, " nodes, twice ", instructions,
+        TESSERA_INTERNAL_ASSERT(times[r].size() == nodes + 3 * instructions + 1, "rank ", r, " sent ",
+                                times[r].size(), " times for ", nodes, " nodes, three times ", instructions,
                                 " instructions and its step");
         out.job_step_s = std::max(out.job_step_s, times[r].back());
         const auto waits = times[r].begin() + static_cast<std::ptrdiff_t>(nodes);
         const auto transfers = waits + static_cast<std::ptrdiff_t>(instructions);
+        const auto gaps = transfers + static_cast<std::ptrdiff_t>(instructions);
         RankProgram rp{graphs_[r] ? graphs_[r].get() : &run_.graph(), &programs_[r], {times[r].begin(), waits},
                        {waits, transfers}};
-        rp.transfer_s.assign(transfers, times[r].end() - 1);
+        rp.transfer_s.assign(transfers, gaps);
+        rp.gap_s.assign(gaps, times[r].end() - 1);
         ranks.push_back(std::move(rp));
     }
     out.predicted = simulate_step(ranks, options_);

@@ -25,29 +25,22 @@ struct StepComparison {
     double job_step_s = 0;
 };
 
-// The CPU executor's own cost per instruction on this machine, in seconds:
-// the step of a chain of tiny operators less their operators' times, per
-// instruction (the median of 15 steps after a warm-up). The simulator adds it
-// to every instruction (StepSimOptions::instruction_overhead_s).
-double instruction_overhead_s();
-
 class StepPredictor {
 public:
     // Gathers every rank's program once (its lowered graph each rank makes
-    // itself from the shared partition plan), how many cores each rank's
-    // stream threads share (StepSimOptions::cores_per_rank: its CPUs over the
-    // ranks on its host bound alike), and the ranks' mean
-    // instruction_overhead_s(). Every rank must construct it; `comm` is null
-    // for a single process.
+    // itself from the shared partition plan). Every rank must construct it;
+    // `comm` is null for a single process.
     StepPredictor(const RunPlan &run, Communicator *comm, int rank);
 
     // The prediction of one step from what this rank's executor timed in it
     // (its last run() with node timing on: operator times, event hand-offs,
-    // collectives), and the step every rank measured. A collective call:
+    // transfers, and the gaps between instructions on each stream, which
+    // stand for the executor's cost per instruction), and the step every rank
+    // measured. A collective call:
     // every rank calls it each step.
     StepComparison predict(const Executor &executor, double my_step_s);
 
-    // What every prediction runs with (the calibrated overhead included).
+    // What every prediction runs with.
     const StepSimOptions &options() const { return options_; }
 
 private:

@@ -268,12 +268,7 @@ TrainResult run_training(const TrainOptions &o) {
     const DataSplit data = load_data(o, run.model);
     if (root) print_banner(o, run, machine, data, choice, use_nccl, slot.profile_s);
     std::unique_ptr<StepPredictor> predictor;
-    if (o.simulate_steps) {
-        predictor = std::make_unique<StepPredictor>(run, sharded ? o.comm : nullptr, rank);
-        if (root)
-            std::cout << fmt::format("simulate-steps: the executor's cost per instruction, calibrated here: {:.2f} us\n",
-                                     predictor->options().instruction_overhead_s * 1e6);
-    }
+    if (o.simulate_steps) predictor = std::make_unique<StepPredictor>(run, sharded ? o.comm : nullptr, rank);
     return train(TrainSession{o, run, ex, *store, data, rank, timed, predictor.get()});
 }
 

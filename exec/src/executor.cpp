@@ -245,6 +245,7 @@ StepStats Executor::run(const Program &p) {
         node_time_.assign(static_cast<size_t>(graph_.num_nodes()), 0.0);
         handoff_time_.assign(prep.steps.size(), 0.0);
         transfer_time_.assign(prep.steps.size(), 0.0);
+        gap_time_.assign(prep.steps.size(), 0.0);
         if (!prep.recorded) prep.recorded = std::make_unique<std::atomic<int64_t>[]>(prep.events.size());
     }
 
@@ -262,6 +263,7 @@ StepStats Executor::run(const Program &p) {
     // peak is that of the program order rather than of the streams' timing.
     const bool on_stream = device_.cheap_stream_host_work();
     auto t0 = std::chrono::steady_clock::now();
+    stream_mark_.fill(t0);
     try {
         for (size_t i = 0; i < prep.steps.size(); i++) issue_step(prep, i, on_stream);
     } catch (...) {
@@ -312,18 +314,22 @@ void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
                                    static_cast<std::byte *>(st.outputs[0].data));
         } else if (st.stage_in.data() == nullptr) {
             arrive();
-            s.enqueue([comm = comm_, step = &st, out = timed_transfer(i)] {
+            s.enqueue([this, i, comm = comm_, step = &st, out = timed_transfer(i)] {
+                if (out) note_start(i, step->stream, std::chrono::steady_clock::now());
                 run_timed(out, [&] {
                     step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
                                           static_cast<std::byte *>(step->outputs[0].data));
                 });
+                if (out) note_end(step->stream);
             });
         } else {
             device_.copy_async(st.stream, st.stage_in.data(), st.inputs[0].data, st.stage_in.size(),
                                CopyDirection::DeviceToHost);
             arrive();
-            s.enqueue([comm = comm_, step = &st, out = timed_transfer(i)] {
+            s.enqueue([this, i, comm = comm_, step = &st, out = timed_transfer(i)] {
+                if (out) note_start(i, step->stream, std::chrono::steady_clock::now());
                 run_timed(out, [&] { step->collective->run(*comm, step->stage_in.data(), step->stage_out.data()); });
+                if (out) note_end(step->stream);
             });
             device_.copy_async(st.stream, st.outputs[0].data, st.stage_out.data(), st.stage_out.size(),
                                CopyDirection::HostToDevice);
@@ -340,24 +346,29 @@ void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
     if (st.died && on_stream) s.enqueue([dev = &device_, d = st.died] { dev->add_live_bytes(-d); });
 }
 
+void Executor::note_start(size_t i, StreamKind s, std::chrono::steady_clock::time_point now) {
+    gap_time_[i] = std::max(0.0, std::chrono::duration<double>(now - stream_mark_[static_cast<size_t>(s)]).count());
+}
+
 void Executor::issue_compute(Prepared &prep, size_t i, bool on_stream) {
     Prepared::Step &st = prep.steps[i];
     Stream &s = device_.stream(st.stream);
     if (on_stream || timing_)
-        s.enqueue([dev = &device_, step = &st, timing = timing_, on_stream] {
+        s.enqueue([this, i, dev = &device_, step = &st, timing = timing_, on_stream] {
             if (on_stream) {
                 dev->add_live_bytes(step->born);
                 dev->note_arena_use(step->touch_end);
             }
-            if (timing) step->started = std::chrono::steady_clock::now();
+            if (timing) note_start(i, step->stream, step->started = std::chrono::steady_clock::now());
         });
     if (st.stream == StreamKind::Host)  // the CPU kernel over host memory, whatever the device
         s.enqueue([step = &st] { run_op(*step->call, step->inputs, step->outputs); });
     else
         device_.launch_op(st.stream, *st.call, st.inputs, st.outputs);
     if (timing_)
-        s.enqueue([step = &st, times = node_time_.data()] {
+        s.enqueue([this, step = &st, times = node_time_.data()] {
             times[step->node] = std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
+            note_end(step->stream);
         });
 }
 
@@ -366,13 +377,15 @@ void Executor::issue_compute(Prepared &prep, size_t i, bool on_stream) {
 void Executor::issue_wait(Prepared &prep, size_t i) {
     Prepared::Step &st = prep.steps[i];
     Stream &s = device_.stream(st.stream);
-    if (timing_) s.enqueue([step = &st] { step->started = std::chrono::steady_clock::now(); });
+    if (timing_)
+        s.enqueue([this, i, step = &st] { note_start(i, step->stream, step->started = std::chrono::steady_clock::now()); });
     s.wait(*prep.events[st.event]);
     if (timing_)
-        s.enqueue([step = &st, recorded = &prep.recorded[st.event], out = &handoff_time_[i]] {
+        s.enqueue([this, step = &st, recorded = &prep.recorded[st.event], out = &handoff_time_[i]] {
             const int64_t arrived = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         step->started.time_since_epoch()).count();
             *out = std::max<int64_t>(0, now_ns() - std::max(arrived, recorded->load())) * 1e-9;
+            note_end(step->stream);
         });
 }
 
@@ -386,12 +399,14 @@ void Executor::issue_swap(Prepared &prep, size_t i, bool on_stream) {
             else dev->add_swap_out_bytes(step->copy_bytes);
         });
     Stream &s = device_.stream(st.stream);
-    if (timing_) s.enqueue([step = &st] { step->started = std::chrono::steady_clock::now(); });
+    if (timing_)
+        s.enqueue([this, i, step = &st] { note_start(i, step->stream, step->started = std::chrono::steady_clock::now()); });
     device_.copy_async(st.stream, st.dst, st.src, static_cast<size_t>(st.copy_bytes),
                        in ? CopyDirection::HostToDevice : CopyDirection::DeviceToHost);
     if (timing_)
-        s.enqueue([step = &st, out = &transfer_time_[i]] {
+        s.enqueue([this, step = &st, out = &transfer_time_[i]] {
             *out = std::chrono::duration<double>(std::chrono::steady_clock::now() - step->started).count();
+            note_end(step->stream);
         });
 }
 

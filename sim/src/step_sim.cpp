@@ -55,6 +55,7 @@ struct SimRank {
     const std::vector<double> *host_node_s = nullptr;  // empty: node_s
     const std::vector<double> *wait_s = nullptr;  // empty: no hand-offs
     const std::vector<double> *transfer_s = nullptr;  // empty: the link and host-link models
+    const std::vector<double> *gap_s = nullptr;       // empty: none measured
     std::array<SimStream, kNumStreams> streams;
     std::vector<int> record_of;   // per instruction: for a wait, the record it waits for
     std::vector<int> collective;  // per instruction: for a collective, its SimCollective
@@ -111,6 +112,11 @@ void check_inputs(const std::vector<RankProgram> &ranks, const StepSimOptions &o
         TESSERA_CHECK(rp.transfer_s.empty() || rp.transfer_s.size() == n, "step simulator: rank ", r,
                       " was given ", rp.transfer_s.size(), " transfer times, but its program has ", n,
                       " instructions (one each, or none)");
+        TESSERA_CHECK(rp.gap_s.empty() || rp.gap_s.size() == n, "step simulator: rank ", r, " was given ",
+                      rp.gap_s.size(), " gap times, but its program has ", n, " instructions (one each, or none)");
+        for (double g : rp.gap_s)
+            TESSERA_CHECK(g >= 0 && std::isfinite(g), "step simulator: rank ", r, " has a gap time of ", g,
+                          " s; times must be finite and not negative");
         for (double c : rp.transfer_s)
             TESSERA_CHECK(c >= 0 && std::isfinite(c), "step simulator: rank ", r, " has a transfer time of ", c,
                           " s; times must be finite and not negative");
@@ -118,24 +124,30 @@ void check_inputs(const std::vector<RankProgram> &ranks, const StepSimOptions &o
     }
 }
 
-// Seconds a compute or swap instruction takes.
+// The measured time rank r's stream took to get to instruction i (0 when none).
+double gap_seconds(const SimRank &rk, int i) { return rk.gap_s->empty() ? 0.0 : (*rk.gap_s)[i]; }
+
+// Seconds a compute or swap instruction takes: its work and the fixed
+// overhead, stretched by core sharing, and its measured gap (whose waiting
+// for a core is measured already).
 double work_seconds(const Sim &sim, int r, int i) {
     const SimRank &rk = sim.ranks[r];
     const Instruction &in = rk.p->instructions[i];
     const double overhead = sim.opt.instruction_overhead_s;
     const double stretch = sim.stretch.empty() ? 1.0 : sim.stretch[r][i];
+    const double gap = gap_seconds(rk, i);
     if (in.kind == Instruction::Kind::Compute) {
         const bool host = in.stream == StreamKind::Host && !rk.host_node_s->empty();
-        return ((host ? *rk.host_node_s : *rk.node_s)[in.node] + overhead) * stretch;
+        return ((host ? *rk.host_node_s : *rk.node_s)[in.node] + overhead) * stretch + gap;
     }
-    if (!rk.transfer_s->empty() && (*rk.transfer_s)[i] > 0) return ((*rk.transfer_s)[i] + overhead) * stretch;
+    if (!rk.transfer_s->empty() && (*rk.transfer_s)[i] > 0) return ((*rk.transfer_s)[i] + overhead) * stretch + gap;
     const bool out = in.kind == Instruction::Kind::SwapOut;
     const double bw = out ? sim.opt.swap_out_bandwidth : sim.opt.swap_in_bandwidth;
-    if (in.bytes == 0) return overhead;
+    if (in.bytes == 0) return overhead + gap;
     TESSERA_CHECK(bw > 0, "step simulator: rank ", r, " instruction ", i, " (", describe_instruction(*rk.g, in),
                   ") moves ", in.bytes, " bytes, but the ", out ? "swap-out (device to host)" : "swap-in (host to device)",
                   " bandwidth is ", bw, " bytes/s");
-    return (static_cast<double>(in.bytes) / bw + overhead) * stretch;
+    return (static_cast<double>(in.bytes) / bw + overhead) * stretch + gap;
 }
 
 SimRank make_rank(const RankProgram &rp) {
@@ -146,6 +158,7 @@ SimRank make_rank(const RankProgram &rp) {
     rk.host_node_s = &rp.host_node_s;
     rk.wait_s = &rp.wait_s;
     rk.transfer_s = &rp.transfer_s;
+    rk.gap_s = &rp.gap_s;
     const size_t n = rp.program->instructions.size();
     rk.record_of.assign(n, -1);
     rk.collective.assign(n, -1);
@@ -376,12 +389,12 @@ bool step_stream(Sim &sim, int r, int s) {
     const Instruction &in = rk.p->instructions[i];
     double end = st.free_s;
     switch (in.kind) {
-    case Instruction::Kind::Collective: return arrive(sim, r, i, st.free_s);
-    case Instruction::Kind::EventRecord: end += sim.opt.instruction_overhead_s; break;
+    case Instruction::Kind::Collective: return arrive(sim, r, i, st.free_s + gap_seconds(rk, i));
+    case Instruction::Kind::EventRecord: end += sim.opt.instruction_overhead_s + gap_seconds(rk, i); break;
     case Instruction::Kind::EventWait: {
         const int rec = rk.record_of[i];
         if (!rk.done[rec]) return false;
-        end = std::max(end, rk.times[rec].end_s) + (rk.wait_s->empty() ? 0.0 : (*rk.wait_s)[i]);
+        end = std::max(end + gap_seconds(rk, i), rk.times[rec].end_s) + (rk.wait_s->empty() ? 0.0 : (*rk.wait_s)[i]);
         break;
     }
     default: end += work_seconds(sim, r, i); break;

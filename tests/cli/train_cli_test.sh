@@ -113,10 +113,9 @@ PY
 echo "ok   metrics-format"
 
 # --simulate-steps: each step's line carries the whole-step simulator's
-# prediction from the operator times of that step. One rank, no swapping: one
-# stream, so the prediction is the sum of the operator times and the
-# calibrated cost per instruction (a few microseconds each), in the measured
-# step's range, and nothing is exposed; the job's step is this rank's.
+# prediction from the times of that step. One rank, no swapping: one stream,
+# so the prediction is the sum of its operator times and the gaps between
+# them, all of them pieces of the measured step: at most the step. Nothing is exposed; the job's step is this rank's.
 expect simulate-steps 0 "summary:" -- "$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --simulate-steps --metrics "$TMP/sim.jsonl"
 python3 - "$TMP/sim.jsonl" <<'PY' || { echo "FAIL simulate-steps"; fail=1; }
 import json, sys
@@ -125,8 +124,12 @@ assert len(steps) == 4, steps
 for r in steps:
     assert r["simulated_step_time_s"] > 0 and r["job_step_time_s"] == r["step_time_s"], r
     assert r["simulated_exposed_comm_s"] == 0 and r["simulated_exposed_swap_s"] == 0, r
+for r in steps:
+    assert 0 < r["simulated_step_time_s"] <= r["step_time_s"] * 1.000001, r
+# Most of it: the steps are some 50 us, so only the median, with room for a
+# loaded machine's slow wake-up at the step's end.
 median = lambda key: sorted(r[key] for r in steps)[len(steps) // 2]
-assert median("simulated_step_time_s") < 3 * median("step_time_s"), steps
+assert median("simulated_step_time_s") > 0.25 * median("step_time_s"), steps
 PY
 "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --metrics "$TMP/plain.jsonl" >/dev/null 2>&1
 grep -q simulated "$TMP/plain.jsonl" && { echo "FAIL simulate-steps: a plain run carries simulated times"; fail=1; }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -358,6 +359,54 @@ TEST(ExecutorTiming, EventWaitsAreTimedAsHandOffs) {
         }
     }
     EXPECT_GT(waited, 0);
+}
+
+// The gaps (Executor::gap_times) are the rest of each stream's timeline: on
+// one stream, a gap runs from its previous timed instruction's end to its own
+// start, so each stream's gaps, operator times, transfer times and hand-offs
+// are disjoint pieces of the step and add up to no more than it. A gap that
+// counted a previous instruction again would break that. An event record is
+// not timed: its gap is 0 (it falls in the next instruction's). On the
+// single stream of an unswapped step, with nothing to wait for, they cover
+// most of it.
+TEST(ExecutorTiming, GapsAndTimesAreDisjointPiecesOfEachStream) {
+    Graph g = training_graph("mlp:layers=6,hidden=64", 16);
+    const std::vector<NodeId> order = default_order(g);
+    SwapProblem pr;
+    pr.graph = &g;
+    pr.order = order;
+    pr.node_time_s.assign(g.num_nodes(), 1e-6);
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
+    pr.budget = std::max((plan_memory(g, order).arena_bytes / 4 + 63) / 64 * 64, min_swap_budget(pr));
+    SwapOptions so;
+    so.generations = 2;
+    so.population = 4;
+    SwapRun run = build_swap_run(g, plan_swaps(pr, so));
+    const Program plain = build_program(g, order);
+    const MemoryPlan plain_memory = plan_memory(g, order);
+    for (int swapped = 0; swapped < 2; swapped++) {
+        const Program &p = swapped ? run.train : plain;
+        CpuDevice cpu(swapped ? pr.budget : plain_memory.arena_bytes);
+        Executor ex(g, cpu, swapped ? run.memory : plain_memory);
+        ex.initialize(7);
+        test::feed_random(ex, 0, 1);
+        ex.set_node_timing(true);
+        for (int step = 0; step < 3; step++) {
+            const double step_s = ex.run(p).step_time_s;
+            std::array<double, kNumStreams> covered{};
+            for (size_t i = 0; i < p.instructions.size(); i++) {
+                const Instruction &in = p.instructions[i];
+                const double gap = ex.gap_times().at(i);
+                EXPECT_TRUE(std::isfinite(gap) && gap >= 0) << i;
+                if (in.kind == Instruction::Kind::EventRecord) EXPECT_EQ(gap, 0) << i;
+                double piece = gap + ex.handoff_times()[i] + ex.transfer_times()[i];
+                if (in.kind == Instruction::Kind::Compute) piece += ex.node_times()[in.node];
+                covered[static_cast<size_t>(in.stream)] += piece;
+            }
+            for (size_t s = 0; s < covered.size(); s++) EXPECT_LE(covered[s], step_s * (1 + 1e-9)) << "stream " << s;
+            if (!swapped) EXPECT_GT(covered[static_cast<size_t>(StreamKind::Compute)], 0.5 * step_s);
+        }
+    }
 }
 
 // With timing on, the executor times each collective the host communicator

@@ -145,6 +145,34 @@ TEST(StepSim, ComputeWaitsForASwapIn) {
     EXPECT_NEAR(m.step_s, 2.75, kTol);
 }
 
+// The gaps measured before each instruction in a real step (its stream
+// getting to it) come first, and nothing is stretched or added on top. Same
+// program, transfers measured (0.5 s in, 0.25 s out), no fixed overhead:
+// the swap-in runs from its 0.1 s gap to 0.6, its record at 0.6; a ends at
+// 0.2 + 1 = 1.2; the wait reaches its record at 1.2 + 0.3 = 1.5, past 0.6;
+// b ends at 1.5 + 0.05 + 1 = 2.55, its record there; the swap-out stream's
+// wait (gap 0.15) ends at that record, 2.55; the swap-out at 2.55 + 0.1 +
+// 0.25 = 2.9.
+TEST(StepSim, MeasuredGapsComeBeforeTheirInstructions) {
+    Graph g;
+    const TensorId x = data(g, "x");
+    const TensorId y = relu(g, "b", relu(g, "a", x));
+    const Program p = swap_in_compute_swap_out(x, y);
+    StepSimOptions opt;
+    opt.swap_in_bandwidth = opt.swap_out_bandwidth = 1;
+    RankProgram rp{&g, &p, times(g, {{"a", 1}, {"b", 1}})};
+    rp.transfer_s = {0.5, 0, 0, 0, 0, 0, 0, 0.25};
+    rp.gap_s = {0.1, 0, 0.2, 0.3, 0.05, 0, 0.15, 0.1};
+    const RankStepTime m = simulate_step({rp}, opt).ranks[0];
+    EXPECT_NEAR(m.times[0].end_s, 0.6, kTol);
+    EXPECT_NEAR(m.times[1].end_s, 0.6, kTol);
+    EXPECT_NEAR(m.times[2].end_s, 1.2, kTol);
+    EXPECT_NEAR(m.times[3].end_s, 1.5, kTol);
+    EXPECT_NEAR(m.times[4].end_s, 2.55, kTol);
+    EXPECT_NEAR(m.times[6].end_s, 2.55, kTol);
+    EXPECT_NEAR(m.step_s, 2.9, kTol);
+}
+
 // Swap-in x (100 bytes) | node 0 | wait for the swap-in | node 1.
 Program swap_in_beside_compute(TensorId x) {
     Program p;
@@ -437,6 +465,17 @@ TEST(StepSimError, OneTimePerNode) {
     expect_error([&] { simulate_step({{&g, &p, {1}}}, {}); },
                  "rank 0 was given 1 node times, but its graph has 2 nodes");
     expect_error([&] { simulate_step({{&g, &p, {1, -1}}}, {}); }, "node 'b' has time -1 s");
+}
+
+TEST(StepSimError, OneGapPerInstruction) {
+    Graph g;
+    relu(g, "a", data(g, "x"));
+    const Program p = program_of(g);
+    RankProgram rp{&g, &p, {1}};
+    rp.gap_s = {0.1, 0.2};
+    expect_error([&] { simulate_step({rp}, {}); }, "rank 0 was given 2 gap times, but its program has 1 instructions");
+    rp.gap_s = {-1};
+    expect_error([&] { simulate_step({rp}, {}); }, "rank 0 has a gap time of -1 s");
 }
 
 TEST(StepSimError, SwapNeedsABandwidth) {

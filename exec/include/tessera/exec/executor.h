@@ -32,6 +32,8 @@
 // persistent tensors are the baseline.
 #pragma once
 
+#include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -137,6 +139,13 @@ public:
     // it returned, waiting for its peers included. 0 for the other
     // instructions and for collectives on the device communicator.
     const std::vector<double> &transfer_times() const { return transfer_time_; }
+    // Seconds per instruction of the last run() with timing on: how long its
+    // stream took to get to it after its previous timed instruction (compute,
+    // swap, wait or host collective) ended, or after the step began: the
+    // executor's own work between instructions (the untimed ones, event
+    // records, included) and, on the CPU device, the stream's thread waiting
+    // for a core. 0 for the untimed instructions.
+    const std::vector<double> &gap_times() const { return gap_time_; }
 
     // Bytes live in the arena between steps: the pinned persistent tensors.
     int64_t persistent_bytes() const { return persistent_bytes_; }
@@ -161,9 +170,16 @@ private:
     int64_t persistent_bytes_ = 0;
     PinnedBuffer host_;  // the host area, plan_.host_bytes
     bool timing_ = false;
-    std::vector<double> node_time_, handoff_time_, transfer_time_;
+    std::vector<double> node_time_, handoff_time_, transfer_time_, gap_time_;
+    // Per stream, when its last timed instruction ended (written by the
+    // stream's own thread; set to the step's start before any is issued).
+    std::array<std::chrono::steady_clock::time_point, kNumStreams> stream_mark_{};
     // Where transfer instruction i's time goes when timing, else null.
     double *timed_transfer(size_t i) { return timing_ ? &transfer_time_[i] : nullptr; }
+    // On instruction i's stream thread, when timing: its gap (gap_times())
+    // as it starts at `now`, and the stream's mark as it ends.
+    void note_start(size_t i, StreamKind s, std::chrono::steady_clock::time_point now);
+    void note_end(StreamKind s) { stream_mark_[static_cast<size_t>(s)] = std::chrono::steady_clock::now(); }
     std::vector<std::unique_ptr<Prepared>> cache_;  // most recently used last
     Communicator *comm_ = nullptr;
     Communicator *device_comm_ = nullptr;

@@ -79,6 +79,11 @@ struct RankProgram {
     // least of them from its last member's arrival (the member that arrived
     // last waited least: its time is the transfer itself).
     std::vector<double> transfer_s = {};
+    // Per instruction of *program, or empty: seconds its stream took to get
+    // to it in a real step (Executor::gap_times: the executor's work between
+    // instructions and the stream's thread waiting for a core), added before
+    // it on top of StepSimOptions::instruction_overhead_s.
+    std::vector<double> gap_s = {};
 };
 
 struct StepSimOptions {
@@ -86,13 +91,15 @@ struct StepSimOptions {
     double swap_in_bandwidth = 0;       // host to device, bytes/s (needed when a swap-in moves bytes)
     double swap_out_bandwidth = 0;      // device to host, bytes/s
     // Seconds added to every instruction but an event wait (a launch's or a
-    // call's fixed cost; on the CPU device, a task on a stream thread,
-    // instruction_overhead_s() in launch/step_prediction.h); a wait's cost is
-    // its hand-off (RankProgram::wait_s).
+    // call's fixed cost, for times that do not include it); a wait's cost is
+    // its hand-off (RankProgram::wait_s). Predictions from a real step's
+    // times leave it 0 and give the measured gaps (RankProgram::gap_s).
     double instruction_overhead_s = 0;
     int64_t batch = 0;  // samples in one step of the whole job, for throughput
     // 0: every stream runs on its own engine (a GPU's compute and copy
-    // engines). Otherwise each rank's streams are threads sharing this many
+    // engines), or the times given were measured while the streams shared
+    // their cores (a real step's: stretching them would count the sharing
+    // twice). Otherwise each rank's streams are threads sharing this many
     // cores (the CPU device, its rank bound to them): while more of the rank's
     // compute and swap instructions and moving collectives run at once than
     // there are cores, each runs at cores / running of its speed (processor
