@@ -231,7 +231,7 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
 }
 
 // The problem of one model, without its budget.
-SwapProblem ratio_problem(const Graph &g, const std::vector<NodeId> &order, const Timing &t, const Args &a) {
+SwapProblem problem_of(const Graph &g, const std::vector<NodeId> &order, const Timing &t, const Args &a) {
     SwapProblem problem;
     problem.graph = &g;
     problem.order = order;
@@ -257,7 +257,7 @@ int run_ratios(const Args &a) {
                   << std::flush;
         Timing t = measure(g, order, footprint, a);
         std::cout << fmt::format(" {:.1f} s; host link {:.2f} / {:.2f} GB/s\n", t.seconds, t.h2d / 1e9, t.d2h / 1e9);
-        SwapProblem problem = ratio_problem(g, order, t, a);
+        SwapProblem problem = problem_of(g, order, t, a);
         for (double ratio : ratios) {
             problem.budget = static_cast<int64_t>(static_cast<double>(footprint) / ratio);
             int64_t need = min_swap_budget(problem, a.host_updates);
@@ -327,12 +327,8 @@ int run_speed(const Args &a) {
     std::cout << fmt::format("\nplanner speed: {} ({} nodes), footprint {}, budget footprint / {:.0f}; one core\n",
                              spec, g.num_nodes(), format_bytes(footprint), a.speed_ratio);
     Timing t = measure(g, order, footprint, a);
-    SwapProblem problem;
-    problem.graph = &g;
-    problem.order = order;
-    problem.node_time_s = t.node_time_s;
-    problem.h2d_bytes_per_s = t.h2d;
-    problem.d2h_bytes_per_s = t.d2h;
+    SwapProblem problem = problem_of(g, order, t, a);
+    problem.host_node_time_s.clear();  // the planner's speed, on swaps alone
     problem.budget = static_cast<int64_t>(static_cast<double>(footprint) / a.speed_ratio);
     int64_t need = min_swap_budget(problem);
     if (need > problem.budget) fail("planner speed: the budget ", format_bytes(problem.budget),

@@ -322,25 +322,37 @@ TEST(StagedDevice, CnnCollectivesOfEveryKindRunOnDeviceMemory) {
     EXPECT_GT(tofu["exchange"] + tofu["reduce_scatter"] + tofu["all_reduce"], 0);
 }
 
+// A six-layer MLP's training graph and a swap plan for it at a quarter of
+// its footprint (or the least budget that works): what the timing tests run.
+struct SwappedMlp {
+    Graph g = training_graph("mlp:layers=6,hidden=64", 16);
+    int64_t budget = 0;
+    SwapRun run;
+    SwappedMlp() {
+        const std::vector<NodeId> order = default_order(g);
+        SwapProblem pr;
+        pr.graph = &g;
+        pr.order = order;
+        pr.node_time_s.assign(g.num_nodes(), 1e-6);
+        pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
+        budget = pr.budget = std::max((plan_memory(g, order).arena_bytes / 4 + 63) / 64 * 64, min_swap_budget(pr));
+        SwapOptions so;
+        so.generations = 2;
+        so.population = 4;
+        run = build_swap_run(g, plan_swaps(pr, so));
+    }
+};
+
 // With timing on, the executor times each event wait's hand-off (from when
 // its stream reached it and its record happened to when its stream went on):
 // one time per instruction, 0 for every instruction but a wait, each finite
 // and not negative, and some wait of a swapped step takes time (a stream
 // thread woken by another). With timing off, nothing is timed.
 TEST(ExecutorTiming, EventWaitsAreTimedAsHandOffs) {
-    Graph g = training_graph("mlp:layers=6,hidden=64", 16);
-    const std::vector<NodeId> order = default_order(g);
-    SwapProblem pr;
-    pr.graph = &g;
-    pr.order = order;
-    pr.node_time_s.assign(g.num_nodes(), 1e-6);
-    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
-    pr.budget = std::max((plan_memory(g, order).arena_bytes / 4 + 63) / 64 * 64, min_swap_budget(pr));
-    SwapOptions so;
-    so.generations = 2;
-    so.population = 4;
-    SwapRun run = build_swap_run(g, plan_swaps(pr, so));
-    CpuDevice cpu(pr.budget);
+    SwappedMlp m;
+    const Graph &g = m.g;
+    const SwapRun &run = m.run;
+    CpuDevice cpu(m.budget);
     Executor ex(g, cpu, run.memory);
     ex.initialize(7);
     test::feed_random(ex, 0, 1);
@@ -370,23 +382,14 @@ TEST(ExecutorTiming, EventWaitsAreTimedAsHandOffs) {
 // single stream of an unswapped step, with nothing to wait for, they cover
 // most of it.
 TEST(ExecutorTiming, GapsAndTimesAreDisjointPiecesOfEachStream) {
-    Graph g = training_graph("mlp:layers=6,hidden=64", 16);
-    const std::vector<NodeId> order = default_order(g);
-    SwapProblem pr;
-    pr.graph = &g;
-    pr.order = order;
-    pr.node_time_s.assign(g.num_nodes(), 1e-6);
-    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
-    pr.budget = std::max((plan_memory(g, order).arena_bytes / 4 + 63) / 64 * 64, min_swap_budget(pr));
-    SwapOptions so;
-    so.generations = 2;
-    so.population = 4;
-    SwapRun run = build_swap_run(g, plan_swaps(pr, so));
-    const Program plain = build_program(g, order);
-    const MemoryPlan plain_memory = plan_memory(g, order);
+    SwappedMlp m;
+    const Graph &g = m.g;
+    const SwapRun &run = m.run;
+    const Program plain = build_program(g, default_order(g));
+    const MemoryPlan plain_memory = plan_memory(g, default_order(g));
     for (int swapped = 0; swapped < 2; swapped++) {
         const Program &p = swapped ? run.train : plain;
-        CpuDevice cpu(swapped ? pr.budget : plain_memory.arena_bytes);
+        CpuDevice cpu(swapped ? m.budget : plain_memory.arena_bytes);
         Executor ex(g, cpu, swapped ? run.memory : plain_memory);
         ex.initialize(7);
         test::feed_random(ex, 0, 1);
