@@ -179,10 +179,11 @@ PartitionOptions bench_partition_options(const std::string &model, PartitionStra
 
 }  // namespace
 
-Graph bench_training_graph(const std::string &model, int64_t batch) {
+Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer) {
     RunSpec spec;
     spec.model = model;
     spec.batch = batch;
+    spec.optimizer = optimizer;
     spec.log_stages = false;
     return std::move(build_training_model(spec).graph);
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tessera/graph/graph.h"
+#include "tessera/graph/optimizer.h"
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
 #include "tessera/swap/roofline.h"
@@ -65,7 +66,7 @@ struct BenchContext {
 
 // The model's training graph (models/ and graph/: the model, its backward pass
 // and SGD's updates), as tessera-plan and tessera-train build it.
-Graph bench_training_graph(const std::string &model, int64_t batch);
+Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer = {});
 
 // One device, no partition.
 BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx);

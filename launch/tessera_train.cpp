@@ -129,8 +129,10 @@ int export_and_exit(const tessera::TrainOptions &o, const std::string &out) {
 // How the run is split over the ranks of a launch.
 void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--partition", o.partition,
-                   "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt or equalchop")
-        ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop"}))
+                   "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt, equalchop, or "
+                   "auto (the one whose step tessera-bench's simulator predicts least, under --device-mem after "
+                   "swapping)")
+        ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop", "auto"}))
         ->capture_default_str();
     tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
     app.add_option("--plan", o.plan_path,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "gpu_sharing.h"
 #include "job_machine.h"
+#include "partition_choice.h"
 #include "rank_agreement.h"
 #include "tensor_store.h"
 #include "trainer.h"
@@ -52,6 +54,8 @@ void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative");
     TESSERA_CHECK(o.lr_schedule == "constant" || o.lr_schedule == "cosine", "--lr-schedule: unknown schedule '",
                   o.lr_schedule, "'; valid: constant, cosine");
+    TESSERA_CHECK(o.partition != "auto" || o.plan_path.empty(), "--partition auto chooses a strategy, and --plan ",
+                  o.plan_path, " gives one; use either");
 }
 
 // The swap planner's progress, once a second (and at the last generation).
@@ -67,8 +71,31 @@ std::function<void(const SwapProgress &)> swap_progress(bool tty) {
     };
 }
 
+// The strategy to train with: --partition as given, or with auto rank 0's
+// pick (partition_choice.h), which every rank takes. One device has nothing
+// to choose.
+std::string resolve_partition(const TrainOptions &o, const Machine &machine, const std::optional<DeviceBudget> &derived,
+                              bool cuda, bool root) {
+    if (o.partition != "auto") return o.partition;
+    const std::vector<std::string> names = partition_strategy_names();
+    if (machine.devices() == 1) return names[0];
+    int32_t pick = -1;
+    if (root) {
+        const int64_t budget = derived ? derived->bytes
+                               : o.device_mem.empty() ? 0
+                                                      : parse_size(o.device_mem, "--device-mem");
+        const PartitionChoice choice = choose_partition(o.model, o.batch, o.optimizer, machine, budget,
+                                                        cuda ? "h100" : "cpu", std::min(2.0, o.swap_search.time_limit_s));
+        std::cout << partition_choice_line(choice) << "\n" << std::flush;
+        pick = static_cast<int32_t>(std::find(names.begin(), names.end(), choice.strategy) - names.begin());
+    }
+    std::vector<int32_t> picks(static_cast<size_t>(o.comm->size()));
+    o.comm->all_gather(&pick, picks.data(), sizeof pick, o.comm->world_group());
+    return names.at(static_cast<size_t>(picks[0]));
+}
+
 // What this rank plans: the model on the job's machine (job_machine.h).
-RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool root,
+RunSpec run_spec(const TrainOptions &o, const std::string &strategy, const Machine &machine, int rank, bool root,
                  const std::optional<DeviceBudget> &derived) {
     RunSpec spec;
     spec.model = o.model;
@@ -77,7 +104,7 @@ RunSpec run_spec(const TrainOptions &o, const Machine &machine, int rank, bool r
     spec.machine = machine;
     spec.rank = rank;
     spec.log_stages = root;
-    spec.partition.strategy = partition_strategy_from_name(o.partition);
+    spec.partition.strategy = partition_strategy_from_name(strategy);
     TESSERA_CHECK(machine.devices() == 1 || spec.partition.strategy != PartitionStrategy::Brute,
                   "--partition brute is a planning baseline for small graphs; train with tofu, data, owt or equalchop");
     o.partition_flags.apply(spec.partition);
@@ -244,7 +271,8 @@ TrainResult run_training(const TrainOptions &o) {
                   << std::flush;
     const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus);
     DeviceSlot slot(choice);
-    const RunPlan run = plan_run(run_spec(o, machine.machine, rank, root, budget), slot.profiler(root));
+    const std::string strategy = resolve_partition(o, machine.machine, budget, choice.cuda, root);
+    const RunPlan run = plan_run(run_spec(o, strategy, machine.machine, rank, root, budget), slot.profiler(root));
     if (sharded)
         agree_across_ranks(*o.comm, "partition plans", plan_identity(*run.partition),
                            "the ranks' machine files (--machine) or builds differ");

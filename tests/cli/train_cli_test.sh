@@ -18,6 +18,7 @@ expect unknown-model 1 "unknown model 'resnet'" -- "$TRAIN" --model resnet
 expect unknown-model-lists 1 "transformer" -- "$TRAIN" --model resnet
 expect bad-param 1 "hidden" -- "$TRAIN" --model mlp:hidden=0
 expect unknown-flag 2 "--bogus" -- "$TRAIN" --bogus
+expect partition-auto-plan 1 "--partition auto chooses a strategy, and --plan" -- "$TRAIN" --model mlp --partition auto --plan "$TMP/none.json"
 expect gemm-unknown 1 "TESSERA_GEMM: unknown GEMM kernel 'blass'; valid: blas, halide" -- env TESSERA_GEMM=blass "$TRAIN" --model mlp --steps 1
 expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'memroy'" -- env TESSERA_LOG=graph,memroy "$TRAIN" --model mlp --steps 1
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
