@@ -2,6 +2,7 @@
 # --partition auto under mpirun -np 2: rank 0 prints every strategy's
 # predicted step and trains with the least; every rank takes that pick, and
 # the run's losses are bit-identical to a run that names the same strategy.
+# Under a budget no strategy can work under, the job stops with each reason.
 #   partition_auto_test.sh TESSERA_TRAIN
 set -uo pipefail
 TRAIN=$1
@@ -36,4 +37,12 @@ a, b = ([json.loads(l)["loss"] for l in open(p) if '"step"' in l] for p in sys.a
 assert a == b and len(a) == 4, (a, b)
 PY
 [ $fail -eq 0 ] && echo "ok   partition auto picked $picked, bit-identical to --partition $picked"
+# A budget no strategy can work under: every rank stops, exit 1, each reason named.
+timeout 120 mpirun --oversubscribe -np 2 "$TRAIN" "${RUN[@]}" --partition auto --device-mem 4KiB > "$TMP/none.out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -q "no strategy can work on 2 devices under 4.00 KiB; tofu: cannot work" "$TMP/none.out"; then
+    echo "ok   partition auto under an impossible budget: exit 1, each strategy's reason"
+else
+    echo "FAIL partition auto under an impossible budget: exit $rc"; cat "$TMP/none.out"; fail=1
+fi
 exit $fail
