@@ -71,6 +71,14 @@ std::function<void(const SwapProgress &)> swap_progress(bool tty) {
     };
 }
 
+// The device budget in bytes: the derived one (derived_budget), else a
+// --device-mem SIZE; none when the memory plan decides.
+std::optional<int64_t> budget_bytes(const TrainOptions &o, const std::optional<DeviceBudget> &derived) {
+    if (derived) return derived->bytes;
+    if (!o.device_mem.empty() && o.device_mem != "auto") return parse_size(o.device_mem, "--device-mem");
+    return std::nullopt;
+}
+
 // The strategy to train with: --partition as given, or with auto rank 0's
 // pick (partition_choice.h), which every rank takes. One device has nothing
 // to choose.
@@ -81,10 +89,8 @@ std::string resolve_partition(const TrainOptions &o, const Machine &machine, con
     if (machine.devices() == 1) return names[0];
     int32_t pick = -1;
     if (root) {
-        const int64_t budget = derived ? derived->bytes
-                               : o.device_mem.empty() ? 0
-                                                      : parse_size(o.device_mem, "--device-mem");
-        const PartitionChoice choice = choose_partition(o.model, o.batch, o.optimizer, machine, budget,
+        const PartitionChoice choice = choose_partition(o.model, o.batch, o.optimizer, machine,
+                                                        budget_bytes(o, derived).value_or(0),
                                                         cuda ? "h100" : "cpu", std::min(2.0, o.swap_search.time_limit_s));
         std::cout << partition_choice_line(choice) << "\n" << std::flush;
         pick = static_cast<int32_t>(std::find(names.begin(), names.end(), choice.strategy) - names.begin());
@@ -108,12 +114,8 @@ RunSpec run_spec(const TrainOptions &o, const std::string &strategy, const Machi
     TESSERA_CHECK(machine.devices() == 1 || spec.partition.strategy != PartitionStrategy::Brute,
                   "--partition brute is a planning baseline for small graphs; train with tofu, data, owt or equalchop");
     o.partition_flags.apply(spec.partition);
-    if (derived) {
-        spec.budget = derived->bytes;
-        spec.budget_is_limit = derived->limit;
-    } else if (!o.device_mem.empty() && o.device_mem != "auto") {
-        spec.budget = parse_size(o.device_mem, "--device-mem");
-    }
+    spec.budget = budget_bytes(o, derived);
+    spec.budget_is_limit = derived && derived->limit;
     spec.swap.policy = o.swap;
     spec.swap.seed = o.seed;
     spec.swap.time_limit_s = o.swap_search.time_limit_s;
