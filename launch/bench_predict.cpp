@@ -165,18 +165,6 @@ void say(const BenchContext &ctx, const std::string &text) {
     if (ctx.progress) ctx.progress(text);
 }
 
-// The partition options every bench row plans with: executable (so that it
-// lowers), and weights replicable (so that `data` keeps whole weights and
-// all-reduces their gradients, and Tofu may choose to).
-PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy) {
-    PartitionOptions o;
-    o.strategy = strategy;
-    o.model = model;
-    o.executable = true;
-    o.replicate_weights = true;
-    return o;
-}
-
 }  // namespace
 
 Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer) {
@@ -214,6 +202,15 @@ BenchRow predict_single(const std::string &model, const Graph &training, const B
     return row;
 }
 
+PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy) {
+    PartitionOptions o;
+    o.strategy = strategy;
+    o.model = model;
+    o.executable = true;
+    o.replicate_weights = true;
+    return o;
+}
+
 BenchRow predict_partitioned(const std::string &model, const Graph &training, const Machine &machine,
                              PartitionStrategy strategy, const BenchContext &ctx) {
     const std::string name = partition_strategy_name(strategy);
@@ -222,9 +219,14 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
         row.strategy = name;
         return row;
     }
-    const int n = machine.devices();
-    say(ctx, fmt::format("{} on {} devices: partitioning", name, n));
+    say(ctx, fmt::format("{} on {} devices: partitioning", name, machine.devices()));
     const Plan plan = partition(training, machine, bench_partition_options(model, strategy));
+    return predict_plan(model, training, machine, plan, name, ctx);
+}
+
+BenchRow predict_plan(const std::string &model, const Graph &training, const Machine &machine, const Plan &plan,
+                      const std::string &name, const BenchContext &ctx) {
+    const int n = machine.devices();
     std::vector<RankRun> runs(static_cast<size_t>(n));
     ArenaCache arenas;
     BenchRow row;

@@ -77,6 +77,16 @@ BenchRow predict_single(const std::string &model, const Graph &training, const B
 BenchRow predict_partitioned(const std::string &model, const Graph &training, const Machine &machine,
                              PartitionStrategy strategy, const BenchContext &ctx);
 
+// The partition options every prediction plans with: executable (so that it
+// lowers), and weights replicable (so that `data` keeps whole weights and
+// all-reduces their gradients, and Tofu may choose to).
+PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy);
+
+// N = machine.devices() > 1 devices running `plan` (made by partition() for
+// `training` on `machine`, executable), named `name` in the row.
+BenchRow predict_plan(const std::string &model, const Graph &training, const Machine &machine, const Plan &plan,
+                      const std::string &name, const BenchContext &ctx);
+
 // One device under a memory budget of `budget` bytes, swapping by `policy`:
 // the swap planner's plan (roofline operator times, the roofline's host link
 // each way; the genetic search of `advisor` capped at `search_s` seconds), its

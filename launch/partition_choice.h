@@ -1,34 +1,71 @@
-// --partition auto (issue 19): the strategy whose predicted step is least.
+// --partition auto (issue 19): the partition whose predicted step is least.
 //
-// Each of tofu, data, owt and equalchop is predicted as tessera-bench predicts
-// it (bench_predict.h): the roofline of the run's device ("cpu" or "h100"),
-// the job's machine, and under a device budget every rank that does not fit
-// running the swap planner's plan (recomputation and host updates included).
-// The least predicted step wins; a strategy that cannot work under the budget
-// is skipped.
+// First each of tofu, data, owt and equalchop is predicted as tessera-bench
+// predicts it (bench_predict.h): the roofline of the run's device ("cpu" or
+// "h100"), the job's machine, and under a device budget every rank that does
+// not fit running the swap planner's plan (recomputation and host updates
+// included). A strategy that cannot work under the budget is skipped.
+//
+// Then the choice per weight: Tofu's search with each of the largest weights
+// fixed replicated or split (PartitionOptions::weights), starting from the
+// layouts of the best strategy and keeping each change that lowers the
+// predicted step (one pass, largest weight first, within `weights_s`). A
+// weight replicated saves the communication of its activations but costs
+// every device its bytes, its gradient's and its optimizer state's, which
+// under a budget are swapped; the prediction weighs the two. Where it beats
+// the best strategy, the job trains with tofu and those fixes.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_predict.h"
+#include "tessera/partition/partition.h"
 
 namespace tessera {
 
-struct PartitionChoice {
-    std::string strategy;        // the least predicted step
-    std::vector<BenchRow> rows;  // every strategy's prediction, in the order tried
+// What the choice is asked.
+struct PartitionQuestion {
+    std::string model;
+    int64_t batch = 128;  // global
+    OptimizerConfig optimizer;
+    Machine machine;
+    int64_t budget = 0;           // per device, bytes; 0: unlimited
+    RooflineDevice device = roofline_device("cpu");  // operator times and the host link
+    double search_s = 2;          // the swap planner's search per rank and prediction
+    double weights_s = 30;        // the per-weight search, at most (0: none)
+    int max_weights = 12;         // the largest weights it chooses for
+    std::function<void(const std::string &)> progress;  // one line per step of the search; may be empty
 };
 
-// Predicts every strategy for `model` at the global `batch` on `machine`
-// (budget 0: unlimited) and picks. Throws tessera::Error when none can work,
-// with each one's reason.
-PartitionChoice choose_partition(const std::string &model, int64_t batch, const OptimizerConfig &optimizer,
-                                 const Machine &machine, int64_t budget, const std::string &roofline,
-                                 double search_s);
+struct PartitionChoice {
+    std::string strategy;   // the partition strategy to train with
+    WeightLayouts weights;  // with it, the weights fixed (empty: none)
+    std::vector<BenchRow> rows;  // every strategy's prediction, then the per-weight choice's (if made)
+};
 
-// One line: "partition auto: tofu 1.20 ms, data 1.50 ms, ... -> tofu".
+// Throws tessera::Error when no strategy can work, with each one's reason.
+PartitionChoice choose_partition(const PartitionQuestion &q);
+
+// The per-weight search alone, from the layouts `start`'s plan gives the
+// largest weights: the fixes it keeps and their prediction (strategy
+// "per-weight"). `training` is bench_training_graph's for the question.
+std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, const Graph &training,
+                                                  PartitionStrategy start);
+
+// One line: "partition auto: predicted step tofu 1.20 ms, data 1.50 ms, ...;
+// training with tofu --weights a=split".
 std::string partition_choice_line(const PartitionChoice &choice);
+
+// The weights of `training` by bytes (with gradient and optimizer state),
+// largest first; ties by name.
+std::vector<std::string> weights_by_size(const Graph &training);
+
+// Each named weight's layout in `plan`: Split where it is split at every
+// level, Replicate where at none; weights split at some levels are left out.
+WeightLayouts weight_layouts_of(const Plan &plan, const std::vector<std::string> &weights);
 
 }  // namespace tessera

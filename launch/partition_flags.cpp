@@ -6,6 +6,7 @@ namespace tessera {
 
 void PartitionFlags::apply(PartitionOptions &o) const {
     if (!force.empty()) o.force = parse_force(force);
+    if (!weights.empty()) o.weights = parse_weights(weights);
     o.staged_reductions = !no_staged_reductions;
     o.replicate_weights = !no_replicate_weights;
 }
@@ -20,6 +21,10 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
     app.add_option("--force", flags.force,
                    help("fix operators' strategies at every cut: OPERATOR=VARIABLE[,...], e.g. 'bn1=n' (a '*' at "
                         "the end of a name matches every operator it prefixes; VARIABLE may be 'replicate')"));
+    app.add_option("--weights", flags.weights,
+                   help("fix weights' layouts at every cut: WEIGHT=replicate|split[,...], e.g. 'fc1.w=split' (a "
+                        "'*' at the end of a name matches every weight it prefixes); each weight's gradient and "
+                        "optimizer state follow it, and the search chooses the rest"));
     app.add_flag("--no-staged-reductions", flags.no_staged_reductions,
                  help("keep every operator that reduces inside itself (batch norm, softmax, layer norm) whole "
                       "along its reduction in the plan tessera-train runs, unless --force splits it; by default "

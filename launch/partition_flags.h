@@ -1,5 +1,5 @@
 // The flags both programs take, and the check they share (no empty values): the partition flags (--force,
-// --no-staged-reductions, --no-replicate-weights) and the swap search's, registered in one place so that their names and
+// --weights, --no-staged-reductions, --no-replicate-weights) and the swap search's, registered in one place so that their names and
 // meanings cannot drift apart between tessera-plan and tessera-train.
 #pragma once
 
@@ -14,9 +14,10 @@ namespace tessera {
 
 struct PartitionFlags {
     std::string force;               // PartitionOptions::force, as parse_force() reads it
+    std::string weights;             // PartitionOptions::weights, as parse_weights() reads it
     bool no_staged_reductions = false;  // !PartitionOptions::staged_reductions
     bool no_replicate_weights = false;
-    // Sets force (parsed: throws tessera::Error naming a malformed entry),
+    // Sets force and weights (parsed: throws tessera::Error naming a malformed entry),
     // staged_reductions and replicate_weights.
     void apply(PartitionOptions &o) const;
 };

@@ -26,6 +26,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <span>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -35,6 +36,7 @@
 #include "bench_report.h"
 #include "child_process.h"
 #include "cli_exit.h"
+#include "partition_choice.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
@@ -56,6 +58,7 @@ struct BenchArgs {
                                                                            out_path;
     int64_t batch = 128;
     std::string ratios = "1,2,4,8,16", policies = "advisor,lru,vdnn,ideal";  // budgets
+    double per_weight_s = 0;  // scaling: the per-weight search after the strategies (partition_choice.h)
     double search_s = 5;                                                    // budgets, measure: advisor's search
     std::vector<std::string> models;                                        // measure: --model, repeatable
     std::string budgets = "none", metrics_dir;                              // measure
@@ -158,6 +161,27 @@ std::vector<tessera::Machine> scaling_machines(const BenchArgs &a) {
     return out;
 }
 
+// The per-weight search (partition_choice.h) on machine m from the best of
+// its strategies' rows `these`; a row saying so when none works.
+tessera::BenchRow per_weight_row(const BenchArgs &a, const tessera::BenchContext &ctx, const tessera::Graph &training,
+                                 const tessera::Machine &m, std::span<const tessera::BenchRow> these) {
+    const tessera::BenchRow *best = nullptr;
+    for (const tessera::BenchRow &r : these)
+        if (r.note.empty() && (!best || r.step_s < best->step_s)) best = &r;
+    if (!best) return tessera::BenchRow{.model = these[0].model, .devices = m.devices(), .strategy = "per-weight",
+                                        .note = "cannot work: no strategy works to start from"};
+    tessera::PartitionQuestion q;
+    q.model = best->model;
+    q.batch = a.batch;
+    q.machine = m;
+    q.budget = ctx.device_mem;
+    q.device = ctx.device;
+    q.search_s = ctx.search_s;
+    q.weights_s = a.per_weight_s;
+    q.progress = ctx.progress;
+    return tessera::choose_weights(q, training, tessera::partition_strategy_from_name(best->strategy)).second;
+}
+
 std::string run_scaling(const BenchArgs &a) {
     if (a.model.empty()) throw UsageError{"scaling needs --model SPEC"};
     if (a.devices_text.empty() && a.machine_path.empty())
@@ -171,13 +195,16 @@ std::string run_scaling(const BenchArgs &a) {
     const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
     const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
     std::vector<tessera::BenchRow> rows;
-    for (const tessera::Machine &m : machines)
+    for (const tessera::Machine &m : machines) {
         for (tessera::PartitionStrategy s : strategies) {
             // One device is the same prediction for every strategy: no partition.
             tessera::BenchRow row = m.devices() == 1 ? single : tessera::predict_partitioned(model, training, m, s, ctx);
             row.strategy = tessera::partition_strategy_name(s);
             rows.push_back(row);
         }
+        if (a.per_weight_s > 0 && m.devices() > 1)
+            rows.push_back(per_weight_row(a, ctx, training, m, std::span(rows).last(strategies.size())));
+    }
     tessera::fill_speedups(rows, single);
     tessera::BenchHeader h = header_for("scaling", model, machines.back(), a);
     if (machines.size() > 1) h.machine += a.machine_path.empty() ? " at the largest count; each count flat"
@@ -239,6 +266,7 @@ std::string run_models(const BenchArgs &a) {
         std::vector<tessera::BenchRow> these;
         for (tessera::PartitionStrategy s : strategies)
             these.push_back(tessera::predict_partitioned(model, training, machine, s, ctx));
+        if (a.per_weight_s > 0 && machine.devices() > 1) these.push_back(per_weight_row(a, ctx, training, machine, these));
         these.push_back(single);
         tessera::fill_speedups(these, single);
         rows.insert(rows.end(), these.begin(), these.end());
@@ -391,6 +419,11 @@ void add_flags(CLI::App &app, BenchArgs &a) {
         ->capture_default_str();
     app.add_option("--roofline", a.roofline, "Roofline preset for operator times and the host link: cpu or h100")
         ->capture_default_str();
+    app.add_option("--per-weight", a.per_weight_s,
+                   "scaling, models: after the strategies, seconds for the per-weight search from the best of them (Tofu "
+                   "with each of the largest weights replicated or split, as tessera-train --partition auto does); "
+                   "0: none")
+        ->check(CLI::NonNegativeNumber);
     app.add_option("--strategies", a.strategies,
                    "Partition strategies, comma separated (scaling: tofu,data,owt,equalchop; models: tofu,data,owt)");
     app.add_option("--format", a.format, "Output format: table, json or html (a page with plots)")

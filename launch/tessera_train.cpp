@@ -131,8 +131,12 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--partition", o.partition,
                    "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt, equalchop, or "
                    "auto (the one whose step tessera-bench's simulator predicts least, under --device-mem after "
-                   "swapping)")
+                   "swapping, then each of the largest weights replicated or split where that predicts less)")
         ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop", "auto"}))
+        ->capture_default_str();
+    app.add_option("--partition-search-time", o.partition_search_s,
+                   "With --partition auto: seconds the per-weight search may take after the four strategies are "
+                   "predicted (0: none)")
         ->capture_default_str();
     tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");
     app.add_option("--plan", o.plan_path,

@@ -56,6 +56,10 @@ void check_options(const TrainOptions &o) {
                   o.lr_schedule, "'; valid: constant, cosine");
     TESSERA_CHECK(o.partition != "auto" || o.plan_path.empty(), "--partition auto chooses a strategy, and --plan ",
                   o.plan_path, " gives one; use either");
+    TESSERA_CHECK(o.partition != "auto" || o.partition_flags.weights.empty(), "--partition auto chooses each "
+                  "weight's layout, and --weights ", o.partition_flags.weights, " fixes them; use either");
+    TESSERA_CHECK(o.partition_search_s >= 0, "--partition-search-time must be non-negative, got ",
+                  o.partition_search_s);
 }
 
 // The swap planner's progress, once a second (and at the last generation).
@@ -79,29 +83,51 @@ std::optional<int64_t> budget_bytes(const TrainOptions &o, const std::optional<D
     return std::nullopt;
 }
 
-// The strategy to train with: --partition as given, or with auto rank 0's
-// pick (partition_choice.h), which every rank takes. One device has nothing
-// to choose.
-std::string resolve_partition(const TrainOptions &o, const Machine &machine, const std::optional<DeviceBudget> &derived,
-                              bool cuda, bool root) {
-    if (o.partition != "auto") return o.partition;
-    const std::vector<std::string> names = partition_strategy_names();
-    if (machine.devices() == 1) return names[0];
-    int32_t pick = -1;
+// The partition to train with: --partition (and --weights) as given, or
+// with auto rank 0's choice (partition_choice.h), which every rank takes. One
+// device has nothing to choose.
+struct PartitionPick {
+    std::string strategy;
+    WeightLayouts weights;  // fixed by auto's per-weight search; empty otherwise
+};
+
+// Rank 0's text to every rank: its length, then its bytes.
+std::string broadcast_text(Communicator &comm, std::string text) {
+    int64_t size = static_cast<int64_t>(text.size());
+    comm.broadcast(&size, sizeof size, 0, comm.world_group());
+    text.resize(static_cast<size_t>(size));
+    comm.broadcast(text.data(), text.size(), 0, comm.world_group());
+    return text;
+}
+
+PartitionPick resolve_partition(const TrainOptions &o, const Machine &machine,
+                                const std::optional<DeviceBudget> &derived, bool cuda, bool root) {
+    if (o.partition != "auto") return {o.partition, {}};
+    if (machine.devices() == 1) return {partition_strategy_names()[0], {}};
+    std::string picked;  // "STRATEGY WEIGHTS"
     if (root) {
-        const PartitionChoice choice = choose_partition(o.model, o.batch, o.optimizer, machine,
-                                                        budget_bytes(o, derived).value_or(0),
-                                                        cuda ? "h100" : "cpu", std::min(2.0, o.swap_search.time_limit_s));
+        PartitionQuestion q;
+        q.model = o.model;
+        q.batch = o.batch;
+        q.optimizer = o.optimizer;
+        q.machine = machine;
+        q.budget = budget_bytes(o, derived).value_or(0);
+        q.device = roofline_device(cuda ? "h100" : "cpu");
+        q.search_s = std::min(2.0, o.swap_search.time_limit_s);
+        q.weights_s = o.partition_search_s;
+        q.progress = [](const std::string &line) { std::cout << line << "\n" << std::flush; };
+        const PartitionChoice choice = choose_partition(q);
         std::cout << partition_choice_line(choice) << "\n" << std::flush;
-        pick = static_cast<int32_t>(std::find(names.begin(), names.end(), choice.strategy) - names.begin());
+        picked = choice.strategy + " " + format_weights(choice.weights);
     }
-    std::vector<int32_t> picks(static_cast<size_t>(o.comm->size()));
-    o.comm->all_gather(&pick, picks.data(), sizeof pick, o.comm->world_group());
-    return names.at(static_cast<size_t>(picks[0]));
+    picked = broadcast_text(*o.comm, picked);
+    const size_t space = picked.find(' ');
+    const std::string weights = picked.substr(space + 1);
+    return {picked.substr(0, space), weights.empty() ? WeightLayouts{} : parse_weights(weights)};
 }
 
 // What this rank plans: the model on the job's machine (job_machine.h).
-RunSpec run_spec(const TrainOptions &o, const std::string &strategy, const Machine &machine, int rank, bool root,
+RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine &machine, int rank, bool root,
                  const std::optional<DeviceBudget> &derived) {
     RunSpec spec;
     spec.model = o.model;
@@ -110,10 +136,11 @@ RunSpec run_spec(const TrainOptions &o, const std::string &strategy, const Machi
     spec.machine = machine;
     spec.rank = rank;
     spec.log_stages = root;
-    spec.partition.strategy = partition_strategy_from_name(strategy);
+    spec.partition.strategy = partition_strategy_from_name(pick.strategy);
     TESSERA_CHECK(machine.devices() == 1 || spec.partition.strategy != PartitionStrategy::Brute,
                   "--partition brute is a planning baseline for small graphs; train with tofu, data, owt or equalchop");
     o.partition_flags.apply(spec.partition);
+    if (!pick.weights.empty()) spec.partition.weights = pick.weights;
     spec.budget = budget_bytes(o, derived);
     spec.budget_is_limit = derived && derived->limit;
     spec.swap.policy = o.swap;
@@ -273,8 +300,8 @@ TrainResult run_training(const TrainOptions &o) {
                   << std::flush;
     const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus);
     DeviceSlot slot(choice);
-    const std::string strategy = resolve_partition(o, machine.machine, budget, choice.cuda, root);
-    const RunPlan run = plan_run(run_spec(o, strategy, machine.machine, rank, root, budget), slot.profiler(root));
+    const PartitionPick pick = resolve_partition(o, machine.machine, budget, choice.cuda, root);
+    const RunPlan run = plan_run(run_spec(o, pick, machine.machine, rank, root, budget), slot.profiler(root));
     if (sharded)
         agree_across_ranks(*o.comm, "partition plans", plan_identity(*run.partition),
                            "the ranks' machine files (--machine) or builds differ");

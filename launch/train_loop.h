@@ -63,6 +63,9 @@ struct TrainOptions {
     // every rank plans the same partition (tofu, data, owt or equalchop) and
     // runs its lowered graph. Rank 0 reports and writes files.
     std::string partition = "tofu";
+    // With --partition auto: seconds its per-weight search may take (0: only
+    // the four strategies are compared).
+    double partition_search_s = 30;
     PartitionFlags partition_flags;  // --force, --no-staged-reductions, --no-replicate-weights
     std::string plan_path;           // --plan: plans made by tessera-plan, run instead of searching
     // The machine planned on (job_machine.h): the launch's nodes x ranks per

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cost.h"
@@ -77,6 +78,7 @@ public:
             slot_converted_[n].assign(in_[n].size() + out_[n].size(), false);
         classify_for_owt();
         match_forced();
+        match_weights();
     }
 
     // Runs every cut; fills the plan's per-level and per-step fields.
@@ -191,6 +193,60 @@ private:
         }
     }
 
+    // Which tensor groups PartitionOptions::weights fixes: each named weight's,
+    // its gradients' and its optimizer state's.
+    void match_weights() {
+        weight_fix_.assign(co_.num_tensor_groups, std::nullopt);
+        for (const auto &[pattern, layout] : opts_.weights) {
+            const bool prefix = !pattern.empty() && pattern.back() == '*';
+            const std::string stem = prefix ? pattern.substr(0, pattern.size() - 1) : pattern;
+            int matched = 0;
+            for (TensorId t = 0; t < g_.num_tensors(); t++) {
+                const std::string &name = g_.tensor(t).name;
+                if (g_.tensor(t).role != TensorRole::Param || (prefix ? name.rfind(stem, 0) != 0 : name != stem))
+                    continue;
+                matched++;
+                for (TensorId s : weight_states(t)) fix_group(co_.tensor_group[s], layout, name);
+            }
+            TESSERA_CHECK(matched > 0, "--weights '", pattern, "': the training graph has no weight named '", pattern,
+                          "' (tessera-plan --format table lists the tensors; weights have role param)");
+        }
+    }
+
+    // A weight, its gradients, and the optimizer state its updates read and write.
+    std::vector<TensorId> weight_states(TensorId w) const {
+        std::vector<TensorId> out{w};
+        for (TensorId t = 0; t < g_.num_tensors(); t++)
+            if (t != w && primal_of(g_, t) == w && g_.tensor(t).role == TensorRole::Gradient) out.push_back(t);
+        for (const Node &n : g_.nodes()) {
+            if (!n.optimizer || std::find(n.inputs.begin(), n.inputs.end(), w) == n.inputs.end()) continue;
+            for (TensorId t : n.inputs)
+                if (is_weight_state(g_, t)) out.push_back(t);
+            for (TensorId t : n.outputs)
+                if (is_weight_state(g_, t)) out.push_back(t);
+        }
+        return out;
+    }
+
+    void fix_group(int gid, WeightLayout layout, const std::string &weight) {
+        TESSERA_CHECK(!weight_fix_[gid] || *weight_fix_[gid] == layout, "--weights: '", weight,
+                      "' shares its partition group with a weight fixed the other way; fix both alike, or plan "
+                      "with --no-coarsen");
+        weight_fix_[gid] = layout;
+    }
+
+    // A fixed weight's group keeps only the layouts of its fix: the splits, or
+    // replicated and partial sums. A split fix with no dimension to split
+    // leaves the group replicated, as any such tensor is.
+    std::vector<Layout> keep_fixed(int gid, std::vector<Layout> all) const {
+        if (!weight_fix_[gid]) return all;
+        const bool split = *weight_fix_[gid] == WeightLayout::Split;
+        std::vector<Layout> kept;
+        for (const Layout &lay : all)
+            if (lay.is_split() == split) kept.push_back(lay);
+        return kept.empty() ? std::vector<Layout>{Layout::replicated()} : kept;
+    }
+
     void keep_forced(NodeId n, std::vector<NodeOption> &options, int k, int level) const {
         const std::string &var = forced_[n];
         std::vector<NodeOption> kept;
@@ -269,8 +325,11 @@ private:
                 else note_replicated_tensor(gid, k, level, notes);
                 continue;
             }
-            if (!inside_partial && persistent_[gid] && opts_.replicate_weights) all.push_back(Layout::replicated());
-            if (level == 0 && partial_ok_[gid] && opts_.replicate_weights) all.push_back(Layout::partial());
+            const bool replicable =
+                opts_.replicate_weights || weight_fix_[gid] == std::optional{WeightLayout::Replicate};
+            if (!inside_partial && persistent_[gid] && replicable) all.push_back(Layout::replicated());
+            if (level == 0 && partial_ok_[gid] && replicable) all.push_back(Layout::partial());
+            all = keep_fixed(gid, std::move(all));
             std::vector<Layout> kept;
             for (const Layout &lay : all)
                 if (allowed(gid, lay, t, level)) kept.push_back(lay);
@@ -490,6 +549,7 @@ private:
     std::vector<std::vector<std::string>> node_labels_;
     std::vector<std::vector<bool>> slot_converted_;
     std::vector<std::string> forced_;  // per node: the forced variable, or ""
+    std::vector<std::optional<WeightLayout>> weight_fix_;  // per tensor group: PartitionOptions::weights
 
     int noted_tensors_ = 0, noted_ops_ = 0;
 };
@@ -546,6 +606,24 @@ MemoryFootprint footprint(const Graph &g, const std::vector<int64_t> &bytes) {
     return m;
 }
 
+// "A=B,C=D" as its pairs; throws naming `flag` and the bad entry.
+std::vector<std::pair<std::string, std::string>> split_assignments(const std::string &text, const char *flag,
+                                                                   const char *expected) {
+    std::vector<std::pair<std::string, std::string>> out;
+    size_t at = 0;
+    while (at <= text.size()) {
+        size_t end = text.find(',', at);
+        if (end == std::string::npos) end = text.size();
+        std::string item = text.substr(at, end - at);
+        size_t eq = item.find('=');
+        TESSERA_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), flag, ": bad entry '", item,
+                      "'; expected ", expected);
+        out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
+        at = end + 1;
+    }
+    return out;
+}
+
 }  // namespace
 
 const char *partition_strategy_name(PartitionStrategy s) { return kStrategyNames[static_cast<int>(s)]; }
@@ -559,18 +637,23 @@ PartitionStrategy partition_strategy_from_name(const std::string &name) {
 }
 
 std::vector<std::pair<std::string, std::string>> parse_force(const std::string &text) {
-    std::vector<std::pair<std::string, std::string>> out;
-    size_t at = 0;
-    while (at <= text.size()) {
-        size_t end = text.find(',', at);
-        if (end == std::string::npos) end = text.size();
-        std::string item = text.substr(at, end - at);
-        size_t eq = item.find('=');
-        TESSERA_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < item.size(), "--force: bad entry '", item,
-                      "'; expected OPERATOR=VARIABLE, e.g. 'bn1=n' or 'block1.conv1=oh'");
-        out.emplace_back(item.substr(0, eq), item.substr(eq + 1));
-        at = end + 1;
+    return split_assignments(text, "--force", "OPERATOR=VARIABLE, e.g. 'bn1=n' or 'block1.conv1=oh'");
+}
+
+WeightLayouts parse_weights(const std::string &text) {
+    WeightLayouts out;
+    for (const auto &[name, value] : split_assignments(text, "--weights", "WEIGHT=replicate|split, e.g. 'fc1.w=split'")) {
+        TESSERA_CHECK(value == "replicate" || value == "split", "--weights '", name, "=", value,
+                      "': a weight is 'replicate' or 'split'");
+        out.emplace_back(name, value == "split" ? WeightLayout::Split : WeightLayout::Replicate);
     }
+    return out;
+}
+
+std::string format_weights(const WeightLayouts &weights) {
+    std::string out;
+    for (const auto &[name, layout] : weights)
+        out += (out.empty() ? "" : ",") + name + (layout == WeightLayout::Split ? "=split" : "=replicate");
     return out;
 }
 

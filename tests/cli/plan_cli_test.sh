@@ -328,6 +328,12 @@ expect force-unknown-op 1 "--force 'nope=m': the training graph has no operator 
 expect force-unknown-var 1 "--force 'loss=zz': softmax_xent 'loss' has no strategy 'zz'; valid: n, c, replicate" -- "$PLAN" --model mlp --devices 2 --force loss=zz
 expect force-bad-entry 1 "--force: bad entry 'loss'; expected OPERATOR=VARIABLE" -- "$PLAN" --model mlp --devices 2 --force loss
 expect force-staged 0 "split c (all-reduce inside)" -- "$PLAN" --model mlp --devices 2 --force loss=c --executable
+expect weights-unknown 1 "--weights 'nope': the training graph has no weight named 'nope'" -- "$PLAN" --model mlp --devices 2 --weights nope=split
+expect weights-bad-value 1 "--weights 'fc1.w=half': a weight is 'replicate' or 'split'" -- "$PLAN" --model mlp --devices 2 --weights fc1.w=half
+expect weights-bad-entry 1 "--weights: bad entry 'fc1.w'; expected WEIGHT=replicate|split" -- "$PLAN" --model mlp --devices 2 --weights fc1.w
+# The free search splits mlp's weights on 2 devices; fixed, they are whole.
+expect weights-free-split 0 "fc2.w            param       [1024, 1024]  split(0)" -- "$PLAN" --model mlp --devices 2
+expect weights-replicate 0 "fc2.w            param       [1024, 1024]  replicated" -- "$PLAN" --model mlp --devices 2 --weights 'fc*=replicate'
 TESSERA_LOG=swap "$PLAN" "${SW[@]}" --device-mem 16MiB --format json >"$TMP/log.json" 2>"$TMP/log.txt" || fail=1
 grep -q "^---- swap ----" "$TMP/log.txt" && grep -q "^(advisor)" "$TMP/log.txt" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
     "$TMP/log.json" && echo "ok   log-swap" || { echo "FAIL log-swap: $(head -3 "$TMP/log.txt")"; fail=1; }

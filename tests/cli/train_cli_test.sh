@@ -19,6 +19,8 @@ expect unknown-model-lists 1 "transformer" -- "$TRAIN" --model resnet
 expect bad-param 1 "hidden" -- "$TRAIN" --model mlp:hidden=0
 expect unknown-flag 2 "--bogus" -- "$TRAIN" --bogus
 expect partition-auto-plan 1 "--partition auto chooses a strategy, and --plan" -- "$TRAIN" --model mlp --partition auto --plan "$TMP/none.json"
+expect partition-auto-weights 1 "--partition auto chooses each weight's layout, and --weights fc1.w=split fixes them" -- "$TRAIN" --model mlp --partition auto --weights fc1.w=split
+expect partition-search-time 1 "--partition-search-time must be non-negative, got -1" -- "$TRAIN" --model mlp --partition auto --partition-search-time -1
 expect gemm-unknown 1 "TESSERA_GEMM: unknown GEMM kernel 'blass'; valid: blas, halide" -- env TESSERA_GEMM=blass "$TRAIN" --model mlp --steps 1
 expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'memroy'" -- env TESSERA_LOG=graph,memroy "$TRAIN" --model mlp --steps 1
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1

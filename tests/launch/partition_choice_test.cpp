@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <climits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "expect_error.h"
 #include "partition_choice.h"
@@ -16,11 +19,33 @@ using test::error_of;
 
 const std::string kLstm = "lstm:layers=4,hidden=512,seq=4,vocab=64";
 
+// The question of these tests: the lstm at batch 32 on the cpu roofline, the
+// swap planner searching 0.2 s, and no per-weight search unless asked.
+PartitionQuestion question(const Machine &machine, int64_t budget = 0, double weights_s = 0) {
+    PartitionQuestion q;
+    q.model = kLstm;
+    q.batch = 32;
+    q.machine = machine;
+    q.budget = budget;
+    q.search_s = 0.2;
+    q.weights_s = weights_s;
+    return q;
+}
+
+BenchRow predict_fixed(const Graph &training, const Machine &machine, const WeightLayouts &weights) {
+    PartitionOptions o = bench_partition_options(kLstm, PartitionStrategy::Tofu);
+    o.weights = weights;
+    BenchContext ctx;
+    ctx.device = roofline_device("cpu");
+    ctx.batch = 32;
+    return predict_plan(kLstm, training, machine, partition(training, machine, o), "fixed", ctx);
+}
+
 // The pick against each strategy predicted here, one by one, as tessera-bench
 // predicts it.
 TEST(PartitionChoice, PicksTheLeastPredictedStep) {
     const Machine machine = flat_machine(2);
-    const PartitionChoice c = choose_partition(kLstm, 32, {}, machine, 0, "cpu", 0.2);
+    const PartitionChoice c = choose_partition(question(machine));
     ASSERT_EQ(c.rows.size(), 4u);
     BenchContext ctx;
     ctx.device = roofline_device("cpu");
@@ -44,7 +69,7 @@ TEST(PartitionChoice, PicksTheLeastPredictedStep) {
 // work; a budget below any operator's need is an error.
 TEST(PartitionChoice, UnderABudgetThePickIsTheLeastThatWorks) {
     const Machine machine = flat_machine(2);
-    const PartitionChoice tight = choose_partition(kLstm, 32, {}, machine, 52 << 20, "cpu", 0.2);
+    const PartitionChoice tight = choose_partition(question(machine, 52 << 20));
     for (const BenchRow &r : tight.rows)
         if (r.note.empty()) EXPECT_LE(r.memory_bytes, 52 << 20) << r.strategy;
     double least = 1e300;
@@ -52,10 +77,86 @@ TEST(PartitionChoice, UnderABudgetThePickIsTheLeastThatWorks) {
         if (r.note.empty()) least = std::min(least, r.step_s);
     for (const BenchRow &r : tight.rows)
         if (r.strategy == tight.strategy) EXPECT_EQ(r.step_s, least);
-    const std::string msg = error_of([&] { choose_partition(kLstm, 32, {}, machine, 4096, "cpu", 0.2); });
+    const std::string msg = error_of([&] { choose_partition(question(machine, 4096)); });
     EXPECT_NE(msg.find("--partition auto: no strategy can work on 2 devices under 4.00 KiB; tofu: "),
               std::string::npos)
         << msg;
+}
+
+// The per-weight search ends where no single weight's change (replicated,
+// split or free) predicts a shorter step, each such change predicted here
+// independently, and its row is what the test predicts for its fixes.
+TEST(PartitionChoice, PerWeightSearchEndsWhereNoSingleChangeHelps) {
+    const Machine machine = flat_machine(2);
+    PartitionQuestion q = question(machine, 0, 600);
+    q.max_weights = 4;
+    const Graph training = bench_training_graph(kLstm, 32);
+    std::vector<std::string> names = weights_by_size(training);
+    names.resize(4);
+    for (PartitionStrategy start : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel}) {
+        const auto [fixes, row] = choose_weights(q, training, start);
+        ASSERT_TRUE(row.note.empty()) << row.note;
+        EXPECT_EQ(row.strategy, "per-weight");
+        EXPECT_DOUBLE_EQ(predict_fixed(training, machine, fixes).step_s, row.step_s);
+        for (const auto &[name, layout] : fixes)
+            EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+        for (const std::string &name : names)
+            for (std::optional<WeightLayout> alt : {std::optional{WeightLayout::Replicate},
+                                                    std::optional{WeightLayout::Split}, std::optional<WeightLayout>{}}) {
+                WeightLayouts trial = fixes;
+                std::erase_if(trial, [&](const auto &w) { return w.first == name; });
+                if (alt) trial.emplace_back(name, *alt);
+                EXPECT_GE(predict_fixed(training, machine, trial).step_s, row.step_s) << name;
+            }
+        // Never worse than where it started: the start strategy's own layouts.
+        EXPECT_LE(row.step_s, predict_fixed(training, machine,
+                                            weight_layouts_of(partition(training, machine,
+                                                                        bench_partition_options(kLstm, start)),
+                                                              names)).step_s);
+    }
+}
+
+// The pick is the per-weight fixes (with tofu) only where they beat every
+// strategy, and the least strategy otherwise.
+TEST(PartitionChoice, PerWeightFixesArePickedOnlyWhenTheyBeatEveryStrategy) {
+    PartitionQuestion q = question(flat_machine(2), 0, 600);
+    q.max_weights = 4;
+    const PartitionChoice c = choose_partition(q);
+    ASSERT_EQ(c.rows.size(), 5u);
+    const BenchRow &mine = c.rows.back();
+    double least = 1e300;
+    std::string least_name;
+    for (size_t i = 0; i < 4; i++)
+        if (c.rows[i].step_s < least) least = c.rows[i].step_s, least_name = c.rows[i].strategy;
+    if (mine.step_s < least) {
+        EXPECT_EQ(c.strategy, "tofu");
+        EXPECT_FALSE(c.weights.empty());
+    } else {
+        EXPECT_EQ(c.strategy, least_name);
+        EXPECT_TRUE(c.weights.empty());
+    }
+    const std::string line = partition_choice_line(c);
+    EXPECT_NE(line.find(" per-weight "), std::string::npos) << line;
+    EXPECT_EQ(line.find("--weights") != std::string::npos, !c.weights.empty()) << line;
+}
+
+// weight_layouts_of reads a plan's weights: data parallelism replicates each.
+TEST(PartitionChoice, WeightLayoutsOfAPlan) {
+    const Graph training = bench_training_graph(kLstm, 32);
+    const std::vector<std::string> names = weights_by_size(training);
+    ASSERT_GE(names.size(), 3u);
+    const Plan data = partition(training, flat_machine(2), bench_partition_options(kLstm, PartitionStrategy::DataParallel));
+    const WeightLayouts w = weight_layouts_of(data, names);
+    ASSERT_EQ(w.size(), names.size());
+    for (const auto &[name, layout] : w) EXPECT_EQ(layout, WeightLayout::Replicate) << name;
+    int64_t last = INT64_MAX;
+    for (const std::string &name : names) {
+        for (const TensorInfo &t : training.tensors())
+            if (t.name == name) {
+                EXPECT_LE(t.type.bytes(), last) << name;
+                last = t.type.bytes();
+            }
+    }
 }
 
 }  // namespace

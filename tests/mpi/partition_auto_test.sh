@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --partition auto under mpirun -np 2: rank 0 prints every strategy's
-# predicted step and trains with the least; every rank takes that pick, and
+# predicted step and the per-weight search's, and trains with the least;
+# every rank takes that pick, and
 # the run's losses are bit-identical to a run that names the same strategy.
 # Under a budget no strategy can work under, the job stops with each reason.
 #   partition_auto_test.sh TESSERA_TRAIN
@@ -14,22 +15,32 @@ RUN=(--model mlp:layers=3,hidden=64,input=32,classes=4 --data synthetic --synthe
 fail=0
 mpirun --oversubscribe -np 2 "$TRAIN" "${RUN[@]}" --partition auto --metrics "$TMP/auto.jsonl" > "$TMP/auto.out" 2>&1 \
     || { echo "FAIL auto run"; cat "$TMP/auto.out"; exit 1; }
-line=$(grep "^partition auto:" "$TMP/auto.out") || { echo "FAIL no 'partition auto:' line"; cat "$TMP/auto.out"; exit 1; }
+line=$(grep "^partition auto: predicted step" "$TMP/auto.out") || { echo "FAIL no 'partition auto:' line"; cat "$TMP/auto.out"; exit 1; }
 echo "$line"
-# The pick is the least of the printed predictions, and the plan is its.
+# The pick is the least of the printed predictions (the four strategies and
+# the per-weight search's), and the plan is its: a strategy, or tofu with the
+# per-weight search's --weights.
 picked=$(python3 - "$line" <<'PY'
 import re, sys
 line = sys.argv[1]
 units = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-rows = {n: float(v) * units[u] for n, v, u in re.findall(r" (tofu|data|owt|equalchop) ([0-9.]+) (s|ms|us|ns)", line)}
-assert len(rows) == 4, line
+rows = {n: float(v) * units[u]
+        for n, v, u in re.findall(r" (tofu|data|owt|equalchop|per-weight) ([0-9.]+) (s|ms|us|ns)", line)}
+assert len(rows) == 5, line
 least = min(rows, key=rows.get)
-assert line.endswith("training with " + least), (least, line)
-print(least)
+if least == "per-weight":
+    m = re.search(r"training with tofu --weights (\S+)$", line)
+    assert m, line
+    print("tofu --weights " + m.group(1))
+else:
+    assert line.endswith("training with " + least), (least, line)
+    print(least)
 PY
 ) || { echo "FAIL the pick is not the least predicted step"; fail=1; }
-grep -q "^partition $picked over 2 ranks" "$TMP/auto.out" || { echo "FAIL the run did not train with $picked"; fail=1; }
-mpirun --oversubscribe -np 2 "$TRAIN" "${RUN[@]}" --partition "$picked" --metrics "$TMP/named.jsonl" > "$TMP/named.out" 2>&1 \
+strategy=${picked%% *}
+grep -q "^partition $strategy over 2 ranks" "$TMP/auto.out" || { echo "FAIL the run did not train with $strategy"; fail=1; }
+# shellcheck disable=SC2086  # "tofu --weights LIST" is two words of arguments
+mpirun --oversubscribe -np 2 "$TRAIN" "${RUN[@]}" --partition $picked --metrics "$TMP/named.jsonl" > "$TMP/named.out" 2>&1 \
     || { echo "FAIL --partition $picked run"; cat "$TMP/named.out"; exit 1; }
 python3 - "$TMP/auto.jsonl" "$TMP/named.jsonl" <<'PY' || { echo "FAIL losses differ from --partition $picked"; fail=1; }
 import json, sys

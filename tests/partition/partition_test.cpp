@@ -5,6 +5,9 @@
 #include <map>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -506,6 +509,91 @@ TEST(PartitionErrors, BadStrategyAndCuts) {
     test::expect_error([&] { partition(g, flat_machine(8), o); }, "the cuts multiply to 4");
     o.cuts = {1, 8};
     test::expect_error([&] { partition(g, flat_machine(8), o); }, "a cut must split at least 2 ways");
+}
+
+// PartitionOptions::weights: a fixed weight, its gradient and its optimizer
+// state take the fixed layout at every level, the rest is the search's, and
+// a restriction of the search never moves fewer bytes than the free search.
+std::vector<std::string> states_of(const Graph &g, const std::string &weight) {
+    std::vector<std::string> out{weight, weight + ".adam_m", weight + ".adam_v"};
+    for (const TensorInfo &t : g.tensors())
+        if (t.role == TensorRole::Gradient && t.grad_of != kNoTensor && g.tensor(t.grad_of).name == weight)
+            out.push_back(t.name);
+    return out;
+}
+
+const TensorPlan &tensor_plan(const Plan &p, const std::string &name) {
+    for (const TensorPlan &t : p.tensors)
+        if (t.tensor == name) return t;
+    throw std::runtime_error("no tensor " + name);
+}
+
+std::vector<std::string> params_of(const Graph &g) {
+    std::vector<std::string> out;
+    for (const TensorInfo &t : g.tensors())
+        if (t.role == TensorRole::Param && t.type.rank() == 2) out.push_back(t.name);
+    return out;
+}
+
+TEST(PartitionWeights, SplitFixHoldsTheWeightAndItsStateSplitAtEveryLevel) {
+    // A large batch: the free search is data parallel.
+    Model m = build_model("mlp:layers=2,hidden=8,input=8,classes=4", 4800);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{.kind = OptimizerConfig::Kind::Adam});
+    const std::vector<std::string> weights = params_of(m.graph);
+    ASSERT_GE(weights.size(), 2u);
+    const Plan free = partition(m.graph, flat_machine(4));
+    // The last layer's weight is replicated (the first's ties with a split).
+    const std::string w = weights.back();
+    for (const Layout &l : tensor_plan(free, w).layout) ASSERT_FALSE(l.is_split()) << w;
+    PartitionOptions o;
+    o.weights = {{w, WeightLayout::Split}};
+    const Plan fixed = partition(m.graph, flat_machine(4), o);
+    ASSERT_EQ(fixed.cuts.size(), 2u);
+    for (const std::string &t : states_of(m.graph, w))
+        for (const Layout &l : tensor_plan(fixed, t).layout) EXPECT_TRUE(l.is_split()) << t;
+    for (const std::string &other : weights)
+        if (other != w) EXPECT_EQ(tensor_plan(fixed, other).layout, tensor_plan(free, other).layout) << other;
+    EXPECT_GT(fixed.comm_bytes, free.comm_bytes);
+    EXPECT_LT(fixed.memory.weights, free.memory.weights);
+}
+
+TEST(PartitionWeights, ReplicateFixHoldsEvenWhereTheSearchMayNotReplicate) {
+    Model m = build_model("mlp:layers=2,hidden=64,input=32,classes=8", 8);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{.kind = OptimizerConfig::Kind::Adam});
+    const std::vector<std::string> weights = params_of(m.graph);
+    PartitionOptions o;
+    o.replicate_weights = false;
+    const Plan free = partition(m.graph, flat_machine(4), o);
+    for (const std::string &w : weights) EXPECT_TRUE(tensor_plan(free, w).layout[0].is_split()) << w;
+    o.weights = {{weights[1], WeightLayout::Replicate}};
+    const Plan fixed = partition(m.graph, flat_machine(4), o);
+    for (const std::string &t : states_of(m.graph, weights[1]))
+        for (const Layout &l : tensor_plan(fixed, t).layout) EXPECT_FALSE(l.is_split()) << t;
+    EXPECT_TRUE(tensor_plan(fixed, weights[0]).layout[0].is_split());
+    EXPECT_GE(fixed.comm_bytes, free.comm_bytes);
+    // A prefix matches every weight it starts; here all of them.
+    o.weights = {{"*", WeightLayout::Replicate}};
+    const Plan all = partition(m.graph, flat_machine(4), o);
+    for (const std::string &w : weights)
+        for (const Layout &l : tensor_plan(all, w).layout) EXPECT_FALSE(l.is_split()) << w;
+}
+
+TEST(PartitionWeights, ParseFormatAndErrors) {
+    const WeightLayouts w = parse_weights("fc1.w=split,fc2.*=replicate");
+    ASSERT_EQ(w.size(), 2u);
+    EXPECT_EQ(w[0], (std::pair<std::string, WeightLayout>{"fc1.w", WeightLayout::Split}));
+    EXPECT_EQ(w[1], (std::pair<std::string, WeightLayout>{"fc2.*", WeightLayout::Replicate}));
+    EXPECT_EQ(format_weights(w), "fc1.w=split,fc2.*=replicate");
+    EXPECT_EQ(parse_weights(format_weights(w)), w);
+    test::expect_error([] { parse_weights("fc1.w"); }, "--weights: bad entry 'fc1.w'; expected WEIGHT=replicate|split");
+    test::expect_error([] { parse_weights("fc1.w=half"); }, "--weights 'fc1.w=half': a weight is 'replicate' or 'split'");
+    test::expect_error([] { parse_force("bn1"); }, "--force: bad entry 'bn1'; expected OPERATOR=VARIABLE");
+    Model m = build_model("mlp:layers=2,hidden=8", 16);
+    make_training_graph(m.graph, m.loss, OptimizerConfig{});
+    PartitionOptions o;
+    o.weights = {{"nope", WeightLayout::Split}};
+    test::expect_error([&] { partition(m.graph, flat_machine(2), o); },
+                       "--weights 'nope': the training graph has no weight named 'nope'");
 }
 
 }  // namespace

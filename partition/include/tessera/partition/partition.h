@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/graph/graph.h"
@@ -38,6 +39,13 @@ const char *partition_strategy_name(PartitionStrategy s);
 // Throws tessera::Error listing the valid names.
 PartitionStrategy partition_strategy_from_name(const std::string &name);
 std::vector<std::string> partition_strategy_names();
+
+// How PartitionOptions::weights holds a weight at every cut.
+enum class WeightLayout : uint8_t {
+    Replicate,  // whole on every device (its gradient all-reduced)
+    Split,      // split along one of its dimensions, never replicated
+};
+using WeightLayouts = std::vector<std::pair<std::string, WeightLayout>>;
 
 struct PartitionOptions {
     PartitionStrategy strategy = PartitionStrategy::Tofu;
@@ -61,6 +69,13 @@ struct PartitionOptions {
     // "replicate"). A name ending in '*' matches every operator it prefixes. So
     // that tests and users can run a path the search would not choose.
     std::vector<std::pair<std::string, std::string>> force;
+    // Weights whose layout is fixed at every cut, by parameter name (a name
+    // ending in '*' matches every parameter it prefixes); the fix holds for the
+    // weight's gradient and optimizer state too, and the search chooses the
+    // rest. The memory-aware choice (tessera-train --partition auto) sets it
+    // per weight; --weights by hand. Replicate holds even without
+    // replicate_weights.
+    WeightLayouts weights;
     // Replaces the solver of every cut (tests use it to check the DP against
     // brute force on each cut of a recursion).
     CutSolver solver;
@@ -71,5 +86,9 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
 // Parses "NAME=VAR[,NAME=VAR...]" (tessera-plan and tessera-train --force);
 // throws tessera::Error naming the bad entry.
 std::vector<std::pair<std::string, std::string>> parse_force(const std::string &text);
+// Parses "NAME=replicate|split[,...]" (--weights); throws tessera::Error
+// naming the bad entry. format_weights writes what parse_weights reads.
+WeightLayouts parse_weights(const std::string &text);
+std::string format_weights(const WeightLayouts &weights);
 
 }  // namespace tessera
