@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <variant>
 
 #include <fmt/format.h>
 
@@ -48,53 +49,68 @@ const char *weight_layout_word(std::optional<WeightLayout> layout) {
     return *layout == WeightLayout::Split ? "split" : "replicated";
 }
 
-bool faster(const BenchRow &a, const BenchRow &b) { return a.note.empty() && (!b.note.empty() || a.step_s < b.step_s); }
+// Whether a works and b does not, or a's step is shorter than b's by more
+// than the share `gain`.
+bool faster(const BenchRow &a, const BenchRow &b, double gain = 0) {
+    return a.note.empty() && (!b.note.empty() || a.step_s < b.step_s * (1 - gain));
+}
 
-// Tofu with some weights fixed, predicted; plans already predicted (two sets
-// of fixes can give one plan) are not predicted again.
+// The base strategy with some weights fixed, predicted; plans already
+// predicted (two sets of fixes can give one plan) are not predicted again.
 class FixedWeightsPredictor {
 public:
-    FixedWeightsPredictor(const PartitionQuestion &q, const Graph &training)
-        : q_(q), training_(training), ctx_(context_of(q)) {}
+    FixedWeightsPredictor(const PartitionQuestion &q, const Graph &training, PartitionStrategy base)
+        : q_(q), training_(training), base_(base), ctx_(context_of(q)) {}
+
+    // The plan of `weights` fixed, or the reason there is none.
+    std::variant<Plan, std::string> plan(const WeightLayouts &weights) const {
+        PartitionOptions o = bench_partition_options(q_.model, base_);
+        o.weights = weights;
+        try {
+            Plan p = partition(training_, q_.machine, o);
+            p.search_time_s = 0;
+            return p;
+        } catch (const Error &e) {  // fixes the search cannot honour (two weights of one group fixed apart)
+            return std::string("cannot work: ") + e.what();
+        }
+    }
+
+    void remember(const Plan &plan, const BenchRow &row) { seen_.emplace(plan_to_json(plan, -1), row); }
 
     BenchRow predict(const WeightLayouts &weights) {
-        PartitionOptions o = bench_partition_options(q_.model, PartitionStrategy::Tofu);
-        o.weights = weights;
-        Plan plan;
-        try {
-            plan = partition(training_, q_.machine, o);
-        } catch (const Error &e) {  // fixes the search cannot honour (two weights of one group fixed apart)
-            BenchRow row;
-            row.model = q_.model;
-            row.strategy = "per-weight";
-            row.note = std::string("cannot work: ") + e.what();
-            return row;
-        }
-        plan.search_time_s = 0;
-        const std::string key = plan_to_json(plan, -1);
-        auto it = seen_.find(key);
+        std::variant<Plan, std::string> p = plan(weights);
+        if (auto *why = std::get_if<std::string>(&p))
+            return BenchRow{.model = q_.model, .devices = q_.machine.devices(), .strategy = kRowName, .note = *why};
+        const Plan &made = std::get<Plan>(p);
+        auto it = seen_.find(plan_to_json(made, -1));
         if (it != seen_.end()) return it->second;
-        BenchRow row = predict_plan(q_.model, training_, q_.machine, plan, "per-weight", ctx_);
-        seen_.emplace(key, row);
+        BenchRow row = predict_plan(q_.model, training_, q_.machine, made, kRowName, ctx_);
+        remember(made, row);
         return row;
     }
 
 private:
+    static constexpr const char *kRowName = "per-weight";
     const PartitionQuestion &q_;
     const Graph &training_;
+    PartitionStrategy base_;
     BenchContext ctx_;
     std::map<std::string, BenchRow> seen_;
 };
 
-// The per-weight search from `start` (the best strategy's layouts of
-// `names`): passes over `names`, each weight tried replicated, split and
-// free, keeping each change that lowers the predicted step, until a pass
-// changes nothing or the time is up. Returns the best fixes and their row.
+// The per-weight search from the base strategy's own plan (no fixes, its
+// prediction `base_row`): passes over `names`, each weight tried replicated,
+// split and free, keeping each change that lowers the predicted step, until
+// a pass changes nothing or the time is up. Returns the best fixes and their
+// row, which is never slower than the base's.
 std::pair<WeightLayouts, BenchRow> search_weights(const PartitionQuestion &q, const Graph &training,
-                                                  const std::vector<std::string> &names, WeightLayouts start) {
+                                                  const std::vector<std::string> &names, PartitionStrategy base,
+                                                  const BenchRow &base_row) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(q.weights_s);
-    FixedWeightsPredictor predictor(q, training);
-    std::pair<WeightLayouts, BenchRow> best{start, predictor.predict(start)};
+    FixedWeightsPredictor predictor(q, training, base);
+    predictor.remember(std::get<Plan>(predictor.plan({})), base_row);
+    std::pair<WeightLayouts, BenchRow> best{{}, base_row};
+    best.second.strategy = "per-weight";
     for (bool changed = true; changed;) {
         changed = false;
         for (const std::string &name : names)
@@ -106,7 +122,7 @@ std::pair<WeightLayouts, BenchRow> search_weights(const PartitionQuestion &q, co
                 BenchRow row = predictor.predict(trial);
                 say(q, fmt::format("partition auto: {} {}: {}", name, weight_layout_word(alt),
                                    row.note.empty() ? format_duration(row.step_s) : row.note));
-                if (!faster(row, best.second)) continue;
+                if (!faster(row, best.second, kWeightStepGain)) continue;
                 best = {std::move(trial), std::move(row)};
                 changed = true;
             }
@@ -126,24 +142,11 @@ std::vector<std::string> weights_by_size(const Graph &training) {
     return out;
 }
 
-WeightLayouts weight_layouts_of(const Plan &plan, const std::vector<std::string> &weights) {
-    WeightLayouts out;
-    for (const std::string &w : weights)
-        for (const TensorPlan &t : plan.tensors) {
-            if (t.tensor != w) continue;
-            const auto split = std::count_if(t.layout.begin(), t.layout.end(), [](const Layout &l) { return l.is_split(); });
-            if (split == static_cast<long>(t.layout.size())) out.emplace_back(w, WeightLayout::Split);
-            else if (split == 0) out.emplace_back(w, WeightLayout::Replicate);
-        }
-    return out;
-}
-
 std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, const Graph &training,
-                                                  PartitionStrategy start) {
+                                                  PartitionStrategy base, const BenchRow &base_row) {
     std::vector<std::string> names = weights_by_size(training);
     if (static_cast<int>(names.size()) > q.max_weights) names.resize(static_cast<size_t>(q.max_weights));
-    const Plan plan = partition(training, q.machine, bench_partition_options(q.model, start));
-    return search_weights(q, training, names, weight_layouts_of(plan, names));
+    return search_weights(q, training, names, base, base_row);
 }
 
 PartitionChoice choose_partition(const PartitionQuestion &q) {
@@ -163,12 +166,11 @@ PartitionChoice choose_partition(const PartitionQuestion &q) {
     TESSERA_CHECK(winner.note.empty(), "--partition auto: no strategy can work on ", q.machine.devices(),
                   " devices under ", format_bytes(q.budget), reasons);
     choice.strategy = winner.strategy;
-    if (q.weights_s <= 0 || q.machine.devices() == 1) return choice;
-    auto [weights, row] = choose_weights(q, training, kStrategies[best]);
-    if (faster(row, winner)) {
-        choice.strategy = partition_strategy_name(PartitionStrategy::Tofu);
-        choice.weights = std::move(weights);
-    }
+    // When the best strategy fits, memory does not bind: its plan stands.
+    const bool binds = q.budget > 0 && winner.memory_bytes >= q.budget;
+    if (q.weights_s <= 0 || q.machine.devices() == 1 || !binds) return choice;
+    auto [weights, row] = choose_weights(q, training, kStrategies[best], winner);
+    if (faster(row, winner, kPerWeightPickGain)) choice.weights = std::move(weights);
     choice.rows.push_back(std::move(row));
     return choice;
 }

@@ -6,14 +6,16 @@
 // not fit running the swap planner's plan (recomputation and host updates
 // included). A strategy that cannot work under the budget is skipped.
 //
-// Then the choice per weight: Tofu's search with each of the largest weights
+// Then, where the budget binds (the best strategy's ranks swap), the choice
+// per weight: the best strategy's search with each of the largest weights
 // fixed replicated or split (PartitionOptions::weights), starting from the
-// layouts of the best strategy and keeping each change that lowers the
-// predicted step (one pass, largest weight first, within `weights_s`). A
-// weight replicated saves the communication of its activations but costs
-// every device its bytes, its gradient's and its optimizer state's, which
-// under a budget are swapped; the prediction weighs the two. Where it beats
-// the best strategy, the job trains with tofu and those fixes.
+// strategy's own plan and keeping each change that lowers the predicted
+// step by 0.1% (passes, largest weight first, within `weights_s`). A weight
+// replicated saves the communication of its activations but costs every
+// device its bytes, its gradient's and its optimizer state's, which under a
+// budget are swapped; the prediction weighs the two. Where the fixes beat
+// the strategy alone by 1%, the job trains with the strategy and those
+// fixes. When the best strategy fits, its plan stands.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,12 @@
 #include "tessera/partition/partition.h"
 
 namespace tessera {
+
+// The share by which a prediction must beat another to count: a change of
+// one weight's fix within the search, and the search's fixes over the best
+// strategy (a plan with fixes is kept only for a real gain).
+inline constexpr double kWeightStepGain = 1e-3;
+inline constexpr double kPerWeightPickGain = 0.01;
 
 // What the choice is asked.
 struct PartitionQuestion {
@@ -50,22 +58,19 @@ struct PartitionChoice {
 // Throws tessera::Error when no strategy can work, with each one's reason.
 PartitionChoice choose_partition(const PartitionQuestion &q);
 
-// The per-weight search alone, from the layouts `start`'s plan gives the
-// largest weights: the fixes it keeps and their prediction (strategy
-// "per-weight"). `training` is bench_training_graph's for the question.
+// The per-weight search alone, from `base`'s plan, whose prediction is
+// `base_row`: the fixes it keeps and their prediction (strategy
+// "per-weight"), never slower than `base_row`. `training` is
+// bench_training_graph's for the question.
 std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, const Graph &training,
-                                                  PartitionStrategy start);
+                                                  PartitionStrategy base, const BenchRow &base_row);
 
 // One line: "partition auto: predicted step tofu 1.20 ms, data 1.50 ms, ...;
-// training with tofu --weights a=split".
+// training with owt --weights a=split".
 std::string partition_choice_line(const PartitionChoice &choice);
 
 // The weights of `training` by bytes (with gradient and optimizer state),
 // largest first; ties by name.
 std::vector<std::string> weights_by_size(const Graph &training);
-
-// Each named weight's layout in `plan`: Split where it is split at every
-// level, Replicate where at none; weights split at some levels are left out.
-WeightLayouts weight_layouts_of(const Plan &plan, const std::vector<std::string> &weights);
 
 }  // namespace tessera

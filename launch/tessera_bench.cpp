@@ -179,7 +179,7 @@ tessera::BenchRow per_weight_row(const BenchArgs &a, const tessera::BenchContext
     q.search_s = ctx.search_s;
     q.weights_s = a.per_weight_s;
     q.progress = ctx.progress;
-    return tessera::choose_weights(q, training, tessera::partition_strategy_from_name(best->strategy)).second;
+    return tessera::choose_weights(q, training, tessera::partition_strategy_from_name(best->strategy), *best).second;
 }
 
 std::string run_scaling(const BenchArgs &a) {
