@@ -139,7 +139,7 @@ TEST_F(Safetensors, ExactBytes) {
 
 // ---- The independent Python reader -------------------------------------------------
 
-std::string checker() { return (fs::path(__FILE__).parent_path() / "safetensors_check.py").string(); }
+std::string checker() { return TESSERA_SAFETENSORS_CHECK; }
 
 int run_checker(const std::string &args, const fs::path &log) {
     const std::string cmd = "python3 '" + checker() + "' " + args + " > '" + log.string() + "' 2>&1";
