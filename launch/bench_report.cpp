@@ -69,16 +69,16 @@ std::string bench_table(const BenchHeader &h, const std::vector<BenchRow> &rows)
     const bool many_models = h.mode == "models";
     std::string s = header_text(h);
     if (many_models) s += fmt::format("{:<36} ", "model");
-    s += fmt::format("{:>7} {:<9} {:>10} {:>10} {:>8} {:>6} {:>11} {:>11} | {:>8} {:>8} {:>6} {:>6} {:>6}\n",
+    s += fmt::format("{:>7} {:<10} {:>9} {:>10} {:>8} {:>6} {:>11} {:>11} | {:>8} {:>8} {:>6} {:>6} {:>6}\n",
                      "devices", "strategy", "step", "samples/s", "speed-up", "eff.", "comm/step", "mem/device",
                      "slowest", "compute", "comm", "swap", "idle");
     for (const BenchRow &r : rows) {
         if (many_models) s += fmt::format("{:<36} ", r.model);
         if (!r.note.empty()) {
-            s += fmt::format("{:>7} {:<9} {} (budget {})\n", r.devices, r.strategy, r.note, format_bytes(r.memory_bytes));
+            s += fmt::format("{:>7} {:<10} {} (budget {})\n", r.devices, r.strategy, r.note, format_bytes(r.memory_bytes));
             continue;
         }
-        s += fmt::format("{:>7} {:<9} {:>10} {:>10} {:>7.2f}x {:>5.0f}% {:>11} {:>11} | {:>8} {:>8} {:>6} {:>6} {:>6}\n",
+        s += fmt::format("{:>7} {:<10} {:>9} {:>10} {:>7.2f}x {:>5.0f}% {:>11} {:>11} | {:>8} {:>8} {:>6} {:>6} {:>6}\n",
                          r.devices, r.strategy, format_duration(r.step_s), samples_rate(r.throughput), r.speedup,
                          100 * r.efficiency, format_bytes(r.comm_bytes), format_bytes(r.memory_bytes),
                          fmt::format("rank {}", r.slowest_rank), share(r.compute_s, r.step_s),

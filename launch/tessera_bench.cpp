@@ -58,7 +58,7 @@ struct BenchArgs {
                                                                            out_path;
     int64_t batch = 128;
     std::string ratios = "1,2,4,8,16", policies = "advisor,lru,vdnn,ideal";  // budgets
-    double per_weight_s = 0;  // scaling: the per-weight search after the strategies (partition_choice.h)
+    double per_weight_s = 0;  // scaling, models: the per-weight search after the strategies (partition_choice.h)
     double search_s = 5;                                                    // budgets, measure: advisor's search
     std::vector<std::string> models;                                        // measure: --model, repeatable
     std::string budgets = "none", metrics_dir;                              // measure
@@ -420,9 +420,9 @@ void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("--roofline", a.roofline, "Roofline preset for operator times and the host link: cpu or h100")
         ->capture_default_str();
     app.add_option("--per-weight", a.per_weight_s,
-                   "scaling, models: after the strategies, seconds for the per-weight search from the best of them (Tofu "
-                   "with each of the largest weights replicated or split, as tessera-train --partition auto does); "
-                   "0: none")
+                   "scaling, models: after the strategies, seconds for the per-weight search from the best of them "
+                   "(that strategy with each of its largest weights fixed replicated or split, as tessera-train "
+                   "--partition auto searches under a budget); 0: none")
         ->check(CLI::NonNegativeNumber);
     app.add_option("--strategies", a.strategies,
                    "Partition strategies, comma separated (scaling: tofu,data,owt,equalchop; models: tofu,data,owt)");

@@ -71,6 +71,10 @@ expect scaling-budget 0 "memory    300 KiB per device; a rank over it swaps" -- 
 expect scaling-budget-too-small 0 "cannot work: a rank needs at least" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 2 --device-mem 1KiB --search-time 0.2
 expect scaling-budget-bad 1 "--device-mem" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --device-mem lots
+# The per-weight search's row, after the strategies, at each count above one.
+expect scaling-per-weight 0 "      2 per-weight" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 1,2 --device-mem 300KiB --search-time 0.2 --per-weight 5
+expect scaling-per-weight-bad 2 "--per-weight" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --per-weight -1
 
 # ---- models: a tiny variant of each family ----
 expect models-wresnet 0 "Tofu over the best alternative" -- \
