@@ -82,11 +82,9 @@ public:
         if (auto *why = std::get_if<std::string>(&p))
             return BenchRow{.model = q_.model, .devices = q_.machine.devices(), .strategy = kRowName, .note = *why};
         const Plan &made = std::get<Plan>(p);
-        auto it = seen_.find(plan_to_json(made, -1));
-        if (it != seen_.end()) return it->second;
-        BenchRow row = predict_plan(q_.model, training_, q_.machine, made, kRowName, ctx_);
-        remember(made, row);
-        return row;
+        auto [it, fresh] = seen_.try_emplace(plan_to_json(made, -1));
+        if (fresh) it->second = predict_plan(q_.model, training_, q_.machine, made, kRowName, ctx_);
+        return it->second;
     }
 
 private:
@@ -98,19 +96,30 @@ private:
     std::map<std::string, BenchRow> seen_;
 };
 
-// The per-weight search from the base strategy's own plan (no fixes, its
-// prediction `base_row`): passes over `names`, each weight tried replicated,
-// split and free, keeping each change that lowers the predicted step, until
-// a pass changes nothing or the time is up. Returns the best fixes and their
-// row, which is never slower than the base's.
-std::pair<WeightLayouts, BenchRow> search_weights(const PartitionQuestion &q, const Graph &training,
-                                                  const std::vector<std::string> &names, PartitionStrategy base,
-                                                  const BenchRow &base_row) {
+}  // namespace
+
+std::vector<std::string> weights_by_size(const Graph &training) {
+    std::vector<std::pair<int64_t, std::string>> sized;
+    for (const TensorInfo &t : training.tensors())
+        if (t.role == TensorRole::Param) sized.emplace_back(-t.type.bytes(), t.name);
+    std::sort(sized.begin(), sized.end());
+    std::vector<std::string> out;
+    for (auto &[bytes, name] : sized) out.push_back(std::move(name));
+    return out;
+}
+
+// From the base strategy's own plan (no fixes), passes over the largest
+// weights, each tried replicated, split and free, keeping each change that
+// lowers the predicted step, until a pass changes nothing or the time is up.
+std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, const Graph &training,
+                                                  PartitionStrategy base, const BenchRow &base_row) {
+    std::vector<std::string> names = weights_by_size(training);
+    if (static_cast<int>(names.size()) > q.max_weights) names.resize(static_cast<size_t>(q.max_weights));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(q.weights_s);
     FixedWeightsPredictor predictor(q, training, base);
-    predictor.remember(std::get<Plan>(predictor.plan({})), base_row);
     std::pair<WeightLayouts, BenchRow> best{{}, base_row};
     best.second.strategy = "per-weight";
+    predictor.remember(std::get<Plan>(predictor.plan({})), best.second);
     for (bool changed = true; changed;) {
         changed = false;
         for (const std::string &name : names)
@@ -128,25 +137,6 @@ std::pair<WeightLayouts, BenchRow> search_weights(const PartitionQuestion &q, co
             }
     }
     return best;
-}
-
-}  // namespace
-
-std::vector<std::string> weights_by_size(const Graph &training) {
-    std::vector<std::pair<int64_t, std::string>> sized;
-    for (const TensorInfo &t : training.tensors())
-        if (t.role == TensorRole::Param) sized.emplace_back(-t.type.bytes(), t.name);
-    std::sort(sized.begin(), sized.end());
-    std::vector<std::string> out;
-    for (auto &[bytes, name] : sized) out.push_back(std::move(name));
-    return out;
-}
-
-std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, const Graph &training,
-                                                  PartitionStrategy base, const BenchRow &base_row) {
-    std::vector<std::string> names = weights_by_size(training);
-    if (static_cast<int>(names.size()) > q.max_weights) names.resize(static_cast<size_t>(q.max_weights));
-    return search_weights(q, training, names, base, base_row);
 }
 
 PartitionChoice choose_partition(const PartitionQuestion &q) {

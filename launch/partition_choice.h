@@ -69,8 +69,7 @@ std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, co
 // training with owt --weights a=split".
 std::string partition_choice_line(const PartitionChoice &choice);
 
-// The weights of `training` by bytes (with gradient and optimizer state),
-// largest first; ties by name.
+// The weights of `training` by their bytes, largest first; ties by name.
 std::vector<std::string> weights_by_size(const Graph &training);
 
 }  // namespace tessera

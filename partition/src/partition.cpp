@@ -39,6 +39,13 @@ bool is_weight_state(const Graph &g, TensorId t) {
     return is_persistent(g.tensor(t).role) || (p != kNoNode && g.node(p).optimizer);
 }
 
+// Whether `name` is `pattern`, or starts with it less a final '*' (--force,
+// --weights).
+bool matches(const std::string &pattern, const std::string &name) {
+    if (pattern.empty() || pattern.back() != '*') return name == pattern;
+    return name.compare(0, pattern.size() - 1, pattern, 0, pattern.size() - 1) == 0;
+}
+
 // A group of partial sums holds its weight and optimizer state replicated.
 Layout layout_of_member(const Graph &g, TensorId t, const Layout &group_layout) {
     return group_layout.is_partial() && is_weight_state(g, t) ? Layout::replicated() : group_layout;
@@ -171,12 +178,10 @@ private:
     void match_forced() {
         forced_.assign(g_.num_nodes(), "");
         for (const auto &[pattern, var] : opts_.force) {
-            bool prefix = !pattern.empty() && pattern.back() == '*';
-            std::string stem = prefix ? pattern.substr(0, pattern.size() - 1) : pattern;
+            const bool prefix = !pattern.empty() && pattern.back() == '*';
             int matched = 0;
             for (NodeId n = 0; n < g_.num_nodes(); n++) {
-                const std::string &name = g_.node(n).call.name;
-                if (prefix ? name.rfind(stem, 0) != 0 : name != stem) continue;
+                if (!matches(pattern, g_.node(n).call.name)) continue;
                 matched++;
                 std::vector<std::string> valid;
                 if (strategies_[n])
@@ -198,15 +203,11 @@ private:
     void match_weights() {
         weight_fix_.assign(co_.num_tensor_groups, std::nullopt);
         for (const auto &[pattern, layout] : opts_.weights) {
-            const bool prefix = !pattern.empty() && pattern.back() == '*';
-            const std::string stem = prefix ? pattern.substr(0, pattern.size() - 1) : pattern;
             int matched = 0;
             for (TensorId t = 0; t < g_.num_tensors(); t++) {
-                const std::string &name = g_.tensor(t).name;
-                if (g_.tensor(t).role != TensorRole::Param || (prefix ? name.rfind(stem, 0) != 0 : name != stem))
-                    continue;
+                if (g_.tensor(t).role != TensorRole::Param || !matches(pattern, g_.tensor(t).name)) continue;
                 matched++;
-                for (TensorId s : weight_states(t)) fix_group(co_.tensor_group[s], layout, name);
+                for (TensorId s : weight_states(t)) fix_group(co_.tensor_group[s], layout, g_.tensor(t).name);
             }
             TESSERA_CHECK(matched > 0, "--weights '", pattern, "': the training graph has no weight named '", pattern,
                           "' (tessera-plan --format table lists the tensors; weights have role param)");
@@ -230,8 +231,8 @@ private:
 
     void fix_group(int gid, WeightLayout layout, const std::string &weight) {
         TESSERA_CHECK(!weight_fix_[gid] || *weight_fix_[gid] == layout, "--weights: '", weight,
-                      "' shares its partition group with a weight fixed the other way; fix both alike, or plan "
-                      "with --no-coarsen");
+                      "' is fixed both ways: by two entries, or by sharing its partition group with a weight fixed "
+                      "the other way; fix them alike, or plan with --no-coarsen");
         weight_fix_[gid] = layout;
     }
 

@@ -551,8 +551,9 @@ TEST(PartitionWeights, SplitFixHoldsTheWeightAndItsStateSplitAtEveryLevel) {
     ASSERT_EQ(fixed.cuts.size(), 2u);
     for (const std::string &t : states_of(m.graph, w))
         for (const Layout &l : tensor_plan(fixed, t).layout) EXPECT_TRUE(l.is_split()) << t;
-    for (const std::string &other : weights)
+    for (const std::string &other : weights) {
         if (other != w) EXPECT_EQ(tensor_plan(fixed, other).layout, tensor_plan(free, other).layout) << other;
+    }
     EXPECT_GT(fixed.comm_bytes, free.comm_bytes);
     EXPECT_LT(fixed.memory.weights, free.memory.weights);
 }
@@ -594,6 +595,8 @@ TEST(PartitionWeights, ParseFormatAndErrors) {
     o.weights = {{"nope", WeightLayout::Split}};
     test::expect_error([&] { partition(m.graph, flat_machine(2), o); },
                        "--weights 'nope': the training graph has no weight named 'nope'");
+    o.weights = parse_weights("fc1.w=split,fc1.*=replicate");
+    test::expect_error([&] { partition(m.graph, flat_machine(2), o); }, "--weights: 'fc1.w' is fixed both ways");
 }
 
 }  // namespace
