@@ -1,5 +1,6 @@
 #include "checkpoint.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -161,26 +162,35 @@ std::string state_dict_path(const std::string &dir) {
     return (std::filesystem::path(dir) / "model.safetensors").string();
 }
 
-StTensor module_state_tensor(const ModuleState &s, int64_t step) {
-    if (!s.step_counter) return StTensor::f32(s.name, s.shape, s.f32);
-    StTensor t;
-    t.name = s.name;
-    t.dtype = StDType::I64;
-    t.data.resize(sizeof(int64_t));
-    std::memcpy(t.data.data(), &step, sizeof step);  // little-endian, as the file wants
-    return t;
+std::vector<StTensor> step_counters(const Graph &g, int64_t step) {
+    const std::string suffix = ".running_mean";
+    std::vector<StTensor> out;
+    for (TensorId t : running_statistics(g)) {
+        const std::string &name = g.tensor(t).name;
+        if (name.size() > suffix.size() && name.ends_with(suffix))
+            out.push_back(StTensor::i64_scalar(name.substr(0, name.size() - suffix.size()) + ".num_batches_tracked",
+                                               step));
+    }
+    return out;
+}
+
+bool optional_in_checkpoint(const Graph &g, TensorId t) {
+    const std::vector<TensorId> stats = running_statistics(g);
+    return std::find(stats.begin(), stats.end(), t) != stats.end();
 }
 
 void save_state_dict(const std::string &dir, const Model &m, TensorStore &store, int64_t step) {
     std::vector<StTensor> tensors;
-    for (TensorId t : m.graph.with_role(TensorRole::Param)) {
+    std::vector<TensorId> saved_ids = m.graph.with_role(TensorRole::Param);
+    for (TensorId t : running_statistics(m.graph)) saved_ids.push_back(t);
+    for (TensorId t : saved_ids) {
         const TensorInfo &ti = m.graph.tensor(t);
         StTensor st{ti.name, to_st_dtype(ti.type.dtype), ti.type.shape, std::vector<std::byte>(ti.type.bytes())};
         store.read(t, st.data.data(), st.data.size());
         tensors.push_back(std::move(st));
     }
     if (!store.root()) return;
-    for (const ModuleState &s : m.module_state) tensors.push_back(module_state_tensor(s, step));
+    for (StTensor &c : step_counters(m.graph, step)) tensors.push_back(std::move(c));
     write_safetensors(state_dict_path(dir), tensors, {{"format", "pt"}, {"step", std::to_string(step)}});
 }
 
@@ -254,7 +264,7 @@ int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, cons
                  "the checkpoint is damaged, or its run diverged; start a new --checkpoint directory");
     for (TensorId t = 0; t < g.num_tensors(); t++) {
         const TensorInfo &ti = g.tensor(t);
-        if (!saved(ti)) continue;
+        if (!saved(ti) || (!f.has(ti.name) && optional_in_checkpoint(g, t))) continue;
         const StTensor &st = f.get(ti.name, ti.type.dtype, ti.type.shape);
         store.write(t, st.data.data(), st.data.size());
     }

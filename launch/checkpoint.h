@@ -48,20 +48,27 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
 // For an imported model (onnx_import.h): its weights as the PyTorch module's
 // state_dict, written atomically to dir/model.safetensors, which
 // module.load_state_dict(safetensors.torch.load_file(...), strict=True)
-// accepts. Every parameter is under its ONNX name (the state_dict key) in
-// PyTorch's layout; the module state the graph does not hold is added: batch
-// norm's running statistics as imported (Tessera normalises with batch
-// statistics and does not update them) and its num_batches_tracked as `step`.
-// Optimizer state stays in checkpoint.safetensors. Collective like
+// accepts. Every parameter and batch norm's running statistics are under
+// their ONNX names (the state_dict keys) in PyTorch's layout, with each
+// batch norm's num_batches_tracked, which the graph does not hold, set to
+// `step`. Optimizer state stays in checkpoint.safetensors. Collective like
 // save_checkpoint.
 std::string state_dict_path(const std::string &dir);
 void save_state_dict(const std::string &dir, const Model &m, TensorStore &store, int64_t step);
-// One tensor of an imported module's state, the step counters at `step`.
-StTensor module_state_tensor(const ModuleState &s, int64_t step);
+// PyTorch's BatchNorm counts its training steps next to its running
+// statistics; an ONNX export leaves the counter out. X.num_batches_tracked at
+// `step` for each running statistic X.running_mean of g.
+std::vector<StTensor> step_counters(const Graph &g, int64_t step);
+
+// Whether a checkpoint may lack tensor t of g: batch norm's running
+// statistics, which checkpoints before they were tracked do not hold (a
+// resumed run starts them from their initial values).
+bool optional_in_checkpoint(const Graph &g, TensorId t);
 
 // Loads every Param and OptState tensor (each rank keeps its block) and returns the step.
 // Throws tessera::Error naming the file and the mismatch: a different model,
-// batch, optimizer or seed; a missing tensor; a wrong shape.
+// batch, optimizer or seed; a missing tensor (other than an optional one); a
+// wrong shape.
 int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store);
 
 }  // namespace tessera

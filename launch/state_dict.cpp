@@ -4,6 +4,7 @@
 
 #include "checkpoint.h"
 #include "tessera/error.h"
+#include "tessera/exec/init.h"
 #include "tessera/exec/safetensors.h"
 #include "tessera/models/zoo.h"
 
@@ -34,25 +35,33 @@ StTensor transposed(StTensor t) {
     return t;
 }
 
-StTensor i64_scalar(const std::string &name, int64_t v) {
-    StTensor t;
-    t.name = name;
-    t.dtype = StDType::I64;
-    t.data.resize(sizeof v);
-    std::memcpy(t.data.data(), &v, sizeof v);
-    return t;
+// A running statistic from the checkpoint, or its initial value from an
+// older checkpoint that did not track it.
+StTensor running_statistic(const Model &m, const StFile &f, const std::string &name) {
+    const TensorInfo &ti = m.graph.tensor(m.graph.tensor_named(name));
+    if (f.has(name)) return f.get(name, ti.type.dtype, ti.type.shape);
+    auto v = m.values.find(name);
+    if (v != m.values.end()) return StTensor::f32(name, ti.type.shape, v->second.f32);
+    std::vector<float> init(static_cast<size_t>(ti.type.elements()));
+    fill_init(ti.init, 0, name, ti.type.shape, init.data(), ti.type.elements());
+    return StTensor::f32(name, ti.type.shape, init);
 }
 
-// Batch norm's buffers, which Tessera does not keep: a fresh module's.
-void add_batch_norm_buffers(std::vector<StTensor> &out, const std::string &prefix, int64_t channels, int64_t step) {
-    out.push_back(StTensor::f32(prefix + "running_mean", {channels}, std::vector<float>(channels, 0.0f)));
-    out.push_back(StTensor::f32(prefix + "running_var", {channels}, std::vector<float>(channels, 1.0f)));
-    out.push_back(i64_scalar(prefix + "num_batches_tracked", step));
+// Batch norm P's buffers in nn.Sequential(Conv2d, BatchNorm2d) form.
+void add_batch_norm_buffers(std::vector<StTensor> &out, const Model &m, const StFile &f, const std::string &layer,
+                            int64_t step) {
+    for (const char *stat : {"running_mean", "running_var"}) {
+        StTensor t = running_statistic(m, f, layer + "." + stat);
+        t.name = layer + ".1." + stat;
+        out.push_back(std::move(t));
+    }
+    out.push_back(StTensor::i64_scalar(layer + ".1.num_batches_tracked", step));
 }
 
 // One zoo parameter under its PyTorch name and layout (the rules in state_dict.h).
-void map_zoo_param(const Graph &g, const std::string &model, const StTensor &t, int64_t step,
-                   std::vector<StTensor> &out) {
+void map_zoo_param(const Model &built, const StFile &f, const std::string &model, const StTensor &t,
+                   int64_t step, std::vector<StTensor> &out) {
+    const Graph &g = built.graph;
     const std::string &name = t.name;
     const bool conv_with_bn = name.ends_with(".w") && g.find_tensor(stem(name, ".w") + ".gamma") &&
                               reader_of(g, g.tensor_named(stem(name, ".w") + ".gamma")) == OpKind::BatchNorm;
@@ -68,7 +77,7 @@ void map_zoo_param(const Graph &g, const std::string &model, const StTensor &t, 
         m.name = stem(name, ".b") + ".bias";
     } else if (name.ends_with(".gamma")) {
         m.name = stem(name, ".gamma") + (batch_norm ? ".1.weight" : ".weight");
-        if (batch_norm) add_batch_norm_buffers(out, stem(name, ".gamma") + ".1.", t.shape[0], step);
+        if (batch_norm) add_batch_norm_buffers(out, built, f, stem(name, ".gamma"), step);
     } else if (name.ends_with(".beta")) {
         m.name = stem(name, ".beta") + (batch_norm ? ".1.bias" : ".bias");
     } else if (t.shape.size() == 2 && reader_of(g, g.tensor_named(name)) == OpKind::Embedding) {
@@ -95,9 +104,12 @@ void export_state_dict(const std::string &model, const std::string &checkpoint_d
                       model, "'; was it written for another model?");
         const StTensor &st = f.get(ti.name, ti.type.dtype, ti.type.shape);
         if (m.imported) tensors.push_back(st);
-        else map_zoo_param(m.graph, model, st, step, tensors);
+        else map_zoo_param(m, f, model, st, step, tensors);
     }
-    for (const ModuleState &s : m.module_state) tensors.push_back(module_state_tensor(s, step));
+    if (m.imported) {
+        for (TensorId t : running_statistics(m.graph)) tensors.push_back(running_statistic(m, f, m.graph.tensor(t).name));
+        for (StTensor &c : step_counters(m.graph, step)) tensors.push_back(std::move(c));
+    }
     write_safetensors(out, tensors, {{"format", "pt"}, {"step", std::to_string(step)}, {"model", model}});
 }
 

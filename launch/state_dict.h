@@ -10,8 +10,9 @@
 //   P.w [co, ci, kh, kw], a convolution  -> P.weight (nn.Conv2d), or P.0.weight
 //                                           when batch norm P.gamma follows it
 //   P.gamma, P.beta of batch norm        -> P.1.weight, P.1.bias, with
-//                                           running_mean 0, running_var 1 and
-//                                           num_batches_tracked the step
+//                                           P.running_mean and P.running_var
+//                                           as P.1.running_mean, P.1.running_var
+//                                           and P.1.num_batches_tracked the step
 //                                           (nn.Sequential(Conv2d, BatchNorm2d))
 //   P.gamma, P.beta of layer norm        -> P.weight, P.bias (nn.LayerNorm)
 //   P.b                                  -> P.bias
@@ -26,7 +27,8 @@ namespace tessera {
 
 // Reads checkpoint_dir's checkpoint.safetensors, written for `model`, and
 // writes the state_dict to `out` atomically. Errors name the file, the model
-// and the tensor.
+// and the tensor. A checkpoint written before Tessera tracked batch norm's
+// running statistics gives their initial values (a fresh module's).
 void export_state_dict(const std::string &model, const std::string &checkpoint_dir, const std::string &out);
 
 }  // namespace tessera

@@ -181,6 +181,15 @@ StTensor StTensor::f32(std::string name, Shape shape, const std::vector<float> &
     return from(std::move(name), DType::F32, std::move(shape), values.data());
 }
 
+StTensor StTensor::i64_scalar(std::string name, int64_t value) {
+    StTensor t;
+    t.name = std::move(name);
+    t.dtype = StDType::I64;
+    t.data.resize(sizeof value);
+    std::memcpy(t.data.data(), &value, sizeof value);  // little-endian, as the format wants
+    return t;
+}
+
 StTensor StTensor::i32(std::string name, Shape shape, const std::vector<int32_t> &values) {
     TESSERA_INTERNAL_ASSERT(int64_t(values.size()) == num_elements(shape), "tensor ", name, " has ",
                             values.size(), " values for shape ", shape_str(shape));

@@ -32,6 +32,10 @@ Tensor Builder::param(const std::string &name, Shape shape, Init init) {
     return wrap(g_.add_param(scoped(name), TensorType{DType::F32, std::move(shape)}, init));
 }
 
+Tensor Builder::state(const std::string &name, Shape shape, Init init) {
+    return wrap(g_.add_opt_state(scoped(name), TensorType{DType::F32, std::move(shape)}, init));
+}
+
 std::vector<Tensor> Builder::op(OpKind kind, const std::vector<Tensor> &inputs, Attrs attrs,
                                 const std::string &name) {
     std::vector<TensorId> ids;
@@ -127,6 +131,10 @@ Tensor Builder::layer_param(const std::string &name, Shape shape, Init init) {
     return wrap(g_.add_param(g_.unique_name(scoped(name)), TensorType{DType::F32, std::move(shape)}, init));
 }
 
+Tensor Builder::layer_state(const std::string &name, Shape shape, Init init) {
+    return wrap(g_.add_opt_state(g_.unique_name(scoped(name)), TensorType{DType::F32, std::move(shape)}, init));
+}
+
 Tensor Builder::linear(Tensor x, int64_t out, bool bias, WeightInit init) {
     int64_t in = x.dim(-1);
     Init w_init = init == WeightInit::He ? Init::he_normal(in) : Init::xavier_uniform(in, out);
@@ -155,7 +163,18 @@ Tensor Builder::batch_norm_layer(Tensor x) {
     int64_t c = x.dim(1);
     Tensor gamma = layer_param("gamma", {c}, Init::constant(1));
     Tensor beta = layer_param("beta", {c}, Init::zeros());
-    return batch_norm(x, gamma, beta);
+    Tensor y = batch_norm(x, gamma, beta);
+    track_running_statistics(x, layer_state("running_mean", {c}, Init::zeros()),
+                             layer_state("running_var", {c}, Init::constant(1)), 0.1);
+    return y;
+}
+
+void Builder::track_running_statistics(Tensor x, Tensor running_mean, Tensor running_var, double momentum,
+                                       const std::string &name) {
+    std::vector<Tensor> updated =
+        op(OpKind::BatchNormStats, {x, running_mean, running_var}, {{"momentum", momentum}}, name);
+    g_.set_updates(updated[0].id, running_mean.id);
+    g_.set_updates(updated[1].id, running_var.id);
 }
 
 Tensor Builder::layer_norm_layer(Tensor x) {

@@ -300,4 +300,11 @@ std::vector<bool> persistent_tensors(const Graph &g) {
     return out;
 }
 
+std::vector<TensorId> running_statistics(const Graph &g) {
+    std::vector<TensorId> out;
+    for (const Node &n : g.nodes())
+        if (!n.comm && n.call.kind == OpKind::BatchNormStats) out.insert(out.end(), {n.inputs[1], n.inputs[2]});
+    return out;
+}
+
 }  // namespace tessera

@@ -3,6 +3,8 @@
 //   batch_norm(x [N, C] or [N, C, H, W], gamma [C], beta [C]; eps): normalise each
 //     channel over the batch (and the spatial positions).
 //   *_grad(dy, x, gamma; eps) -> (dx, dgamma, dbeta), recomputing the statistics from x.
+//   batch_norm_stats(x, running_mean [C], running_var [C]; momentum) -> the two
+//     running statistics updated with x's batch statistics (PyTorch's buffers).
 //
 // Means and variances are written as sums (the mean first, then the sum of squared
 // deviations from it), so that splitting an index variable they reduce over shows
@@ -366,6 +368,40 @@ OpDef batch_norm_grad(Ctx &c) {
     return d;
 }
 
+// The running statistics PyTorch's BatchNorm keeps for evaluation, updated
+// with this batch's: running' = (1 - momentum) * running + momentum * batch,
+// where the batch's variance is unbiased (divided by M - 1, as PyTorch does;
+// by 1 when M is 1). The same sums as batch_norm's, so a split of the batch
+// makes the same staged cross-device reductions.
+OpDef batch_norm_stats(Ctx &c) {
+    int rank = c.structural("rank");
+    Func x = c.input(0, Float(32), rank), mean = c.input(1, Float(32), 1), var = c.input(2, Float(32), 1);
+    ChannelNorm s = channel_statistics(c, x, 0, Expr(0.0f));
+    Var ch = s.c;
+    Expr m = c.param_float("momentum");
+    Expr unbiased = cast<float>(s.sq_dev(ch)) / max(s.M - 1.0f, 1.0f);
+    Func new_mean("new_mean"), new_var("new_var");
+    new_mean(ch) = strict_float(m * s.mean(ch) + (1.0f - m) * mean(ch));
+    new_var(ch) = strict_float(m * unbiased + (1.0f - m) * var(ch));
+    if (c.scheduling()) {
+        // One channel at a time: both sums, then both outputs.
+        new_mean.parallel(ch);
+        new_var.parallel(ch).compute_with(new_mean, ch);
+        if (s.idx.spatial) {
+            for (Func f : {s.sum_x, s.sq_dev}) schedule_channel_sum_at(f, new_mean, s, c.target());
+            s.mean.compute_at(new_mean, ch);
+        } else {
+            schedule_column_sum(s.sum_x, RVar(s.r.x), c.target());
+            schedule_column_sum(s.sq_dev, RVar(s.r.x), c.target());
+            s.mean.compute_root();
+        }
+    }
+    OpDef d;
+    d.outputs = {new_mean, new_var};
+    d.output_extents = {{s.C}, {s.C}};
+    return d;
+}
+
 std::vector<StructMap> ranks(std::vector<int> rs) {
     std::vector<StructMap> v;
     for (int r : rs) v.push_back({{"rank", r}});
@@ -382,6 +418,7 @@ void register_norm(std::vector<Description> &out) {
     out.push_back({OpKind::LayerNormGrad, layer_norm_grad, ranks({2, 3, 4}), rows});
     out.push_back({OpKind::BatchNorm, batch_norm, ranks({2, 4}), layouts});
     out.push_back({OpKind::BatchNormGrad, batch_norm_grad, ranks({2, 4}), layouts});
+    out.push_back({OpKind::BatchNormStats, batch_norm_stats, ranks({2, 4}), layouts});
 }
 
 }  // namespace tessera::lang::defs

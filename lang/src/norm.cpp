@@ -1,4 +1,5 @@
-// Layer norm and batch norm: shapes, variants and dispatch.
+// Layer norm and batch norm (and batch norm's running statistics): shapes,
+// variants and dispatch.
 #include "family.h"
 
 #include <cmath>
@@ -8,9 +9,13 @@ namespace tessera::lang {
 namespace {
 
 constexpr double kDefaultEps = 1e-5;
+constexpr double kDefaultMomentum = 0.1;  // PyTorch's BatchNorm default
 
 bool is_grad(OpKind k) { return k == OpKind::LayerNormGrad || k == OpKind::BatchNormGrad; }
-bool is_batch(OpKind k) { return k == OpKind::BatchNorm || k == OpKind::BatchNormGrad; }
+bool is_batch(OpKind k) {
+    return k == OpKind::BatchNorm || k == OpKind::BatchNormGrad || k == OpKind::BatchNormStats;
+}
+bool is_stats(OpKind k) { return k == OpKind::BatchNormStats; }
 
 double eps_of(const OpCall &c) {
     double eps = c.attrs.get_float(c.who(), "eps", kDefaultEps);
@@ -19,7 +24,15 @@ double eps_of(const OpCall &c) {
     return eps;
 }
 
-// Inputs: (x, gamma, beta) forward, (dy, x, gamma) backward.
+double momentum_of(const OpCall &c) {
+    double m = c.attrs.get_float(c.who(), "momentum", kDefaultMomentum);
+    TESSERA_CHECK(std::isfinite(m) && m > 0 && m <= 1, c.who(), ": attribute 'momentum' = ", m,
+                  " must lie in (0, 1] (the weight of the batch's statistics in the running ones); the default is 0.1");
+    return m;
+}
+
+// Inputs: (x, gamma, beta) forward, (dy, x, gamma) backward, (x, running_mean,
+// running_var) for the running statistics.
 int x_index(OpKind k) { return is_grad(k) ? 1 : 0; }
 
 // gamma (and beta) must have one element per normalised feature.
@@ -53,6 +66,13 @@ std::vector<TensorType> infer_norm(const OpCall &c, const std::vector<TensorType
         features = x.back();
         feature = "element of the last axis";
     }
+    if (is_stats(c.kind)) {
+        expect_affine(c, in, 1, "running_mean", features, feature);
+        expect_affine(c, in, 2, "running_var", features, feature);
+        momentum_of(c);
+        TensorType f{DType::F32, {features}};
+        return {f, f};
+    }
     if (grad) {
         expect_same_shape(c, in, 0, 1);
         expect_affine(c, in, 2, "gamma", features, feature);
@@ -72,13 +92,18 @@ StructMap structural_norm(const OpCall &c, const std::vector<TensorType> &in) {
 }
 
 void fill_defaults_norm(OpCall &c) {
-    if (!c.attrs.has("eps")) c.attrs.set("eps", kDefaultEps);
+    if (is_stats(c.kind)) {
+        if (!c.attrs.has("momentum")) c.attrs.set("momentum", kDefaultMomentum);
+    } else if (!c.attrs.has("eps")) {
+        c.attrs.set("eps", kDefaultEps);
+    }
 }
 
 void run_norm(const OpCall &c, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
     std::string name = std::string("tk_") + op_name(c.kind);
     Scalars s;
-    s.set("eps", eps_of(c));
+    if (is_stats(c.kind)) s.set("momentum", momentum_of(c));
+    else s.set("eps", eps_of(c));
     const Shape &x = in[x_index(c.kind)].type.shape;
     int rank = static_cast<int>(x.size());
     Shape view;  // batch norm: the tensors' own shapes; layer norm: [rows, D]

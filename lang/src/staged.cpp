@@ -51,7 +51,8 @@ TensorType stage_type(const OpCall &call, const std::vector<TensorType> &in) {
     case OpKind::SoftmaxXent:
     case OpKind::SoftmaxXentGrad: return TensorType{DType::F32, {in[0].shape[0]}};
     case OpKind::BatchNorm:
-    case OpKind::BatchNormGrad: return TensorType{DType::F64, {in[0].shape[1]}};
+    case OpKind::BatchNormGrad:
+    case OpKind::BatchNormStats: return TensorType{DType::F64, {in[0].shape[1]}};
     case OpKind::GlobalAvgPool: return TensorType{DType::F32, {in[0].shape[0], in[0].shape[1]}};
     default: break;
     }

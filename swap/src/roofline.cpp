@@ -68,6 +68,8 @@ double per_element_flops(OpKind k) {
     case OpKind::LayerNorm:
     case OpKind::BatchNorm:
         return 8;
+    case OpKind::BatchNormStats:
+        return 4;
     case OpKind::LayerNormGrad:
     case OpKind::BatchNormGrad:
         return 12;

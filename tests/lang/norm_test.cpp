@@ -117,6 +117,41 @@ TEST(BatchNorm, BackwardMatchesFiniteDifferences) {
         check_backward(OpKind::BatchNormGrad, s, batch_groups, 1);
 }
 
+// batch_norm_stats: running' = momentum * batch + (1 - momentum) * running,
+// the batch's variance unbiased (over M - 1; over 1 when M is 1), as
+// PyTorch's BatchNorm updates its buffers.
+TEST(BatchNormStats, MatchesLoops) {
+    for (const Shape &s : std::vector<Shape>{{1, 1}, {4, 3}, {33, 17}, {2, 3, 5, 7}, {1, 2, 1, 1}, {3, 4, 6, 28},
+                                             {2, 3, 14, 14}})
+        for (double momentum : {0.1, 1.0, 0.37}) {
+            const int64_t C = s[1];
+            std::vector<HostTensor> in = {random_tensor(s, 21, -2, 3), random_tensor({C}, 22),
+                                          random_tensor({C}, 23, 0.5, 2)};
+            OpCall c = momentum == 0.1 ? OpCall{OpKind::BatchNormStats, "", {}}  // the default
+                                       : OpCall{OpKind::BatchNormStats, "", {{"momentum", momentum}}};
+            std::vector<HostTensor> out = run(c, in);
+            ASSERT_EQ(out.size(), 2u);
+            Groups g = batch_groups(s);
+            Vec sum(C, 0.0), sq(C, 0.0), count(C, 0.0);
+            for (int64_t k = 0; k < g.elements; k++) {
+                sum[g.group_of(k)] += in[0].f[k];
+                count[g.group_of(k)] += 1;
+            }
+            for (int64_t k = 0; k < g.elements; k++) {
+                const double d = in[0].f[k] - sum[g.group_of(k)] / count[g.group_of(k)];
+                sq[g.group_of(k)] += d * d;
+            }
+            Vec mean(C), var(C);
+            for (int64_t ch = 0; ch < C; ch++) {
+                mean[ch] = momentum * sum[ch] / count[ch] + (1 - momentum) * in[1].f[ch];
+                var[ch] = momentum * sq[ch] / std::max(count[ch] - 1, 1.0) + (1 - momentum) * in[2].f[ch];
+            }
+            const std::string what = "batch_norm_stats " + shape_str(s) + " momentum " + std::to_string(momentum);
+            expect_near(out[0].f, mean, 1e-5, 1e-5, (what + " mean").c_str());
+            expect_near(out[1].f, var, 1e-5, 1e-5, (what + " var").c_str());
+        }
+}
+
 TEST(Norm, DefaultsFillEps) {
     OpCall c = with_defaults({OpKind::LayerNorm, "ln", {}});
     EXPECT_EQ(c.attrs.get_float("ln", "eps"), 1e-5);
@@ -144,6 +179,18 @@ std::vector<TensorType> f32(std::vector<Shape> shapes) {
     std::vector<TensorType> t;
     for (auto &s : shapes) t.push_back({DType::F32, s});
     return t;
+}
+
+TEST(NormErrors, BatchNormStatsMomentum) {
+    for (double m : {0.0, -0.5, 1.5, std::nan("")})
+        expect_error([&] {
+            infer_types({OpKind::BatchNormStats, "bn.stats", {{"momentum", m}}}, f32({{4, 3}, {3}, {3}}));
+        }, "batch_norm_stats 'bn.stats': attribute 'momentum' = ");
+}
+
+TEST(NormErrors, BatchNormStatsRunningLength) {
+    expect_error([] { infer_types({OpKind::BatchNormStats, "bn.stats", {}}, f32({{4, 3, 2, 2}, {3}, {4}})); },
+                 "batch_norm_stats 'bn.stats': running_var [4] must have shape [3], one element per channel (dim 1)");
 }
 
 TEST(NormErrors, BatchNormRank) {

@@ -142,6 +142,16 @@ TEST(Staged, BatchNormOverTheBatchAndSpace) {
     expect_blocked_equals_whole(op(OpKind::BatchNormGrad), {random_tensor({8, 5}, 8), nc[0], nc[1]}, "n", 4);
 }
 
+TEST(Staged, BatchNormStatsOverTheBatchAndSpace) {
+    const std::vector<HostTensor> nchw = {random_tensor({6, 3, 5, 4}, 31, -2, 3), random_tensor({3}, 32),
+                                          random_tensor({3}, 33, 0.5, 2)};
+    expect_blocked_equals_whole(op(OpKind::BatchNormStats), nchw, "n", 3);
+    expect_blocked_equals_whole(op(OpKind::BatchNormStats), nchw, "w", 4);
+    const std::vector<HostTensor> nc = {random_tensor({8, 5}, 34, -2, 3), random_tensor({5}, 35),
+                                        random_tensor({5}, 36, 0.5, 2)};
+    expect_blocked_equals_whole(op(OpKind::BatchNormStats), nc, "n", 4);
+}
+
 TEST(Staged, SoftmaxFamilyOverTheClasses) {
     HostTensor x = random_tensor({3, 4, 12}, 9, -4, 4), dy = random_tensor({3, 4, 12}, 10);
     expect_blocked_equals_whole(op(OpKind::Softmax), {x}, "d2", 3);

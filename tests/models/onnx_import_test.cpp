@@ -195,19 +195,24 @@ TEST(OnnxImport, ShapeSubgraphsFoldToAReshape) {
     for (const Node &n : m.graph.nodes()) EXPECT_NE(n.call.kind, OpKind::Concat) << n.call.name;
 }
 
-TEST(OnnxImport, BatchNormRunningStatisticsAreModuleState) {
+TEST(OnnxImport, BatchNormRunningStatisticsAreStateTheStepUpdates) {
     OnnxFile f = batch_norm_inputs(0.5f);
     auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
                       {"logits", "rm", "rv"});
     set_int(bn, "training_mode", 1);
+    set_float(bn, "momentum", 0.9f);  // PyTorch's momentum 0.1, stored as a float
     f.output("logits");
     Model m = build_model(f.write("bn"), 2);
-    ASSERT_EQ(m.module_state.size(), 3u);
-    EXPECT_EQ(m.module_state[0].name, "bn.running_mean");
-    EXPECT_EQ(m.module_state[0].f32[0], 0.5f);
-    EXPECT_EQ(m.module_state[2].name, "bn.num_batches_tracked");
-    EXPECT_TRUE(m.module_state[2].step_counter);
-    EXPECT_FALSE(m.graph.find_tensor("bn.running_mean").has_value());
+    const TensorId mean = m.graph.tensor_named("bn.running_mean"), var = m.graph.tensor_named("bn.running_var");
+    EXPECT_EQ(m.graph.tensor(mean).role, TensorRole::OptState);
+    EXPECT_EQ(m.graph.tensor(var).role, TensorRole::OptState);
+    EXPECT_EQ(m.values.at("bn.running_mean").f32, (std::vector<float>{0.5f, 0, 0}));
+    const Node &stats = node_of(m, OpKind::BatchNormStats);
+    EXPECT_EQ(stats.inputs, (std::vector<TensorId>{m.input, mean, var}));
+    EXPECT_EQ(stats.call.attrs.get_float("", "momentum"), 0.1);  // 1 - 0.9f, rounded back to PyTorch's value
+    EXPECT_EQ(m.graph.tensor(stats.outputs[0]).updates, mean);
+    EXPECT_EQ(m.graph.tensor(stats.outputs[1]).updates, var);
+    EXPECT_EQ(running_statistics(m.graph), (std::vector<TensorId>{mean, var}));
 }
 
 TEST(OnnxImport, SequenceOutputsGiveALabelPerPosition) {
@@ -318,7 +323,31 @@ TEST(OnnxImportError, ARunningStatisticOutputIsRead) {
     f.output("logits");
     expect_error([&] { build_model(f.write("bn_out"), 2); },
                  "node '/add' (Add): reads 'rm', output 1 of node '/bn/BatchNormalization' (BatchNormalization), "
-                 "which (a running statistic) Tessera does not compute");
+                 "which (a running statistic) Tessera updates in place rather than outputs");
+}
+
+TEST(OnnxImportError, BatchNormMomentumOutOfRange) {
+    OnnxFile f = batch_norm_inputs();
+    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
+                      {"logits"}, "/bn/BatchNormalization");
+    set_int(bn, "training_mode", 1);
+    set_float(bn, "momentum", 1.0f);
+    f.output("logits");
+    expect_error([&] { build_model(f.write("bn_momentum"), 2); },
+                 "node '/bn/BatchNormalization' (BatchNormalization): attribute 'momentum' = 1.000000 is not "
+                 "supported; supported: 0 <= momentum < 1");
+}
+
+TEST(OnnxImportError, BatchNormRunningStatisticsComputed) {
+    OnnxFile f = batch_norm_inputs();
+    f.node("Identity", {"bn.running_var"}, {"var_copy"}, "/copy");
+    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "var_copy"},
+                      {"logits"}, "/bn/BatchNormalization");
+    set_int(bn, "training_mode", 1);
+    f.output("logits");
+    expect_error([&] { build_model(f.write("bn_stats"), 2); },
+                 "node '/bn/BatchNormalization' (BatchNormalization): its running statistics (inputs 3 and 4) "
+                 "must be initializers");
 }
 
 TEST(OnnxImportError, DivisionByAComputedTensor) {

@@ -163,6 +163,34 @@ struct ChannelStats {
     }
 };
 
+// The running statistics updated with the batch's (batch_norm_stats): the
+// sums in double, as the description's, and the unbiased variance.
+struct ChannelRunningStats {
+    const float *x, *mean_in, *var_in;
+    ChannelView v;
+    float momentum;
+    float *mean_out, *var_out;
+    TESSERA_HD void operator()(int64_t ch) const {
+        double sum = 0.0;
+        for (int64_t n = 0; n < v.N; n++) {
+            const float *p = x + (n * v.C + ch) * v.S;
+            for (int64_t s = 0; s < v.S; s++) sum += p[s];
+        }
+        const float mean = static_cast<float>(sum) / v.M;
+        double sq = 0.0;
+        for (int64_t n = 0; n < v.N; n++) {
+            const float *p = x + (n * v.C + ch) * v.S;
+            for (int64_t s = 0; s < v.S; s++) {
+                const float dev = p[s] - mean;
+                sq += static_cast<double>(dev * dev);
+            }
+        }
+        const float unbiased = static_cast<float>(sq) / fmaxf(v.M - 1.0f, 1.0f);
+        mean_out[ch] = momentum * mean + (1.0f - momentum) * mean_in[ch];
+        var_out[ch] = momentum * unbiased + (1.0f - momentum) * var_in[ch];
+    }
+};
+
 // Like ChannelStats, and also dgamma = sum dy * (x - mean) * rstd and
 // dbeta = sum dy, straight into the outputs.
 struct ChannelGradStats {
@@ -304,6 +332,14 @@ void batch_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vect
     }
 }
 
+template <class Exec>
+void batch_norm_stats(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
+                      float momentum) {
+    const ChannelView v = channel_view(in[0].type.shape);
+    ex.for_each(v.C, ChannelRunningStats{f32(in[0]), f32(in[1]), f32(in[2]), v, momentum, f32_out(out[0]),
+                                         f32_out(out[1])});
+}
+
 }  // namespace norm_detail
 
 template <class Exec>
@@ -315,6 +351,9 @@ void run_norm(Exec &ex, const OpCall &c, const std::vector<TensorRef> &in, const
     case OpKind::LayerNormGrad: return norm_detail::layer_norm_grad(ex, in, out, eps);
     case OpKind::BatchNorm: return norm_detail::batch_norm(ex, in, out, eps);
     case OpKind::BatchNormGrad: return norm_detail::batch_norm_grad(ex, in, out, eps);
+    case OpKind::BatchNormStats:
+        return norm_detail::batch_norm_stats(ex, in, out,
+                                             static_cast<float>(c.attrs.get_float(c.who(), "momentum", 0.1)));
     default: TESSERA_INTERNAL_ASSERT(false, "not a norm operator: ", c.who());
     }
 }

@@ -43,18 +43,18 @@ void check_opset(const Importer &im, const onnx::ModelProto &proto) {
     if (!found) im.fail_model("declares no opset; supported opsets are ", kMinOpset, " to ", kMaxOpset);
 }
 
-// One floating-point initializer: a trainable parameter with its values, in
-// the layout the file stores (PyTorch's).
-void add_parameter(Importer &im, const onnx::TensorProto &t, const Const &c) {
+// One floating-point initializer: a trainable parameter (or, for batch norm's
+// running statistics, optimizer-like state that the step updates) with its
+// values, in the layout the file stores (PyTorch's).
+void add_persistent(Importer &im, const onnx::TensorProto &t, const Const &c, bool running_statistic) {
     std::vector<float> values(c.v.begin(), c.v.end());
-    Tensor p = im.b().param(t.name(), c.shape, Init::zeros());
+    Tensor p = running_statistic ? im.b().state(t.name(), c.shape, Init::zeros())
+                                 : im.b().param(t.name(), c.shape, Init::zeros());
     im.model().values[t.name()] = TensorValues{DType::F32, std::move(values), {}};
     im.set_value(t.name(), Value{p, std::nullopt});
 }
 
-// Batch norm's running statistics are inputs of BatchNormalization that
-// training mode does not read; they stay constants here and module state for
-// the state_dict.
+// Batch norm's running statistics: inputs 3 and 4 of BatchNormalization.
 std::set<std::string> running_statistics(const onnx::GraphProto &g) {
     std::set<std::string> names;
     for (const auto &n : g.node())
@@ -64,33 +64,19 @@ std::set<std::string> running_statistics(const onnx::GraphProto &g) {
 }
 
 // Initializers: floating-point ones are parameters, except running statistics
-// and PyTorch's generated constants ("onnx::..."); integer ones are constants
-// for shape computations.
+// (state the step updates) and PyTorch's generated constants ("onnx::...");
+// integer ones are constants for shape computations.
 void add_initializers(Importer &im, const onnx::GraphProto &g) {
     const std::set<std::string> stats = running_statistics(g);
     for (const auto &t : g.initializer()) {
         Const c = const_from_proto(t, "initializer '" + t.name() + "'");
         const bool generated = t.name().rfind("onnx::", 0) == 0;
-        if (c.is_float && !generated && !stats.count(t.name())) {
-            add_parameter(im, t, c);
+        if (c.is_float && (stats.count(t.name()) || !generated)) {
+            add_persistent(im, t, c, stats.count(t.name()) != 0);
             continue;
         }
-        if (stats.count(t.name()))
-            im.model().module_state.push_back(ModuleState{t.name(), c.shape, {c.v.begin(), c.v.end()}, false});
         im.set_value(t.name(), Value{std::nullopt, std::move(c)});
     }
-}
-
-// PyTorch's BatchNorm keeps a step counter next to its running statistics,
-// which the export leaves out; the state_dict wants it back.
-void add_step_counters(Model &m) {
-    std::vector<ModuleState> counters;
-    const std::string suffix = ".running_mean";
-    for (const ModuleState &s : m.module_state)
-        if (s.name.size() > suffix.size() && s.name.ends_with(suffix))
-            counters.push_back(ModuleState{s.name.substr(0, s.name.size() - suffix.size()) + ".num_batches_tracked",
-                                           {}, {}, true});
-    m.module_state.insert(m.module_state.end(), counters.begin(), counters.end());
 }
 
 DType input_dtype(const Importer &im, const onnx::ValueInfoProto &v) {
@@ -223,7 +209,6 @@ Model import_onnx(const ModelSpec &spec, int64_t batch) {
     check_opset(im, proto);
     const onnx::GraphProto &g = proto.graph();
     add_initializers(im, g);
-    add_step_counters(m);
     Tensor input = add_input(im, g);
     std::set<int> absorbed;
     for (int i = 0; i < g.node_size(); i++)

@@ -1,6 +1,8 @@
 // ONNX layers that become graph nodes: 2-D convolution and pooling (their
 // windows checked against what lang/'s operators take), batch and layer
 // normalisation.
+#include <cmath>
+
 #include "importer.h"
 
 namespace tessera::onnx_import {
@@ -81,18 +83,31 @@ void global_average_pool(Importer &im, const onnx::NodeProto &n) {
     im.set(n, 0, im.b().reshape(y, {x.dim(0), x.dim(1), 1, 1}));
 }
 
-// Training-mode batch normalisation: batch statistics, as lang's batch_norm.
-// The running statistics it would update are module state (onnx_import.cpp).
+// Training-mode batch normalisation: batch statistics, as lang's batch_norm,
+// and the running statistics updated in place as PyTorch does. ONNX's momentum
+// weighs the old running value (PyTorch's 0.1 exports as 0.9, a float), so
+// lang's is 1 - it, rounded to 7 places to undo the float.
 void batch_normalization(Importer &im, const onnx::NodeProto &n) {
     NodeAttrs a(im, n, {"epsilon", "momentum", "training_mode"});
     if (a.i("training_mode", 0) != 1)
         a.unsupported("training_mode", std::to_string(a.i("training_mode", 0)),
                       "Tessera trains with batch statistics; export in training mode "
                       "(torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False))");
-    im.mark_unsupported_outputs(n, 1, "(a running statistic) Tessera does not compute");
+    const double onnx_momentum = a.f("momentum", 0.9);
+    if (!(onnx_momentum >= 0 && onnx_momentum < 1))
+        a.unsupported("momentum", std::to_string(onnx_momentum),
+                      "supported: 0 <= momentum < 1 (the weight of the old running statistics)");
+    im.mark_unsupported_outputs(n, 1, "(a running statistic) Tessera updates in place rather than outputs");
     Tensor x = im.tensor(n, 0);
+    const std::string name = node_name(n);
     im.set(n, 0, im.b().op1(OpKind::BatchNorm, {x, im.tensor(n, 1), im.tensor(n, 2)}, {{"eps", a.f("epsilon", 1e-5)}},
-                            node_name(n)));
+                            name));
+    Tensor mean = im.tensor(n, 3), var = im.tensor(n, 4);
+    auto role = [](Tensor t) { return t.graph->tensor(t.id).role; };
+    if (role(mean) != TensorRole::OptState || role(var) != TensorRole::OptState)
+        im.fail(n, "its running statistics (inputs 3 and 4) must be initializers, as torch.onnx.export writes them");
+    const double momentum = std::round((1.0 - onnx_momentum) * 1e7) / 1e7;
+    im.b().track_running_statistics(x, mean, var, momentum, name + ".running_stats");
 }
 
 void layer_normalization(Importer &im, const onnx::NodeProto &n) {

@@ -45,6 +45,12 @@ std::vector<GpuCase> gpu_cases_norm() {
         v.push_back(norm_case(p + " nchw one per channel", k, {1, 3, 1, 1}, 1));
         v.push_back(norm_case(p + " nchw odd", k, {5, 1, 3, 9}, 1, 0.01));
     }
+    // The running statistics: the last case has one value per channel (M = 1).
+    for (const Shape &x : std::vector<Shape>{{7, 5}, {3, 4, 5, 7}, {2, 3, 14, 14}, {1, 3, 1, 1}}) {
+        OpCall call{OpKind::BatchNormStats, "batch_norm_stats " + shape_str(x), {{"momentum", 0.25}}};
+        const TensorType f{DType::F32, {x[1]}};
+        v.push_back(GpuCase{call.name, call, {{DType::F32, x}, f, f}, {}, 1e-4, 1e-5});
+    }
     return v;
 }
 

@@ -38,6 +38,7 @@ struct StTensor {
     static StTensor from(std::string name, DType dtype, Shape shape, const void *src);
     static StTensor f32(std::string name, Shape shape, const std::vector<float> &values);
     static StTensor i32(std::string name, Shape shape, const std::vector<int32_t> &values);
+    static StTensor i64_scalar(std::string name, int64_t value);  // shape [], as PyTorch's step counters
 
     int64_t elements() const { return num_elements(shape); }
     // The values, for a tensor of that dtype (an internal error otherwise: check

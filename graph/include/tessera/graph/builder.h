@@ -53,6 +53,7 @@ public:
     // Graph inputs.
     Tensor data(const std::string &name, Shape shape, DType dtype = DType::F32);
     Tensor param(const std::string &name, Shape shape, Init init);
+    Tensor state(const std::string &name, Shape shape, Init init);  // OptState, updated by the step
 
     // One operator. `name` (scoped) names the node; empty picks "<op>".
     std::vector<Tensor> op(OpKind kind, const std::vector<Tensor> &inputs, Attrs attrs = {},
@@ -98,13 +99,21 @@ public:
     Tensor linear(Tensor x, int64_t out, bool bias = true, WeightInit init = WeightInit::He);
     // conv: weight "w" [co, ci, k, k], He init, no bias.
     Tensor conv(Tensor x, int64_t out_channels, int kernel, int stride = 1, int pad = -1);
-    // batch norm over channels (axis 1): "gamma" (ones), "beta" (zeros).
+    // batch norm over channels (axis 1): "gamma" (ones), "beta" (zeros), and
+    // the running statistics PyTorch keeps, "running_mean" (zeros) and
+    // "running_var" (ones), with momentum 0.1.
     Tensor batch_norm_layer(Tensor x);
+    // A node that updates batch norm's running statistics (OptState tensors
+    // [C]) in place with x's batch statistics each training step. It is off the
+    // loss's path, so autodiff leaves it alone and evaluation does not run it.
+    void track_running_statistics(Tensor x, Tensor running_mean, Tensor running_var, double momentum,
+                                  const std::string &name = "");
     // layer norm over the last axis: "gamma" (ones), "beta" (zeros).
     Tensor layer_norm_layer(Tensor x);
 
 private:
     Tensor layer_param(const std::string &name, Shape shape, Init init);
+    Tensor layer_state(const std::string &name, Shape shape, Init init);
     Tensor wrap(TensorId id) const { return Tensor{id, &g_}; }
     std::string node_name(OpKind kind, const std::string &name) const;
 

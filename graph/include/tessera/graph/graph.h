@@ -192,5 +192,8 @@ TensorId storage_root(const Graph &g, TensorId t);
 // For each tensor, whether it lives all step: Data, Param, OptState, Constant,
 // or a graph output (itself, or another tensor sharing its storage root).
 std::vector<bool> persistent_tensors(const Graph &g);
+// Batch norm's running statistics: the tensors batch_norm_stats nodes update
+// in place, each node's mean then variance, in node order.
+std::vector<TensorId> running_statistics(const Graph &g);
 
 }  // namespace tessera

@@ -58,17 +58,6 @@ struct TensorValues {
     bool operator==(const TensorValues &) const = default;
 };
 
-// State of an imported module that its PyTorch state_dict holds but Tessera's
-// graph does not (batch norm's running statistics and step counters), carried
-// through to the weights file that PyTorch loads back.
-struct ModuleState {
-    std::string name;
-    Shape shape;
-    std::vector<float> f32;      // the values imported (running statistics)
-    bool step_counter = false;   // an int64 scalar counting training steps (num_batches_tracked)
-    bool operator==(const ModuleState &) const = default;
-};
-
 struct Model {
     Graph graph;
     TensorId input = kNoTensor, labels = kNoTensor, logits = kNoTensor, loss = kNoTensor;
@@ -76,11 +65,10 @@ struct Model {
                                  // so token ids in `input` lie in [0, num_classes)
     int64_t label_elements = 1;  // labels per sample: 1 for classifiers, seq for language models
     std::string description;     // "mlp 784-1024-1024-10 (1.86M parameters)"
-    // Imported models only (onnx_import.h): initial values of parameters and
-    // constants, and the module state kept for PyTorch.
+    // Imported models only (onnx_import.h): initial values of parameters,
+    // batch norm's running statistics and constants.
     bool imported = false;
     std::map<std::string, TensorValues> values;
-    std::vector<ModuleState> module_state;
 };
 
 // Builds the forward graph for `batch` samples. A spec whose name ends in
