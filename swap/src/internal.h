@@ -184,6 +184,8 @@ private:
     void recompute(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy, Schedule &out);
     void hold_inputs(const Prepared &p, int b, int delta);
     void dep(Schedule &out, int step);
+    // The step just emitted must not wait for a step issued after it.
+    void expect_waits_backward(const Schedule &out) const;
     int swap_out(const Prepared &p, int b, Schedule &out);
     void swap_in(const Prepared &p, int b, int slot, int pos, SwapPolicy policy, Schedule &out);
     void host_update(const Prepared &p, int pos, NodeId node, Schedule &out);
@@ -202,6 +204,9 @@ private:
     std::vector<int> compute_step_;
     // Per buffer.
     std::vector<int> use_pos_, use_ptr_, use_end_;
+    // last_write_pos_: the position of the last compute that wrote the buffer;
+    // last_write_step_: the step that wrote its device copy (that compute, or
+    // a recomputation since).
     std::vector<int> slot_of_, stamp_, touch_, last_use_pos_, last_write_pos_, last_write_step_;
     std::vector<int> resid_swapin_, resid_swapout_, resid_last_compute_, min_key_;
     // The latest step that wrote the host copy (a swap-out or a host update)

@@ -510,10 +510,34 @@ void Scheduler::dep(Schedule &out, int step) {
     out.steps.back().dep_end = static_cast<int>(out.deps.size());
 }
 
+// A recomputation makes a slot's contents at the key of the operator that
+// needed them, and a swap-out of them can go no earlier than the key after:
+// an operand of that same operator given such a slot, or a swap-in that must
+// wait for it, would wait for a step issued after its own. Such drop choices
+// are infeasible (the search moves on); without recomputation it cannot
+// happen.
+void Scheduler::expect_waits_backward(const Schedule &out) const {
+    const IStep &st = out.steps.back();
+    for (int d = st.dep_begin; d < st.dep_end; d++) {
+        if (out.steps[out.deps[d]].key <= st.key) continue;
+        if (std::any_of(may_drop_.begin(), may_drop_.end(), [](uint8_t v) { return v != 0; }))
+            throw RecomputeInfeasible{};
+        TESSERA_INTERNAL_ASSERT(false, "a ", swap_step_kind_name(st.kind), " step at key ", st.key, " waits for a ",
+                                swap_step_kind_name(out.steps[out.deps[d]].kind), " step at key ",
+                                out.steps[out.deps[d]].key);
+    }
+}
+
+// Issued right after the step that wrote the slot's contents: the compute of
+// the buffer's last write, or the recomputation that refilled the slot since
+// (whose key is later: a swap-out keyed at the first write would read a slot
+// the buffer did not hold yet).
 int Scheduler::swap_out(const Prepared &p, int b, Schedule &out) {
     int s = slot_of_[b];
-    int st = emit(out, SwapStep::Kind::SwapOut, last_write_pos_[b] + 1, kNoNode, b, slot_offset_[s]);
-    dep(out, last_write_step_[b]);
+    const int writer = last_write_step_[b];
+    const int key = writer >= 0 ? out.steps[writer].key + 1 : last_write_pos_[b] + 1;
+    int st = emit(out, SwapStep::Kind::SwapOut, key, kNoNode, b, slot_offset_[s]);
+    dep(out, writer);
     resid_swapout_[b] = st;
     last_swapout_step_[b] = st;
     host_valid_[b] = 1;
@@ -692,8 +716,10 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
         resid_swapin_[x] = -1;
         resid_last_compute_[x] = rs;
     }
+    expect_waits_backward(out);
     resid_swapin_[b] = resid_swapout_[b] = -1;
     resid_last_compute_[b] = rs;
+    last_write_step_[b] = rs;  // what a swap-out of this residency waits for
     dropped_[b] = 0;
     hold_inputs(p, b, -1);
     touch_[b] = pos;
@@ -875,6 +901,7 @@ void Scheduler::run_operator(const Prepared &p, const std::vector<NodeId> &order
     place_operands(p, c, layout, i, policy, out);
     int cs = emit(out, SwapStep::Kind::Compute, i, node, -1, -1);
     for (int d : pending_deps_) dep(out, d);
+    expect_waits_backward(out);
     compute_step_[i] = cs;
     for (int k = ub; k < ue; k++) {
         const Use &u = p.uses[k];

@@ -4,11 +4,14 @@
                 the same initial weights on the same batches with SGD+momentum:
                 losses within 1e-4 relative at every step; then the checkpoint's
                 model.safetensors loads into the module with strict=True and gives
-                Tessera's evaluation loss (1e-5).
+                Tessera's evaluation loss (1e-5) in train() mode, and in eval()
+                mode (batch norm's running statistics) the evaluation loss of the
+                module PyTorch trained (1e-5).
   mpi    N      the CNN under mpirun -np N --partition tofu: within 1e-5 of the
-                single process at every step; and partitioned with --device-mem
-                a quarter of each rank's footprint: bit-identical to partitioned
-                without a budget.
+                single process at every step, and so are the running statistics
+                of its checkpoint; and partitioned with --device-mem a quarter of
+                each rank's footprint: bit-identical to partitioned without a
+                budget.
   budget        the CNN with --device-mem a quarter of its footprint: losses
                 bit-identical to the unconstrained run.
   resume        the MLP stopped after 10 steps and resumed from its checkpoint:
@@ -74,7 +77,8 @@ def loss_of(model, x, y):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
 
 
-def pytorch_losses(kind, work):
+def pytorch_training(kind, work):
+    """PyTorch's losses, and its module after the steps."""
     torch.manual_seed(0)
     model, x, y = M.make(kind)
     model.load_state_dict(torch.load(f"{work}/initial.pt"), strict=True)
@@ -88,7 +92,7 @@ def pytorch_losses(kind, work):
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return losses
+    return losses, model
 
 
 def compare(name, got, want, tol):
@@ -100,44 +104,92 @@ def compare(name, got, want, tol):
         sys.exit(f"FAIL: {name}")
 
 
-def checkpoint_eval(kind, work, tessera_eval):
-    """The checkpoint's state dict, loaded strictly, evaluated on the test batch
-    with batch statistics (as Tessera evaluates: its batch norm keeps no
-    running averages)."""
+def test_loss(model, x, y):
+    rows = slice(M.STEPS * M.BATCH, (M.STEPS + 1) * M.BATCH)
+    with torch.no_grad():
+        return loss_of(model, x[rows], y[rows]).item()
+
+
+def check_relative(what, got, want, tol=1e-5):
+    rel = abs(got - want) / abs(want)
+    print(f"{what}: {got:.7f} against {want:.7f}, relative difference {rel:.3g} (bar {tol:g})")
+    if rel > tol:
+        sys.exit(f"FAIL: {what}")
+
+
+def relative_difference(got, want):
+    """The largest difference of two tensors relative to the larger magnitude
+    in `want` (a running mean near 0 is not held to its own few digits)."""
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-30)).item()
+
+
+def largest_buffer_difference(state, trained):
+    """The largest relative difference of a running statistic between the
+    checkpoint and the module PyTorch trained, and how many there are."""
+    worst, count = 0.0, 0
+    for name, buf in trained.named_buffers():
+        if name.endswith("running_mean") or name.endswith("running_var"):
+            count += 1
+            worst = max(worst, relative_difference(state[name], buf))
+    return worst, count
+
+
+def checkpoint_eval(kind, work, tessera_eval, trained):
+    """The checkpoint's state dict, loaded strictly: in train() mode (batch
+    statistics, as Tessera evaluates) against Tessera's evaluation loss; in
+    eval() mode (batch norm's running statistics) against the module PyTorch
+    trained from the same weights on the same batches."""
     torch.manual_seed(0)
     model, x, y = M.make(kind)
     state = M.read_safetensors(f"{work}/ck/model.safetensors")
     model.load_state_dict(state, strict=True)
+    print(f"checkpoint: load_state_dict(strict=True) of {len(state)} tensors")
+    worst, count = largest_buffer_difference(state, trained)
+    if count:
+        print(f"running statistics: {count} buffers, largest relative difference from PyTorch's {worst:.3g} "
+              f"(bar 1e-05)")
+    if (kind == "cnn" and count == 0) or worst > 1e-5:
+        sys.exit("FAIL: the running statistics")
+    # eval() first: a forward in train() mode updates the running statistics.
+    model.eval()
+    trained.eval()
+    check_relative("evaluation loss, eval() mode, the checkpoint against the module PyTorch trained",
+                   test_loss(model, x, y), test_loss(trained, x, y))
     model.train()
-    rows = slice(M.STEPS * M.BATCH, (M.STEPS + 1) * M.BATCH)
-    with torch.no_grad():
-        loss = loss_of(model, x[rows], y[rows]).item()
-    rel = abs(loss - tessera_eval) / abs(tessera_eval)
-    print(f"checkpoint: load_state_dict(strict=True) of {len(state)} tensors; evaluation loss {loss:.7f} in PyTorch, "
-          f"{tessera_eval:.7f} in Tessera, relative difference {rel:.3g} (bar 1e-05)")
-    if rel > 1e-5:
-        sys.exit("FAIL: the checkpoint's evaluation loss")
+    check_relative("evaluation loss, train() mode, PyTorch on the checkpoint against Tessera",
+                   test_loss(model, x, y), tessera_eval)
 
 
 def torch_mode(build, work, kind):
     M.export(kind, work)
     run(tessera_args(build, work, kind, f"{work}/tessera.jsonl", "--checkpoint", f"{work}/ck"))
     losses, evals, _ = read_metrics(f"{work}/tessera.jsonl")
-    compare(f"{kind}: Tessera against PyTorch", losses, pytorch_losses(kind, work), 1e-4)
-    checkpoint_eval(kind, work, evals[-1])
+    want, trained = pytorch_training(kind, work)
+    compare(f"{kind}: Tessera against PyTorch", losses, want, 1e-4)
+    checkpoint_eval(kind, work, evals[-1], trained)
+
+
+def running_statistics(path):
+    return {k: v for k, v in M.read_safetensors(path).items() if k.endswith("running_mean") or k.endswith("running_var")}
 
 
 def mpi_mode(build, work, ranks):
     M.export("cnn", work)
-    run(tessera_args(build, work, "cnn", f"{work}/single.jsonl", "--no-eval"))
+    run(tessera_args(build, work, "cnn", f"{work}/single.jsonl", "--no-eval", "--checkpoint", f"{work}/single"))
     mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
     run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval",
-                                               "--partition", "tofu"))
+                                               "--partition", "tofu", "--checkpoint", f"{work}/ranks"))
     single, _, _ = read_metrics(f"{work}/single.jsonl")
     ranked, _, lines = read_metrics(f"{work}/ranks.jsonl")
     if not any(line.get("comm_bytes", 0) > 0 for line in lines):
         sys.exit("FAIL: the partitioned run sent nothing; it was not partitioned")
     compare(f"cnn: mpirun -np {ranks} --partition tofu against one process", ranked, single, 1e-5)
+    one, many = running_statistics(f"{work}/single/model.safetensors"), running_statistics(f"{work}/ranks/model.safetensors")
+    worst = max(relative_difference(many[k], v) for k, v in one.items())
+    print(f"cnn: {len(one)} running statistics after {M.STEPS} steps, -np {ranks} against one process: largest "
+          f"relative difference {worst:.3g} (bar 1e-05)")
+    if not one or sorted(one) != sorted(many) or worst > 1e-5:
+        sys.exit("FAIL: the partitioned run's running statistics")
     budget = lines[0]["footprint_bytes"] // 4
     run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks_budget.jsonl", "--no-eval",
                                                "--partition", "tofu", "--device-mem", str(budget)))

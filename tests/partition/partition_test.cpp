@@ -283,7 +283,9 @@ TEST(PartitionClosedForm, DataParallelRnnAllReducesEachWeightGradientOnce) {
 // sum, all-reduced; batch norm all-reduces its statistics inside the operator
 // (forward: sum_x, sum_sq_dev; backward: those two again and sum_dy,
 // sum_dy_dev, each in double precision), which leaves its gamma and beta
-// gradients complete. Counted from the graph here: gradient bytes G of every
+// gradients complete. The running statistics' update (batch_norm_stats) sums
+// sum_x and sum_sq_dev once more: unlike SyncBatchNorm, which updates them
+// from the forward's sums, it is an operator of its own. Counted from the graph here: gradient bytes G of every
 // weight but batch norm's, S of the statistics, and the 4-byte mean loss. A ring all-reduce of B bytes over N
 // ranks sends 2(N-1)/N B per rank, and the recursive cuts telescope to that
 // total; a rank's own count differs only by the ring's rounding of chunk sizes
@@ -294,9 +296,10 @@ TEST(PartitionClosedForm, DataParallelWResNetIsDdpWithSyncBatchNorm) {
     int64_t G = 0, S = 0;
     std::set<TensorId> bn_params;
     for (const Node &n : m.graph.nodes()) {
-        if (n.call.kind != OpKind::BatchNorm && n.call.kind != OpKind::BatchNormGrad) continue;
-        const int64_t C = m.graph.tensor(n.inputs[n.call.kind == OpKind::BatchNorm ? 0 : 1]).type.shape[1];
-        S += 8 * C * (n.call.kind == OpKind::BatchNorm ? 2 : 4);  // summed in double
+        const bool grad = n.call.kind == OpKind::BatchNormGrad;
+        if (n.call.kind != OpKind::BatchNorm && !grad && n.call.kind != OpKind::BatchNormStats) continue;
+        const int64_t C = m.graph.tensor(n.inputs[grad ? 1 : 0]).type.shape[1];
+        S += 8 * C * (grad ? 4 : 2);  // summed in double
         if (n.call.kind == OpKind::BatchNorm) bn_params.insert({n.inputs[1], n.inputs[2]});
     }
     ASSERT_EQ(bn_params.size(), 2u * 53);
@@ -312,7 +315,7 @@ TEST(PartitionClosedForm, DataParallelWResNetIsDdpWithSyncBatchNorm) {
     EXPECT_EQ(p.comm_bytes, total);
     for (int r = 0; r < n; r++) EXPECT_NEAR(double(p.rank_comm_bytes[r]), double(total) / n, 16.0) << "rank " << r;
     for (const OpPlan &op : p.ops)
-        if (op.op == "batch_norm" || op.op == "batch_norm_grad")
+        if (op.op == "batch_norm" || op.op == "batch_norm_grad" || op.op == "batch_norm_stats")
             for (const std::string &s : op.strategy) EXPECT_EQ(s, "split n (all-reduce inside)") << op.node;
 }
 
