@@ -150,6 +150,13 @@ void BM_CnnBatchNorm(benchmark::State &state) {
     run_layer(state, {OpKind::BatchNorm, "bn", {}}, {s, {s[1]}, {s[1]}}, 0);
 }
 
+// The running statistics' update (batch_norm_stats), a second pass over the
+// forward's input each training step: its cost against BM_CnnBatchNorm's.
+void BM_CnnBatchNormStats(benchmark::State &state) {
+    tessera::Shape s = cnn_act(state.range(0));
+    run_layer(state, {OpKind::BatchNormStats, "bn.running_stats", {}}, {s, {s[1]}, {s[1]}}, 0);
+}
+
 void BM_CnnBatchNormGrad(benchmark::State &state) {
     tessera::Shape s = cnn_act(state.range(0));
     run_layer(state, {OpKind::BatchNormGrad, "bn", {}}, {s, s, {s[1]}}, 0);
@@ -178,6 +185,7 @@ BENCHMARK(BM_CnnConvForward)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMi
 BENCHMARK(BM_CnnConvGradInput)->ArgsProduct({{2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CnnConvGradWeight)->ArgsProduct({{1, 2}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CnnBatchNorm)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_CnnBatchNormStats)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CnnBatchNormGrad)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CnnMaxPool)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_CnnMaxPoolGrad)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();

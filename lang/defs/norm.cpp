@@ -380,16 +380,20 @@ OpDef batch_norm_stats(Ctx &c) {
     Var ch = s.c;
     Expr m = c.param_float("momentum");
     Expr unbiased = cast<float>(s.sq_dev(ch)) / max(s.M - 1.0f, 1.0f);
+    // Both updates in one Func, so that one loop over the channels computes
+    // each channel's sums once for the two (k = 0 the mean, 1 the variance).
+    Var k("k");
+    Func updated("updated");
+    updated(ch, k) = strict_float(select(k == 0, m * s.mean(ch) + (1.0f - m) * mean(ch),
+                                         m * unbiased + (1.0f - m) * var(ch)));
     Func new_mean("new_mean"), new_var("new_var");
-    new_mean(ch) = strict_float(m * s.mean(ch) + (1.0f - m) * mean(ch));
-    new_var(ch) = strict_float(m * unbiased + (1.0f - m) * var(ch));
+    new_mean(ch) = updated(ch, 0);
+    new_var(ch) = updated(ch, 1);
     if (c.scheduling()) {
-        // One channel at a time: both sums, then both outputs.
-        new_mean.parallel(ch);
-        new_var.parallel(ch).compute_with(new_mean, ch);
+        updated.compute_root().bound(k, 0, 2).reorder(k, ch).unroll(k).parallel(ch);
         if (s.idx.spatial) {
-            for (Func f : {s.sum_x, s.sq_dev}) schedule_channel_sum_at(f, new_mean, s, c.target());
-            s.mean.compute_at(new_mean, ch);
+            for (Func f : {s.sum_x, s.sq_dev}) schedule_channel_sum_at(f, updated, s, c.target());
+            s.mean.compute_at(updated, ch);
         } else {
             schedule_column_sum(s.sum_x, RVar(s.r.x), c.target());
             schedule_column_sum(s.sq_dev, RVar(s.r.x), c.target());
