@@ -121,8 +121,8 @@ _DTYPES = {torch.float32: "F32", torch.int32: "I32", torch.int64: "I64"}
 _TORCH = {v: k for k, v in _DTYPES.items()}
 
 
-def write_safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
+def write_safetensors(path, tensors, metadata=None):
+    header, blobs, offset = ({"__metadata__": metadata} if metadata else {}), [], 0
     for name, t in tensors.items():
         data = t.contiguous().numpy().tobytes()
         header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
@@ -132,6 +132,12 @@ def write_safetensors(path, tensors):
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def read_metadata(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)).get("__metadata__", {})
 
 
 def read_safetensors(path):

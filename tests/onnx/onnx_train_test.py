@@ -20,6 +20,13 @@
   zoo           the zoo's mlp:input=32,hidden=64 trained 20 steps, exported with
                 --export-state-dict: loads into the same PyTorch MLP with
                 strict=True and gives Tessera's evaluation loss (1e-5).
+  zoo_cnn       the zoo's cnn (conv, batch norm, ReLU, pool, linear) trained 1
+                and 2 steps and exported: each loads into the same PyTorch
+                module with strict=True, and the running statistics after step
+                2 are PyTorch's update of those after step 1 with step 2's
+                batch, computed in the test from the exported weights (1e-5);
+                a checkpoint without running statistics (written before
+                Tessera tracked them) exports a fresh module's and resumes.
 
     python3 onnx_train_test.py BUILD_DIR WORK_DIR MODE [ARG]
 
@@ -273,6 +280,71 @@ def zoo_mode(build, work):
         sys.exit("FAIL: the exported zoo model's evaluation loss")
 
 
+class ZooCnn(torch.nn.Module):
+    """The zoo's cnn:convs=1,channels=4,hidden=0 as docs/training.md maps it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3, padding=1, bias=False), torch.nn.BatchNorm2d(4))
+        self.out = torch.nn.Linear(4 * 14 * 14, 10)
+
+    def forward(self, x):
+        h = F.max_pool2d(F.relu(self.conv1(x.reshape(-1, 1, 28, 28))), 2)
+        return self.out(h.flatten(1))
+
+
+def zoo_cnn_mode(build, work):
+    g = torch.Generator().manual_seed(3)
+    x, y = torch.randn(M.BATCH * 2, 784, generator=g), torch.randint(0, 10, (M.BATCH * 2,), generator=g)
+    M.write_safetensors(f"{work}/data.safetensors", {"input": x, "labels": y})
+    spec = "cnn:convs=1,channels=4,hidden=0"
+    states = []
+    for steps in (1, 2):
+        run([f"{build}/launch/tessera-train", "--model", spec, "--data", f"{work}/data.safetensors", "--no-shuffle",
+             "--batch", str(M.BATCH), "--steps", str(steps), "--progress", "none", "--no-eval",
+             "--checkpoint", f"{work}/ck{steps}"])
+        run([f"{build}/launch/tessera-train", "--model", spec, "--checkpoint", f"{work}/ck{steps}",
+             "--export-state-dict", f"{work}/ck{steps}/torch.safetensors"])
+        state = M.read_safetensors(f"{work}/ck{steps}/torch.safetensors")
+        ZooCnn().load_state_dict(state, strict=True)
+        states.append(state)
+    first, second = states
+    # Step 2 normalises its batch with step 1's weights; PyTorch's buffers update from that batch.
+    model = ZooCnn()
+    model.load_state_dict(first, strict=True)
+    model.train()
+    with torch.no_grad():
+        model(x[M.BATCH:])
+    bn = "conv1.1."
+    worst = max(relative_difference(second[bn + k], getattr(model.conv1[1], k)) for k in ("running_mean", "running_var"))
+    print(f"zoo {spec}: exported {sorted(second)}; running statistics after step 2 against PyTorch's update of step "
+          f"1's: largest relative difference {worst:.3g} (bar 1e-05); num_batches_tracked "
+          f"{int(second[bn + 'num_batches_tracked'])}")
+    if worst > 1e-5 or int(second[bn + "num_batches_tracked"]) != 2 or torch.equal(second[bn + "running_var"],
+                                                                                  torch.ones(4)):
+        sys.exit("FAIL: the zoo cnn's exported running statistics")
+    old_checkpoint_without_running_statistics(build, work, spec)
+
+
+def old_checkpoint_without_running_statistics(build, work, spec):
+    path = f"{work}/ck1/checkpoint.safetensors"
+    kept = {k: v for k, v in M.read_safetensors(path).items() if "running_" not in k}
+    M.write_safetensors(path, kept, M.read_metadata(path))
+    run([f"{build}/launch/tessera-train", "--model", spec, "--checkpoint", f"{work}/ck1", "--export-state-dict",
+         f"{work}/ck1/old.safetensors"])
+    old = M.read_safetensors(f"{work}/ck1/old.safetensors")
+    fresh = torch.equal(old["conv1.1.running_mean"], torch.zeros(4)) and torch.equal(old["conv1.1.running_var"],
+                                                                                     torch.ones(4))
+    run([f"{build}/launch/tessera-train", "--model", spec, "--data", f"{work}/data.safetensors", "--no-shuffle",
+         "--batch", str(M.BATCH), "--steps", "2", "--progress", "none", "--no-eval", "--checkpoint", f"{work}/ck1",
+         "--resume"])
+    resumed = M.read_safetensors(f"{work}/ck1/checkpoint.safetensors")
+    print(f"a checkpoint without running statistics: exported as a fresh module's: {fresh}; resumed to step 2 with "
+          f"{sum('running_' in k for k in resumed)} running statistics")
+    if not fresh or sum("running_" in k for k in resumed) != 2:
+        sys.exit("FAIL: a checkpoint without running statistics")
+
+
 def main():
     build, work, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -286,6 +358,8 @@ def main():
         resume_mode(build, work)
     elif mode == "zoo":
         zoo_mode(build, work)
+    elif mode == "zoo_cnn":
+        zoo_cnn_mode(build, work)
     else:
         sys.exit(f"unknown mode {mode}")
 
