@@ -42,7 +42,7 @@ StTensor running_statistic(const Model &m, const StFile &f, const std::string &n
     if (f.has(name)) return f.get(name, ti.type.dtype, ti.type.shape);
     auto v = m.values.find(name);
     if (v != m.values.end()) return StTensor::f32(name, ti.type.shape, v->second.f32);
-    std::vector<float> init(static_cast<size_t>(ti.type.elements()));
+    std::vector<float> init(static_cast<size_t>(ti.type.elements()));  // zeros or ones: no seed matters
     fill_init(ti.init, 0, name, ti.type.shape, init.data(), ti.type.elements());
     return StTensor::f32(name, ti.type.shape, init);
 }

@@ -154,6 +154,16 @@ OnnxFile batch_norm_inputs(float mean0 = 0) {
     return f;
 }
 
+// A training-mode BatchNormalization of batch_norm_inputs' tensors, its
+// running variance read from `var` (an initializer, or what a test computes).
+onnx::NodeProto &training_batch_norm(OnnxFile &f, const std::vector<std::string> &outputs,
+                                     const std::string &var = "bn.running_var") {
+    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", var}, outputs,
+                      "/bn/BatchNormalization");
+    set_int(bn, "training_mode", 1);
+    return bn;
+}
+
 const Node &node_of(const Model &m, OpKind kind) {
     for (const Node &n : m.graph.nodes())
         if (n.call.kind == kind) return n;
@@ -197,9 +207,7 @@ TEST(OnnxImport, ShapeSubgraphsFoldToAReshape) {
 
 TEST(OnnxImport, BatchNormRunningStatisticsAreStateTheStepUpdates) {
     OnnxFile f = batch_norm_inputs(0.5f);
-    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
-                      {"logits", "rm", "rv"});
-    set_int(bn, "training_mode", 1);
+    auto &bn = training_batch_norm(f, {"logits", "rm", "rv"});
     set_float(bn, "momentum", 0.9f);  // PyTorch's momentum 0.1, stored as a float
     f.output("logits");
     Model m = build_model(f.write("bn"), 2);
@@ -316,9 +324,7 @@ TEST(OnnxImportError, BatchNormInInferenceMode) {
 
 TEST(OnnxImportError, ARunningStatisticOutputIsRead) {
     OnnxFile f = batch_norm_inputs();
-    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
-                      {"y", "rm"}, "/bn/BatchNormalization");
-    set_int(bn, "training_mode", 1);
+    training_batch_norm(f, {"y", "rm"});
     f.node("Add", {"y", "rm"}, {"logits"}, "/add");
     f.output("logits");
     expect_error([&] { build_model(f.write("bn_out"), 2); },
@@ -328,10 +334,7 @@ TEST(OnnxImportError, ARunningStatisticOutputIsRead) {
 
 TEST(OnnxImportError, BatchNormMomentumOutOfRange) {
     OnnxFile f = batch_norm_inputs();
-    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"},
-                      {"logits"}, "/bn/BatchNormalization");
-    set_int(bn, "training_mode", 1);
-    set_float(bn, "momentum", 1.0f);
+    set_float(training_batch_norm(f, {"logits"}), "momentum", 1.0f);
     f.output("logits");
     expect_error([&] { build_model(f.write("bn_momentum"), 2); },
                  "node '/bn/BatchNormalization' (BatchNormalization): attribute 'momentum' = 1.000000 is not "
@@ -341,9 +344,7 @@ TEST(OnnxImportError, BatchNormMomentumOutOfRange) {
 TEST(OnnxImportError, BatchNormRunningStatisticsComputed) {
     OnnxFile f = batch_norm_inputs();
     f.node("Identity", {"bn.running_var"}, {"var_copy"}, "/copy");
-    auto &bn = f.node("BatchNormalization", {"input", "bn.weight", "bn.bias", "bn.running_mean", "var_copy"},
-                      {"logits"}, "/bn/BatchNormalization");
-    set_int(bn, "training_mode", 1);
+    training_batch_norm(f, {"logits"}, "var_copy");
     f.output("logits");
     expect_error([&] { build_model(f.write("bn_stats"), 2); },
                  "node '/bn/BatchNormalization' (BatchNormalization): its running statistics (inputs 3 and 4) "
