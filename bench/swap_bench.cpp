@@ -222,11 +222,11 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
     bool vs_lru = within(times[3], times[1]), vs_vdnn = within(times[3], times[2]);
     bool above_bound = within(bound.time_s, times[3]);
     ok = ok && vs_lru && vs_vdnn && above_bound;
-    return fmt::format("{:<12} {:>5.0f}x {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}% {:>8.1f}% {:>8} {:>6} {:>6} "
+    return fmt::format("{:<12} {:>5.0f}x {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}% {:>8.1f}% {:>19} {:>6} {:>6} "
                        "{:>7.1f} {:>7} {:>7}",
                        model, ratio, format_bytes(problem.budget), ms(times[0]), ms(times[1]), ms(times[2]),
                        ms(times[3]), 100 * times[0] / times[3], 100 * times[0] / bound.time_s,
-                       above_bound ? bound.limit : "BELOW", vs_lru ? "yes" : "NO", vs_vdnn ? "yes" : "NO", search,
+                       above_bound ? bound.limit : std::string("BELOW"), vs_lru ? "yes" : "NO", vs_vdnn ? "yes" : "NO", search,
                        on_host, recomputed);
 }
 
@@ -270,13 +270,14 @@ int run_ratios(const Args &a) {
         }
     }
     std::cout << "\n"
-              << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>8} {:>6} {:>6} {:>7} "
+              << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>19} {:>6} {:>6} {:>7} "
                              "{:>7} {:>7}\n",
                              "model", "ratio", "budget", "ideal", "lru", "vdnn", "advisor", "of ideal", "bound",
                              "bound by", "<=lru", "<=vdnn", "GA s", "on host", "recomp");
     for (const std::string &r : rows) std::cout << r << "\n";
     std::cout << "bound: the most of ideal any plan can reach (swap_lower_bound: the busiest stream's unavoidable "
-                 "work); bound by: that stream\n";
+                 "work, or the busiest before the backward pass starts plus the busiest after); bound by: those "
+                 "streams\n";
     std::cout << (all_ok ? "advisor is at least as fast as lru and vdnn everywhere, and no faster than the bound\n"
                          : "FAIL: advisor is slower than a baseline (NO above) or faster than the bound (BELOW)\n");
     return all_ok ? 0 : 1;

@@ -201,10 +201,14 @@ int64_t min_swap_budget(const SwapProblem &problem, HostUpdates host = HostUpdat
 // cannot stay on the device where the backward pass starts (src/bound.cpp).
 // Throws like plan_swaps when the budget cannot work.
 struct SwapBound {
-    double time_s = 0;  // no plan is faster
+    double time_s = 0;  // no plan is faster: the larger of these two
+    double streams_s = 0;  // each stream's work, and the turn's bytes
+    double phased_s = 0;   // the work before the backward pass starts plus the work after
     // What sets it: "compute", "swap-in", "swap-out", "host", or "turn" (the
-    // swap-in and compute streams' spare time cannot bring back the turn's bytes).
-    const char *limit = "";
+    // swap-in and compute streams' spare time cannot bring back the turn's
+    // bytes); or, where the step split where the backward pass starts binds,
+    // the stream before the split and the one after ("swap-in, then host").
+    std::string limit;
     // The streams' unavoidable work with only the updates that must run on
     // the host there, before the turn's bytes.
     double compute_s = 0, swap_in_s = 0, swap_out_s = 0;
