@@ -2,7 +2,9 @@
 // when memory is plentiful, and its link terms match sums worked out by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <iostream>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -115,6 +117,48 @@ TEST(SwapBound, NoPlanBeatsIt) {
     EXPECT_GT(checked, 3 * 4 * 3 * 4 * 2);
     EXPECT_GT(phased, 0);  // the split bound sets some of them
     std::cout << "the split bound set " << phased << " of the bounds\n";
+}
+
+// Random operator times (each drawn over three orders of magnitude), random
+// host times and link speeds: no plan of the advisor or LRU beats the bound,
+// whichever of its parts sets it.
+TEST(SwapBound, NoPlanBeatsItUnderRandomTimes) {
+    std::mt19937 rng(19);
+    auto log_uniform = [&](double lo, double hi) {
+        return lo * std::pow(hi / lo, std::uniform_real_distribution<double>(0, 1)(rng));
+    };
+    int checked = 0, phased = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        Problem m;
+        if (trial % 3 == 0) build_mlp(m);
+        if (trial % 3 == 1) build_zoo(m, "transformer:layers=2,d_model=16,heads=2,seq=4,vocab=12", 2);
+        if (trial % 3 == 2) build_zoo(m, "lstm:layers=2,hidden=8,seq=3,vocab=10", 4);
+        for (NodeId n : m.p.order) {
+            m.p.node_time_s[n] = log_uniform(1e-5, 1e-2);
+            if (m.g.node(n).optimizer) m.p.host_node_time_s[n] = log_uniform(1e-5, 1e-2);
+        }
+        m.p.h2d_bytes_per_s = log_uniform(1e5, 1e8);
+        m.p.d2h_bytes_per_s = log_uniform(1e5, 1e8);
+        const int64_t full = m.p.budget;
+        for (HostUpdates host : {HostUpdates::Off, HostUpdates::Auto}) {
+            int64_t least = min_swap_budget(m.p, host);
+            for (int64_t budget : {least, least + (full - least) / 3}) {
+                m.p.budget = budget;
+                SwapBound b = swap_lower_bound(m.p, host);
+                phased += b.phased_s > b.streams_s;
+                for (SwapPolicy policy : {SwapPolicy::Lru, SwapPolicy::Advisor}) {
+                    if (policy == SwapPolicy::Lru && budget < min_swap_budget(m.p)) continue;
+                    double t = plan_time(m.p, policy, host, trial);
+                    EXPECT_LE(b.time_s, t * (1 + 1e-9)) << "trial " << trial << ", budget " << budget << ", "
+                                                        << swap_policy_name(policy) << ", " << b.limit;
+                    checked++;
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 24 * 2 * 2);
+    EXPECT_GT(phased, 0);
+    std::cout << "the split bound set " << phased << " of " << 24 * 2 * 2 << " bounds\n";
 }
 
 // With the whole footprint as budget nothing need move: the bound is the sum
