@@ -226,7 +226,8 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
                        "{:>7.1f} {:>7} {:>7}",
                        model, ratio, format_bytes(problem.budget), ms(times[0]), ms(times[1]), ms(times[2]),
                        ms(times[3]), 100 * times[0] / times[3], 100 * times[0] / bound.time_s,
-                       above_bound ? bound.limit : std::string("BELOW"), vs_lru ? "yes" : "NO", vs_vdnn ? "yes" : "NO", search,
+                       above_bound ? bound.limit : std::string("BELOW"), vs_lru ? "yes" : "NO",
+                       vs_vdnn ? "yes" : "NO", search,
                        on_host, recomputed);
 }
 

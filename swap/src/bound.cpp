@@ -96,7 +96,8 @@ std::vector<uint8_t> reach(const std::vector<std::vector<int>> &edges, int from)
 using Recomputable = std::vector<std::pair<double, double>>;
 
 void sort_cheapest_per_byte(Recomputable &r) {
-    std::stable_sort(r.begin(), r.end(), [](const auto &a, const auto &b) { return a.second * b.first < b.second * a.first; });
+    std::stable_sort(r.begin(), r.end(),
+                     [](const auto &a, const auto &b) { return a.second * b.first < b.second * a.first; });
 }
 
 // What must be on the device right after the turn node, or come back later.
@@ -308,7 +309,8 @@ const char *over(const Work &w, double t) {
     if (compute_spare < 0) return "compute";
     if (in_spare < 0) return "swap-in";
     if (out_spare < 0) return "swap-out";
-    if (in_spare * w.in_bytes_per_s + recomputed_bytes(w.turn.recomputable, compute_spare) < w.turn_excess_bytes) return "turn";
+    double brought_back = in_spare * w.in_bytes_per_s + recomputed_bytes(w.turn.recomputable, compute_spare);
+    if (brought_back < w.turn_excess_bytes) return "turn";
     return nullptr;
 }
 

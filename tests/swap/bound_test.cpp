@@ -107,7 +107,8 @@ TEST(SwapBound, NoPlanBeatsIt) {
                                 continue;
                             double t = plan_time(m.p, policy, host, seed);
                             EXPECT_LE(bound, t * (1 + 1e-9)) << "model " << model << ", budget " << budget
-                                                             << ", policy " << swap_policy_name(policy) << ", timing " << timing << ", host updates " << host_updates_name(host);
+                                                             << ", policy " << swap_policy_name(policy) << ", timing "
+                                                             << timing << ", host updates " << host_updates_name(host);
                             checked++;
                         }
                 }
