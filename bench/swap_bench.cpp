@@ -20,6 +20,7 @@
 // absolute milliseconds of a shared 2-core machine mean little.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -51,6 +52,7 @@ struct Args {
     std::vector<std::string> models;  // empty: all five
     HostUpdates host_updates = HostUpdates::Auto;  // for the advisor
     bool recompute = true;                         // for the advisor
+    int threads = 1;                               // the advisor's scoring threads
 };
 
 [[noreturn]] void usage(const std::string &msg) {
@@ -58,7 +60,7 @@ struct Args {
               << "\nusage: tessera-bench-swap [--ratios] [--planner-speed] [--quick] [--roofline cpu|h100]\n"
                  "         [--limit-s S] [--long-s S] [--short-s S] [--speed-ratio R] [--seed N] "
                  "[--models mlp,cnn,...]\n"
-                 "         [--host-updates off|auto|all] [--recompute off|auto]\n";
+                 "         [--host-updates off|auto|all] [--recompute off|auto] [--threads N]\n";
     std::exit(2);
 }
 
@@ -86,6 +88,11 @@ Args parse_args(int argc, char **argv) {
         else if (f == "--limit-s") a.limit_s = number(f, value());
         else if (f == "--speed-ratio") a.speed_ratio = number(f, value());
         else if (f == "--seed") a.seed = static_cast<uint64_t>(number(f, value()));
+        else if (f == "--threads") {
+            double v = number(f, value());
+            if (v != std::floor(v) || v > 64) usage("--threads takes a whole number from 1 to 64");
+            a.threads = static_cast<int>(v);
+        }
         else if (f == "--recompute") {
             std::string v = value();
             if (v != "off" && v != "auto") usage("--recompute takes off or auto, got '" + v + "'");
@@ -197,6 +204,7 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
                       bool &ok) {
     double times[4] = {0, 0, 0, 0};
     double search = 0;
+    int64_t candidates = 0;
     int on_host = 0, recomputed = 0;
     const SwapPolicy policies[4] = {SwapPolicy::Ideal, SwapPolicy::Lru, SwapPolicy::Vdnn, SwapPolicy::Advisor};
     for (int i = 0; i < 4; ++i) {
@@ -207,10 +215,12 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
         o.generations = 1000000;  // the time limit decides
         o.host_updates = a.host_updates;
         o.recompute = a.recompute;
+        o.threads = a.threads;
         SwapPlan p = plan_swaps(problem, o);
         times[i] = p.time_s;
         if (policies[i] != SwapPolicy::Advisor) continue;
         search = p.search_s;
+        candidates = p.candidates;
         for (const SwapStep &s : p.steps) {
             on_host += s.kind == SwapStep::Kind::HostUpdate;
             recomputed += s.kind == SwapStep::Kind::Recompute;
@@ -223,12 +233,11 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
     bool above_bound = within(bound.time_s, times[3]);
     ok = ok && vs_lru && vs_vdnn && above_bound;
     return fmt::format("{:<12} {:>5.0f}x {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.1f}% {:>8.1f}% {:>19} {:>6} {:>6} "
-                       "{:>7.1f} {:>7} {:>7}",
+                       "{:>7.1f} {:>8} {:>7} {:>7}",
                        model, ratio, format_bytes(problem.budget), ms(times[0]), ms(times[1]), ms(times[2]),
                        ms(times[3]), 100 * times[0] / times[3], 100 * times[0] / bound.time_s,
                        above_bound ? bound.limit : std::string("BELOW"), vs_lru ? "yes" : "NO",
-                       vs_vdnn ? "yes" : "NO", search,
-                       on_host, recomputed);
+                       vs_vdnn ? "yes" : "NO", search, candidates, on_host, recomputed);
 }
 
 // The problem of one model, without its budget.
@@ -272,13 +281,14 @@ int run_ratios(const Args &a) {
     }
     std::cout << "\n"
               << fmt::format("{:<12} {:>6} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9} {:>19} {:>6} {:>6} {:>7} "
-                             "{:>7} {:>7}\n",
+                             "{:>8} {:>7} {:>7}\n",
                              "model", "ratio", "budget", "ideal", "lru", "vdnn", "advisor", "of ideal", "bound",
-                             "bound by", "<=lru", "<=vdnn", "GA s", "on host", "recomp");
+                             "bound by", "<=lru", "<=vdnn", "GA s", "scored", "on host", "recomp");
     for (const std::string &r : rows) std::cout << r << "\n";
     std::cout << "bound: the most of ideal any plan can reach (swap_lower_bound: the busiest stream's unavoidable "
                  "work, or the busiest before the backward pass starts plus the busiest after); bound by: those "
-                 "streams\n";
+                 "streams; scored: candidates the advisor simulated, on "
+              << a.threads << (a.threads == 1 ? " thread\n" : " threads\n");
     std::cout << (all_ok ? "advisor is at least as fast as lru and vdnn everywhere, and no faster than the bound\n"
                          : "FAIL: advisor is slower than a baseline (NO above) or faster than the bound (BELOW)\n");
     return all_ok ? 0 : 1;

@@ -16,6 +16,7 @@
 // report it).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -126,6 +128,15 @@ TrainingGraph training_graph(const PlanRequest &r) {
 
 // ---- swapping ----
 
+// Swap options whose search scores candidates on the cores of this machine
+// (at most 8): tessera-plan runs alone, where tessera-train's ranks share
+// them (SwapSpec::threads).
+tessera::SwapOptions with_search_threads() {
+    tessera::SwapOptions o;
+    o.threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    return o;
+}
+
 struct SwapRequest {
     std::string device_mem;  // empty: no swap planning
     std::string policy;      // advisor, lru, vdnn, ideal or none
@@ -136,7 +147,7 @@ struct SwapRequest {
     std::string recompute = "auto";    // --recompute, into options.recompute
     int rank = 0;
     bool all_ranks = false;      // --rank all: the plan file holds every rank's swap plans
-    tessera::SwapOptions options;  // options.host_updates: --host-updates
+    tessera::SwapOptions options = with_search_threads();  // options.host_updates: --host-updates
 };
 
 // The pipeline's spec for the plans below, as tessera-train would make it.
@@ -158,6 +169,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.swap.population = s.options.population;
     spec.swap.host_updates = s.options.host_updates;
     spec.swap.recompute = s.options.recompute;
+    spec.swap.threads = s.options.threads;
     return spec;
 }
 

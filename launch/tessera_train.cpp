@@ -6,6 +6,7 @@
 // too small, a corrupt checkpoint), 2 a usage error (unknown flag), 3 an
 // internal error (a bug: please report it), 128 + the signal when SIGTERM or
 // SIGINT stopped it at a step boundary with a checkpoint (stop_request.h).
+#include <algorithm>
 #include <iostream>
 #include <optional>
 
@@ -171,7 +172,9 @@ int train_in_job(tessera::TrainOptions o, int *argc, char ***argv, const std::st
         if (job.world > 1)
             tessera::agree_across_ranks(*job.comm, "arguments", tessera::run_arguments(o),
                                         "start every rank with the same arguments");
-        o.threads = tessera::apply_thread_budget(threads, job.comm.get()).summary();
+        const tessera::ThreadBudget budget = tessera::apply_thread_budget(threads, job.comm.get());
+        o.threads = budget.summary();
+        o.swap_search.threads = std::clamp(budget.halide, 1, 64);
         tessera::install_stop_handlers();
         tessera::run_training(o);
         tessera::flush_stdout();

@@ -150,6 +150,7 @@ RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine
     spec.swap.population = o.swap_search.population;
     spec.swap.host_updates = host_updates_from_name(o.host_updates);
     spec.swap.recompute = o.recompute == "auto";
+    spec.swap.threads = o.swap_search.threads;
     if (root) spec.swap.progress = swap_progress(stderr_is_terminal());
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;

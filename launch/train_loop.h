@@ -48,7 +48,10 @@ struct TrainOptions {
     std::string swap = "auto";
     std::string host_updates = "off";  // off | auto | all: optimizer updates the advisor may run on the host
     std::string recompute = "auto";    // off | auto: whether the advisor may recompute activations
-    SwapSpec swap_search;  // --swap-population, --swap-generations, --swap-time-limit (its other fields unused)
+    // --swap-population, --swap-generations, --swap-time-limit, and the
+    // threads the search may use (the rank's share of the cores, as its CPU
+    // kernels get); its other fields unused.
+    SwapSpec swap_search;
     std::string metrics_path;
     std::string checkpoint_dir;
     int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch and at the end

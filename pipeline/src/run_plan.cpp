@@ -48,6 +48,7 @@ SwapOptions swap_options(const SwapSpec &s) {
     o.population = s.population;
     o.host_updates = s.host_updates;
     o.recompute = s.recompute;
+    o.threads = s.threads;
     return o;
 }
 

@@ -16,7 +16,10 @@
 //     activation: dropped and recomputed when evicted, instead of swapped.
 //     A candidate whose recomputations cannot run scores as infinitely slow.
 // The fitness is the simulated iteration time of the schedule the swap
-// scheduler makes for it. The population starts from the given order with
+// scheduler makes for it. A generation's children are made in turn (one
+// random stream) and then scored on SwapOptions::threads threads, each with
+// its own scratch, so that the plan does not depend on the number of threads
+// (while `generations`, not the time limit, ends the search). The population starts from the given order with
 // demand-proportional pools and a spread of pinned fractions (which are also
 // the layouts the baselines use), plus perturbations of it.
 #include <algorithm>
@@ -25,6 +28,7 @@
 #include <limits>
 #include <queue>
 #include <random>
+#include <thread>
 #include <unordered_map>
 
 #include "internal.h"
@@ -50,6 +54,16 @@ struct Rng {
     int below(int n) { return static_cast<int>(uniform() * n); }
 };
 
+// One thread's scratch for decoding and scoring candidates.
+struct Workspace {
+    std::vector<int> indeg;
+    std::vector<NodeId> order;
+    Layout layout;
+    Scheduler sched;
+    Schedule schedule;
+    std::vector<double> end;
+};
+
 struct Genome {
     std::vector<double> prio;  // per position of the given order
     std::vector<double> weight;
@@ -61,7 +75,8 @@ struct Genome {
 
 class Search {
 public:
-    Search(const Prepared &p, const SwapOptions &o) : p_(p), o_(o), rng_(o.seed) {
+    Search(const Prepared &p, const SwapOptions &o)
+        : p_(p), o_(o), rng_(o.seed), threads_(o.threads), ws_(threads_) {
         int n = static_cast<int>(p.order.size());
         succ_begin_.assign(n + 1, 0);
         for (int i = 0; i < n; i++)
@@ -97,50 +112,88 @@ public:
         else split_pools(p_, p_.classes, weights, layout);
     }
 
-    void decode_order(const std::vector<double> &prio, std::vector<NodeId> &order) {
+    void decode_order(const std::vector<double> &prio, Workspace &w) const {
         int n = static_cast<int>(p_.order.size());
-        order.clear();
+        w.order.clear();
         if (!o_.reorder) {
-            order = p_.order;
+            w.order = p_.order;
             return;
         }
-        indeg_.assign(n, 0);
-        for (int i = 0; i < n; i++) indeg_[i] = p_.pred_begin[i + 1] - p_.pred_begin[i];
+        w.indeg.assign(n, 0);
+        for (int i = 0; i < n; i++) w.indeg[i] = p_.pred_begin[i + 1] - p_.pred_begin[i];
         std::priority_queue<std::pair<double, int>> ready;
         for (int i = 0; i < n; i++)
-            if (indeg_[i] == 0) ready.push({prio[i], -i});
+            if (w.indeg[i] == 0) ready.push({prio[i], -i});
         while (!ready.empty()) {
             int i = -ready.top().second;
             ready.pop();
-            order.push_back(p_.order[i]);
+            w.order.push_back(p_.order[i]);
             for (int k = succ_begin_[i]; k < succ_begin_[i + 1]; k++)
-                if (--indeg_[succ_[k]] == 0) ready.push({prio[succ_[k]], -succ_[k]});
+                if (--w.indeg[succ_[k]] == 0) ready.push({prio[succ_[k]], -succ_[k]});
         }
-        TESSERA_INTERNAL_ASSERT(static_cast<int>(order.size()) == n, "the dependencies have a cycle");
+        TESSERA_INTERNAL_ASSERT(static_cast<int>(w.order.size()) == n, "the dependencies have a cycle");
     }
 
-    double evaluate(Genome &g) {
-        decode_order(g.prio, order_);
-        decode_layout(g, layout_);
+    // Decodes g into w and returns the key of what it decoded to (candidates
+    // with the same order, layout and bits have the same fitness).
+    uint64_t decode(const Genome &g, Workspace &w) const {
+        decode_order(g.prio, w);
+        decode_layout(g, w.layout);
         uint64_t h = 1469598103934665603ull;
         auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
         if (o_.reorder)
-            for (NodeId n : order_) mix(static_cast<uint64_t>(n));
-        for (int s : layout_.slots) mix(static_cast<uint64_t>(s) + 0x9e37);
-        for (int64_t v : layout_.pin) mix(static_cast<uint64_t>(v + 1));
+            for (NodeId n : w.order) mix(static_cast<uint64_t>(n));
+        for (int s : w.layout.slots) mix(static_cast<uint64_t>(s) + 0x9e37);
+        for (int64_t v : w.layout.pin) mix(static_cast<uint64_t>(v + 1));
         for (uint8_t v : g.host) mix(v + 0x51u);
         for (uint8_t v : g.drop) mix(v + 0x77u);
-        auto it = cache_.find(h);
-        if (it != cache_.end()) return g.fit = it->second;
-        double t = std::numeric_limits<double>::infinity();
+        return h;
+    }
+
+    // The simulated step of what w holds decoded (infinite where its
+    // recomputations cannot run).
+    double score(Workspace &w) const {
         try {
-            sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
-            t = simulate_schedule(p_, schedule_, end_);
+            w.sched.run(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
+            return simulate_schedule(p_, w.schedule, w.end);
         } catch (const RecomputeInfeasible &) {
+            return std::numeric_limits<double>::infinity();
         }
-        candidates_++;
-        cache_.emplace(h, t);
-        return g.fit = t;
+    }
+
+    double evaluate(Genome &g) {
+        uint64_t key = decode(g, ws_[0]);
+        auto it = cache_.find(key);
+        if (it != cache_.end()) return g.fit = it->second;
+        g.fit = score(ws_[0]);
+        remember(key, g.fit);
+        return g.fit;
+    }
+
+    void remember(uint64_t key, double fit) { candidates_ += cache_.emplace(key, fit).second; }
+
+    // Scores gs[from..] on the threads: each takes every threads_-th
+    // candidate, reading the cache (nothing writes it meanwhile); what was
+    // new is remembered afterwards.
+    void evaluate_all(std::vector<Genome> &gs, size_t from) {
+        const size_t n = gs.size() - from;
+        std::vector<uint64_t> keys(n);
+        std::vector<uint8_t> known(n, 0);
+        auto work = [&](int t) {
+            for (size_t i = t; i < n; i += threads_) {
+                Genome &g = gs[from + i];
+                keys[i] = decode(g, ws_[t]);
+                auto it = cache_.find(keys[i]);
+                known[i] = it != cache_.end();
+                g.fit = known[i] ? it->second : score(ws_[t]);
+            }
+        };
+        std::vector<std::thread> helpers;
+        for (int t = 1; t < threads_ && static_cast<size_t>(t) < n; t++) helpers.emplace_back(work, t);
+        work(0);
+        for (std::thread &h : helpers) h.join();
+        for (size_t i = 0; i < n; i++)
+            if (!known[i]) remember(keys[i], gs[from + i].fit);
     }
 
     SwapPlan run() {
@@ -177,6 +230,7 @@ public:
         for (; gens < o_.generations && !out_of_time; gens++) {
             std::stable_sort(pop.begin(), pop.end(), better);
             std::vector<Genome> next(pop.begin(), pop.begin() + std::min<int>(2, static_cast<int>(pop.size())));
+            const size_t elite = next.size();
             while (static_cast<int>(next.size()) < pop_size) {
                 const Genome &a = tournament(pop), &b = tournament(pop);
                 Genome c = a;
@@ -195,10 +249,10 @@ public:
                         if (rng_.uniform() < 0.5) c.drop[k] = b.drop[k];
                 }
                 mutate(c);
-                evaluate(c);
                 next.push_back(std::move(c));
-                if ((out_of_time = timed_out())) break;
             }
+            evaluate_all(next, elite);
+            out_of_time = timed_out();
             pop = std::move(next);
             if (o_.progress) {
                 SwapProgress pr;
@@ -211,10 +265,10 @@ public:
             }
         }
         const Genome &best = *std::min_element(pop.begin(), pop.end(), better);
-        decode_order(best.prio, order_);
-        decode_layout(best, layout_);
-        sched_.run(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
-        SwapPlan plan = make_plan(p_, order_, p_.classes, layout_, SwapPolicy::Advisor, schedule_);
+        Workspace &w = ws_[0];
+        decode(best, w);
+        w.sched.run(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
+        SwapPlan plan = make_plan(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
         plan.generations = gens;
         plan.candidates = candidates_;
         return plan;
@@ -282,13 +336,10 @@ private:
     const Prepared &p_;
     const SwapOptions &o_;
     Rng rng_;
-    std::vector<int> succ_begin_, succ_, indeg_;
+    int threads_ = 1;
+    std::vector<Workspace> ws_;  // per thread
+    std::vector<int> succ_begin_, succ_;
     int64_t max_pin_ = 0;
-    Scheduler sched_;
-    Schedule schedule_;
-    Layout layout_;
-    std::vector<NodeId> order_;
-    std::vector<double> end_;
     std::unordered_map<uint64_t, double> cache_;
     int64_t candidates_ = 0;
 };
@@ -358,6 +409,8 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options) {
                       options.generations);
         TESSERA_CHECK(options.time_limit_s >= 0 && !std::isnan(options.time_limit_s),
                       "swap options: time_limit_s must be non-negative, got ", options.time_limit_s);
+        TESSERA_CHECK(options.threads >= 1 && options.threads <= 64,
+                      "swap options: threads must be between 1 and 64, got ", options.threads);
     }
     Prepared p = prepare(problem, options.policy, true, options.host_updates);
     SwapPlan plan;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "tessera/error.h"
@@ -136,6 +137,38 @@ TEST(SwapPlan, SameSeedSamePlan) {
     check_swap_plan(c.g, d);
 }
 
+// Children are scored on several threads, each with its own scratch: with
+// the search ended by its generations, any number of threads gives the plan
+// one thread gives, with the same number of candidates scored.
+TEST(SwapPlan, SameSeedSamePlanOnAnyNumberOfThreads) {
+    Case c = make_case("transformer:layers=2,d_model=32,heads=2,seq=16,vocab=50", 8);
+    SwapProblem pr = problem_for(c, c.footprint / 4);
+    pr.host_node_time_s.assign(c.g.num_nodes(), 0.0);
+    for (NodeId n = 0; n < c.g.num_nodes(); n++)
+        if (c.g.node(n).optimizer) pr.host_node_time_s[n] = 4 * c.times[n];
+    SwapOptions o = options_for(SwapPolicy::Advisor);
+    o.recompute = true;
+    o.host_updates = HostUpdates::Auto;
+    SwapPlan one = plan_swaps(pr, o);
+    one.search_s = 0;
+    int on_host = 0, recomputed = 0;
+    for (const SwapStep &s : one.steps) {
+        on_host += s.kind == SwapStep::Kind::HostUpdate;
+        recomputed += s.kind == SwapStep::Kind::Recompute;
+    }
+    std::cout << on_host << " updates on the host, " << recomputed << " recomputations, " << one.candidates
+              << " candidates\n";
+    EXPECT_GT(one.candidates, 24);
+    for (int threads : {2, 3, 8}) {
+        o.threads = threads;
+        SwapPlan many = plan_swaps(pr, o);
+        many.search_s = 0;
+        EXPECT_EQ(many, one) << threads << " threads";
+        EXPECT_EQ(many.candidates, one.candidates) << threads << " threads";
+    }
+    check_swap_plan(c.g, one);
+}
+
 // The budget errors name the operator whose inputs and outputs do not fit.
 TEST(SwapPlan, BudgetBelowTheMinimumThrows) {
     Case c = make_case("mlp:layers=2,hidden=64", 32);
@@ -214,6 +247,9 @@ TEST(SwapPlan, MalformedProblemsThrow) {
     SwapOptions o;
     o.population = 1;
     EXPECT_NE(message(pr, o).find("population must be at least 2"), std::string::npos);
+    o.population = 2;
+    o.threads = 65;
+    EXPECT_NE(message(pr, o).find("threads must be between 1 and 64, got 65"), std::string::npos);
     EXPECT_EQ(swap_policy_from_name("vdnn"), SwapPolicy::Vdnn);
     try {
         swap_policy_from_name("fifo");

@@ -47,6 +47,7 @@ struct SwapSpec {
     std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
     HostUpdates host_updates = HostUpdates::Off;  // optimizer updates the advisor may run on the host
     bool recompute = true;  // whether the advisor may drop activations and recompute them
+    int threads = 1;  // threads that score the advisor's candidates (SwapOptions::threads)
 };
 
 // What the swap planner needs to know of the device: each operator's time and

@@ -110,6 +110,10 @@ struct SwapOptions {
     // Whether the advisor may drop forward activations and recompute them
     // before their next use instead of swapping them (one gene each).
     bool recompute = false;
+    // Threads that score the advisor's candidates (1 to 64). The plan does
+    // not depend on it when `generations` ends the search; within a time
+    // limit, more threads score more candidates.
+    int threads = 1;
     // Called after each generation (from the calling thread).
     std::function<void(const SwapProgress &)> progress;
 };
