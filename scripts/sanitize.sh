@@ -4,7 +4,8 @@
 #   asan  AddressSanitizer, LeakSanitizer and UndefinedBehaviorSanitizer over
 #         every GoogleTest suite (build-asan);
 #   tsan  ThreadSanitizer over the suites of the executor, the devices and the
-#         communicator, where the stream threads and the watchdog run
+#         communicator, where the stream threads and the watchdog run, and the
+#         swap planner's, whose search scores candidates on threads
 #         (build-tsan).
 # -O1 with line tables, no CUDA, no benchmarks, and only the test programs
 # (not tessera-train and the rest); the kernels of the main build (below).
@@ -24,7 +25,7 @@ case "$mode" in
     ;;
   tsan)
     flags=(-DTESSERA_TSAN=ON)
-    programs='^(exec_(cpu_device|executor|staged_device|swap|device_budget|thread_budget|profile)|comm_(communicator|launcher|watchdog))_test$'
+    programs='^(exec_(cpu_device|executor|staged_device|swap|device_budget|thread_budget|profile)|comm_(communicator|launcher|watchdog)|swap_plan)_test$'
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
 esac
