@@ -95,6 +95,13 @@ std::vector<uint8_t> reach(const std::vector<std::vector<int>> &edges, int from)
 // byte first.
 using Recomputable = std::vector<std::pair<double, double>>;
 
+// Per buffer: whether it may be dropped and recomputed.
+std::vector<uint8_t> recomputable_mask(const Prepared &p) {
+    std::vector<uint8_t> mask(p.bufs.size(), 0);
+    for (int b : p.recompute_bufs) mask[b] = 1;
+    return mask;
+}
+
 void sort_cheapest_per_byte(Recomputable &r) {
     std::stable_sort(r.begin(), r.end(),
                      [](const auto &a, const auto &b) { return a.second * b.first < b.second * a.first; });
@@ -156,8 +163,7 @@ Turn turn_at(const Prepared &p, const Dag &d, int x) {
                 (before[i] ? read_before : read_after)[u.buf] = 1;
         }
     }
-    std::vector<uint8_t> recomputable(p.bufs.size(), 0);
-    for (int b : p.recompute_bufs) recomputable[b] = 1;
+    const std::vector<uint8_t> recomputable = recomputable_mask(p);
     Turn t;
     for (size_t b = 0; b < p.bufs.size(); b++) {
         const Buffer &bf = p.bufs[b];
@@ -184,8 +190,7 @@ std::vector<int> turn_candidates(const Prepared &p, const Dag &d) {
 }
 
 // The turn with the most bytes across it.
-Turn worst_turn(const Prepared &p) {
-    Dag d = dag_of(p);
+Turn worst_turn(const Prepared &p, const Dag &d) {
     Turn worst;
     for (int x : turn_candidates(p, d)) {
         Turn t = turn_at(p, d, x);
@@ -251,9 +256,8 @@ struct Work {
     double in_bytes_per_s = 0;
 };
 
-Work stream_work(const Prepared &p) {
+Work stream_work(const Prepared &p, const Dag &d, const BufferAccess &a) {
     Work w;
-    BufferAccess a = device_access(p);
     double in_bytes = 0, out_bytes = 0;
     std::vector<uint8_t> gradient_out(p.bufs.size(), 0);
     for (size_t b = 0; b < p.bufs.size(); b++) {
@@ -278,7 +282,7 @@ Work stream_work(const Prepared &p) {
     double budget = static_cast<double>(p.budget);
     w.in.base_s = (in_bytes - budget) / p.h2d;
     w.out.base_s = (out_bytes - budget) / p.d2h;
-    w.turn = worst_turn(p);
+    w.turn = worst_turn(p, d);
     w.turn_excess_bytes = std::max(0.0, static_cast<double>(w.turn.bytes()) - budget);
     w.in_bytes_per_s = p.h2d;
     for (NodeId n : p.host_nodes)
@@ -426,8 +430,8 @@ Phases phases_at(const Prepared &p, const Dag &d, const BufferAccess &all, int x
     for (size_t i = x + 1; i < p.order.size(); i++) {
         NodeId n = p.order[i];
         if (!after[i]) continue;
-        if (!p.host_fixed[n]) ph.compute.base_s += p.node_time[n];
         if (p.host_fixed[n]) ph.host_s += p.host_time[n];
+        else ph.compute.base_s += p.node_time[n];
         for (int k = p.use_begin[n]; k < p.use_begin[n + 1]; k++) {
             const Use &u = p.uses[k];
             if (!u.read || p.bufs[u.buf].persistent) continue;
@@ -438,8 +442,7 @@ Phases phases_at(const Prepared &p, const Dag &d, const BufferAccess &all, int x
         }
         if (!always_on_device(p, n) && !p.host_fixed[n]) add_savings_after(p, all, a, n, ph);
     }
-    std::vector<uint8_t> recomputable(p.bufs.size(), 0);
-    for (int b : p.recompute_bufs) recomputable[b] = 1;
+    const std::vector<uint8_t> recomputable = recomputable_mask(p);
     for (size_t b = 0; b < p.bufs.size(); b++) {
         double bytes = static_cast<double>(p.bufs[b].raw_bytes);
         if (a.device_reads[b] || a.optional_reads[b] || activation_after[b]) in_bytes += bytes;
@@ -479,9 +482,7 @@ double least_passing(double hi, Over over) {
 }
 
 // The phased bound at its best turn, and what sets it ("swap-in, then host").
-double phased_bound(const Prepared &p, std::string &limit) {
-    Dag d = dag_of(p);
-    BufferAccess all = device_access(p);
+double phased_bound(const Prepared &p, const Dag &d, const BufferAccess &all, std::string &limit) {
     double best = 0;
     for (int x : turn_candidates(p, d)) {
         Phases ph = phases_at(p, d, all, x);
@@ -505,7 +506,9 @@ double phased_bound(const Prepared &p, std::string &limit) {
 SwapBound swap_lower_bound(const SwapProblem &problem, HostUpdates host) {
     using namespace swap_detail;
     Prepared p = prepare(problem, SwapPolicy::Advisor, true, host);
-    Work w = stream_work(p);
+    const Dag d = dag_of(p);
+    const BufferAccess access = device_access(p);
+    Work w = stream_work(p, d, access);
     // Passes: nothing more on the host, and every turn byte swapped in.
     double hi = std::max({w.compute.base_s, std::max(0.0, w.in.base_s) + w.turn_excess_bytes / p.h2d, w.out.base_s,
                           w.fixed_host_s});
@@ -514,7 +517,7 @@ SwapBound swap_lower_bound(const SwapProblem &problem, HostUpdates host) {
     const char *limit = over(w, b.streams_s * (1 - 1e-9));
     b.limit = limit ? limit : "compute";
     std::string phased_limit;
-    b.phased_s = phased_bound(p, phased_limit);
+    b.phased_s = phased_bound(p, d, access, phased_limit);
     b.time_s = std::max(b.streams_s, b.phased_s);
     if (b.phased_s > b.streams_s) b.limit = phased_limit;
     b.compute_s = w.compute.base_s;

@@ -76,7 +76,7 @@ struct Genome {
 class Search {
 public:
     Search(const Prepared &p, const SwapOptions &o)
-        : p_(p), o_(o), rng_(o.seed), threads_(o.threads), ws_(threads_) {
+        : p_(p), o_(o), rng_(o.seed), ws_(static_cast<size_t>(o.threads)) {
         int n = static_cast<int>(p.order.size());
         succ_begin_.assign(n + 1, 0);
         for (int i = 0; i < n; i++)
@@ -161,35 +161,40 @@ public:
         }
     }
 
-    double evaluate(Genome &g) {
-        uint64_t key = decode(g, ws_[0]);
+    // Sets g's fitness, from the cache or scored in w; `key` gets its key.
+    // Returns whether the cache had it.
+    bool fitness(Genome &g, Workspace &w, uint64_t &key) const {
+        key = decode(g, w);
         auto it = cache_.find(key);
-        if (it != cache_.end()) return g.fit = it->second;
-        g.fit = score(ws_[0]);
-        remember(key, g.fit);
+        if (it != cache_.end()) {
+            g.fit = it->second;
+            return true;
+        }
+        g.fit = score(w);
+        return false;
+    }
+
+    double evaluate(Genome &g) {
+        uint64_t key = 0;
+        if (!fitness(g, ws_[0], key)) remember(key, g.fit);
         return g.fit;
     }
 
     void remember(uint64_t key, double fit) { candidates_ += cache_.emplace(key, fit).second; }
 
-    // Scores gs[from..] on the threads: each takes every threads_-th
+    // Scores gs[from..] on the threads: each takes every threads-th
     // candidate, reading the cache (nothing writes it meanwhile); what was
     // new is remembered afterwards.
     void evaluate_all(std::vector<Genome> &gs, size_t from) {
         const size_t n = gs.size() - from;
         std::vector<uint64_t> keys(n);
         std::vector<uint8_t> known(n, 0);
-        auto work = [&](int t) {
-            for (size_t i = t; i < n; i += threads_) {
-                Genome &g = gs[from + i];
-                keys[i] = decode(g, ws_[t]);
-                auto it = cache_.find(keys[i]);
-                known[i] = it != cache_.end();
-                g.fit = known[i] ? it->second : score(ws_[t]);
-            }
+        const size_t threads = ws_.size();
+        auto work = [&](size_t t) {
+            for (size_t i = t; i < n; i += threads) known[i] = fitness(gs[from + i], ws_[t], keys[i]);
         };
         std::vector<std::thread> helpers;
-        for (int t = 1; t < threads_ && static_cast<size_t>(t) < n; t++) helpers.emplace_back(work, t);
+        for (size_t t = 1; t < threads && t < n; t++) helpers.emplace_back(work, t);
         work(0);
         for (std::thread &h : helpers) h.join();
         for (size_t i = 0; i < n; i++)
@@ -336,8 +341,7 @@ private:
     const Prepared &p_;
     const SwapOptions &o_;
     Rng rng_;
-    int threads_ = 1;
-    std::vector<Workspace> ws_;  // per thread
+    std::vector<Workspace> ws_;  // per thread (SwapOptions::threads)
     std::vector<int> succ_begin_, succ_;
     int64_t max_pin_ = 0;
     std::unordered_map<uint64_t, double> cache_;
