@@ -35,7 +35,7 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
                       "(this excludes data parallelism from Tofu's space)"));
 }
 
-std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations,
+std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations, int &patience,
                                                  double &time_limit_s) {
     // The old tessera-plan names stay as aliases.
     return {app.add_option("--swap-population,--population", population, "Population of the swap planner's search")
@@ -44,6 +44,12 @@ std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population,
             app.add_option("--swap-generations,--generations", generations,
                            "Generations of the swap planner's search, at most")
                 ->check(CLI::PositiveNumber)
+                ->capture_default_str(),
+            app.add_option("--swap-patience", patience,
+                           "Stop the swap planner's search once this many generations in a row have not improved "
+                           "its best predicted step by 0.1% (0: only --swap-generations and --swap-time-limit stop "
+                           "it)")
+                ->check(CLI::NonNegativeNumber)
                 ->capture_default_str(),
             app.add_option("--swap-time-limit,--time-limit", time_limit_s, "Seconds the swap planner may search")
                 ->check(CLI::PositiveNumber)

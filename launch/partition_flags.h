@@ -26,9 +26,10 @@ struct PartitionFlags {
 void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string &when);
 
 // The swap search's flags, the same in both programs: --swap-population,
-// --swap-generations, --swap-time-limit (each defaulting to SwapSpec's). A value
-// out of range is a usage error naming the flag. Returns the three options.
-std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations,
+// --swap-generations, --swap-patience, --swap-time-limit (each defaulting to
+// SwapSpec's). A value out of range is a usage error naming the flag.
+// Returns the four options.
+std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations, int &patience,
                                                  double &time_limit_s);
 
 // --host-updates off|auto|all (SwapSpec::host_updates by name) into `value`.

@@ -166,6 +166,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.swap.seed = s.options.seed;
     spec.swap.time_limit_s = s.options.time_limit_s;
     spec.swap.generations = s.options.generations;
+    spec.swap.patience = s.options.patience;
     spec.swap.population = s.options.population;
     spec.swap.host_updates = s.options.host_updates;
     spec.swap.recompute = s.options.recompute;
@@ -506,9 +507,10 @@ void add_swap_flags(CLI::App &app, PlanArgs &a) {
     const tessera::SwapSpec defaults;
     swap.options.population = defaults.population;
     swap.options.generations = defaults.generations;
+    swap.options.patience = defaults.patience;
     swap.options.time_limit_s = defaults.time_limit_s;
     for (CLI::Option *o : tessera::add_swap_search_flags(app, swap.options.population, swap.options.generations,
-                                                         swap.options.time_limit_s))
+                                                         swap.options.patience, swap.options.time_limit_s))
         a.swap_only.push_back(o);
     a.swap_only.push_back(
         app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str());

@@ -97,7 +97,7 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
         ->check(CLI::IsMember({"auto", "advisor", "lru", "vdnn", "none"}))
         ->capture_default_str();
     tessera::add_swap_search_flags(app, o.swap_search.population, o.swap_search.generations,
-                                   o.swap_search.time_limit_s);
+                                   o.swap_search.patience, o.swap_search.time_limit_s);
     tessera::add_host_updates_flag(app, o.host_updates);
     tessera::add_recompute_flag(app, o.recompute);
 }

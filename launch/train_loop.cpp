@@ -66,7 +66,7 @@ void check_options(const TrainOptions &o) {
 std::function<void(const SwapProgress &)> swap_progress(bool tty) {
     auto out = std::make_shared<ProgressLine>(tty, 1.0, std::cout);
     return [out](const SwapProgress &p) {
-        const bool last = p.generation == p.generations;
+        const bool last = p.last;
         if (p.elapsed_s < 1 && !last) return;
         out->show(fmt::format("swap planner: generation {}/{}, {} schedules, best {}/step, {:.1f} s", p.generation,
                               p.generations, p.candidates, format_duration(p.best_time_s), p.elapsed_s),
@@ -147,6 +147,7 @@ RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine
     spec.swap.seed = o.seed;
     spec.swap.time_limit_s = o.swap_search.time_limit_s;
     spec.swap.generations = o.swap_search.generations;
+    spec.swap.patience = o.swap_search.patience;
     spec.swap.population = o.swap_search.population;
     spec.swap.host_updates = host_updates_from_name(o.host_updates);
     spec.swap.recompute = o.recompute == "auto";
@@ -223,9 +224,12 @@ std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profi
     const std::string how =
         times.node_time_s.empty()
             ? fmt::format("from --plan {}", o.plan_path)
-            : fmt::format("profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s",
+            : fmt::format("profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s{}",
                           profile_s, times.h2d_bytes_per_s / 1e9, times.d2h_bytes_per_s / 1e9,
-                          t.search_s + run.swaps->forward.search_s);
+                          t.search_s + run.swaps->forward.search_s,
+                          t.stopped_by.empty() ? std::string()
+                                               : fmt::format(" ({} generations, stopped by {})", t.generations,
+                                                             t.stopped_by));
     int on_host = 0, recomputed = 0;
     for (const SwapStep &s : t.steps) {
         on_host += s.kind == SwapStep::Kind::HostUpdate;

@@ -48,7 +48,7 @@ struct TrainOptions {
     std::string swap = "auto";
     std::string host_updates = "off";  // off | auto | all: optimizer updates the advisor may run on the host
     std::string recompute = "auto";    // off | auto: whether the advisor may recompute activations
-    // --swap-population, --swap-generations, --swap-time-limit, and the
+    // --swap-population, --swap-generations, --swap-patience, --swap-time-limit, and the
     // threads the search may use (the rank's share of the cores, as its CPU
     // kernels get); its other fields unused.
     SwapSpec swap_search;

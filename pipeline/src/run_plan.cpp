@@ -45,6 +45,7 @@ SwapOptions swap_options(const SwapSpec &s) {
     o.seed = s.seed;
     o.time_limit_s = s.time_limit_s;
     o.generations = s.generations;
+    o.patience = s.patience;
     o.population = s.population;
     o.host_updates = s.host_updates;
     o.recompute = s.recompute;

@@ -232,7 +232,12 @@ public:
         }
         auto better = [](const Genome &a, const Genome &b) { return a.fit < b.fit; };
         int gens = 0;
-        for (; gens < o_.generations && !out_of_time; gens++) {
+        // The best time at the last generation that improved it by
+        // kSwapImprovement, and that generation (for patience).
+        double mark = pop.empty() ? 0 : std::min_element(pop.begin(), pop.end(), better)->fit;
+        int marked_at = 0;
+        bool patience_out = false;
+        for (; gens < o_.generations && !out_of_time && !patience_out; gens++) {
             std::stable_sort(pop.begin(), pop.end(), better);
             std::vector<Genome> next(pop.begin(), pop.begin() + std::min<int>(2, static_cast<int>(pop.size())));
             const size_t elite = next.size();
@@ -259,13 +264,20 @@ public:
             evaluate_all(next, elite);
             out_of_time = timed_out();
             pop = std::move(next);
+            const double best_now = std::min_element(pop.begin(), pop.end(), better)->fit;
+            if (best_now < mark * (1 - kSwapImprovement) || !std::isfinite(mark)) {
+                mark = best_now;
+                marked_at = gens + 1;
+            }
+            patience_out = o_.patience > 0 && gens + 1 - marked_at >= o_.patience;
             if (o_.progress) {
                 SwapProgress pr;
                 pr.generation = gens + 1;
                 pr.generations = o_.generations;
                 pr.candidates = candidates_;
-                pr.best_time_s = std::min_element(pop.begin(), pop.end(), better)->fit;
+                pr.best_time_s = best_now;
                 pr.elapsed_s = seconds_since(t0);
+                pr.last = gens + 1 >= o_.generations || out_of_time || patience_out;
                 o_.progress(pr);
             }
         }
@@ -276,6 +288,7 @@ public:
         SwapPlan plan = make_plan(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
         plan.generations = gens;
         plan.candidates = candidates_;
+        plan.stopped_by = patience_out ? "patience" : out_of_time ? "time limit" : "generations";
         return plan;
     }
 
@@ -413,6 +426,7 @@ SwapPlan plan_swaps(const SwapProblem &problem, const SwapOptions &options) {
                       options.generations);
         TESSERA_CHECK(options.time_limit_s >= 0 && !std::isnan(options.time_limit_s),
                       "swap options: time_limit_s must be non-negative, got ", options.time_limit_s);
+        TESSERA_CHECK(options.patience >= 0, "swap options: patience must be non-negative, got ", options.patience);
         TESSERA_CHECK(options.threads >= 1 && options.threads <= 64,
                       "swap options: threads must be between 1 and 64, got ", options.threads);
     }

@@ -119,6 +119,7 @@ nlohmann::json swap_plan_to_json(const SwapPlan &plan) {
     j["generations"] = plan.generations;
     j["candidates"] = plan.candidates;
     j["search_s"] = plan.search_s;
+    if (!plan.stopped_by.empty()) j["stopped_by"] = plan.stopped_by;
     return j;
 }
 
@@ -181,6 +182,7 @@ SwapPlan swap_plan_from_json(const nlohmann::json &j, const std::string &source)
     p.generations = get(j, "generations", top, int(0), false);
     p.candidates = get(j, "candidates", top, int64_t(0), false);
     p.search_s = get(j, "search_s", top, 0.0, false);
+    p.stopped_by = get(j, "stopped_by", top, std::string(), false);
     return p;
 }
 
@@ -240,8 +242,8 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     os << fmt::format("swaps: {} in ({}), {} out ({}); {} on the host; {}", ins, mib(plan.swap_in_bytes), outs,
                       mib(plan.swap_out_bytes), count_of(host, "optimizer update"), count_of(again, "recomputation"));
     if (plan.candidates > 0)
-        os << fmt::format("; search: {} generations, {} candidates, {:.2f} s", plan.generations, plan.candidates,
-                          plan.search_s);
+        os << fmt::format("; search: {} generations, {} candidates, {:.2f} s{}", plan.generations, plan.candidates,
+                          plan.search_s, plan.stopped_by.empty() ? "" : " (stopped by " + plan.stopped_by + ")");
     os << "\npools:";
     if (plan.pools.empty()) os << " none";
     for (const SwapPool &p : plan.pools) os << fmt::format(" {} x {} @ {};", p.slots, mib(p.slot_bytes), p.offset);

@@ -230,6 +230,7 @@ expect swap-population 2 "--swap-population" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --population 1
 expect swap-generations 2 "--swap-generations" -- "$PLAN" --model mlp --devices 1 \
     --device-mem 16MiB --generations 0
+expect swap-patience-negative 2 "--swap-patience" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --swap-patience -1
 expect swap-time-limit 2 "--swap-time-limit" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --time-limit 0
 expect swap-seed 2 "--seed" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --seed many
@@ -321,9 +322,13 @@ assert "<script" not in h.lower() and "http" not in h.replace("http://www.w3.org
 print("ok   swap-html")
 PY
 
-# Progress of a search that runs over a second; TESSERA_LOG=swap prints the plan.
+# Progress of a search that runs over a second (no patience: the limits end
+# it); TESSERA_LOG=swap prints the plan.
 expect swap-progress 0 "swap search (advisor): generation" -- "$PLAN" --model transformer --batch 32 --devices 1 \
-    --device-mem 16MiB --swap-generations 100000 --swap-time-limit 1.5
+    --device-mem 16MiB --swap-generations 100000 --swap-patience 0 --swap-time-limit 1.5
+# The default search ends where it stops improving, and says so.
+expect swap-patience 0 "(stopped by patience)" -- "$PLAN" --model mlp --batch 32 --devices 1 --device-mem 16MiB \
+    --swap-generations 100000 --swap-patience 3
 expect force-unknown-op 1 "--force 'nope=m': the training graph has no operator named 'nope'" -- "$PLAN" --model mlp --devices 2 --force nope=m
 expect force-unknown-var 1 "--force 'loss=zz': softmax_xent 'loss' has no strategy 'zz'; valid: n, c, replicate" -- "$PLAN" --model mlp --devices 2 --force loss=zz
 expect force-bad-entry 1 "--force: bad entry 'loss'; expected OPERATOR=VARIABLE" -- "$PLAN" --model mlp --devices 2 --force loss

@@ -96,6 +96,7 @@ expect auto-budget-bad-limit 1 "TESSERA_HOST_MEM_AVAILABLE: 'lots' is not a size
 expect auto-budget-swap-none 1 "the automatic budget is 8.00 KiB but this run needs" -- \
   env TESSERA_HOST_MEM_AVAILABLE=268443648 "$TRAIN" "${SMALL[@]}" --steps 1 --device cpu --device-mem auto --swap none
 expect bad-swap-limit 2 "--swap-time-limit" -- "$TRAIN" "${SMALL[@]}" --swap-time-limit -3
+expect bad-swap-patience 2 "--swap-patience" -- "$TRAIN" "${SMALL[@]}" --swap-patience -1
 
 # ---- metrics ------------------------------------------------------------------
 expect train 0 "summary:" -- "$TRAIN" "${SMALL[@]}" --epochs 2 --metrics "$TMP/m.jsonl"

@@ -250,6 +250,9 @@ TEST(SwapPlan, MalformedProblemsThrow) {
     o.population = 2;
     o.threads = 65;
     EXPECT_NE(message(pr, o).find("threads must be between 1 and 64, got 65"), std::string::npos);
+    o.threads = 1;
+    o.patience = -1;
+    EXPECT_NE(message(pr, o).find("patience must be non-negative, got -1"), std::string::npos);
     EXPECT_EQ(swap_policy_from_name("vdnn"), SwapPolicy::Vdnn);
     try {
         swap_policy_from_name("fifo");

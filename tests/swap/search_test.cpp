@@ -48,6 +48,13 @@ SwapProblem problem_for(const Case &c, int64_t budget) {
     return p;
 }
 
+// A quarter of the footprint, or the least budget that works if more.
+SwapProblem quarter_budget(const Case &c) {
+    SwapProblem p = problem_for(c, c.footprint);
+    p.budget = std::max(c.footprint / 4, min_swap_budget(p));
+    return p;
+}
+
 // Whether `order` runs every node after the producers of its inputs, and
 // in-place updates after every other reader of the storage they overwrite.
 bool valid_order(const Graph &g, const std::vector<NodeId> &order) {
@@ -69,8 +76,7 @@ bool valid_order(const Graph &g, const std::vector<NodeId> &order) {
 
 TEST(SwapSearch, ProgressAndImprovement) {
     Case c = training_case("transformer:layers=2,d_model=32,heads=2,seq=16,vocab=50", 16);
-    SwapProblem pr = problem_for(c, c.footprint);
-    pr.budget = std::max(c.footprint / 4, min_swap_budget(pr));
+    SwapProblem pr = quarter_budget(c);
     SwapOptions o;
     o.population = 16;
     o.generations = 30;
@@ -104,8 +110,7 @@ TEST(SwapSearch, ProgressAndImprovement) {
 
 TEST(SwapSearch, TimeLimitStopsTheSearch) {
     Case c = training_case("mlp:layers=8,hidden=128", 256);
-    SwapProblem pr = problem_for(c, c.footprint);
-    pr.budget = std::max(c.footprint / 4, min_swap_budget(pr));
+    SwapProblem pr = quarter_budget(c);
     SwapOptions o;
     o.generations = 1000000;
     o.time_limit_s = 0.2;
@@ -119,6 +124,49 @@ TEST(SwapSearch, TimeLimitStopsTheSearch) {
     SwapPlan first = plan_swaps(pr, o);
     EXPECT_EQ(first.generations, 0);
     check_swap_plan(c.g, first);
+}
+
+// Patience ends the search where the best time has not gained 0.1% for that
+// many generations: the last generations (per the progress it reported) are
+// flat, the one before them was not, and the plan is the one a search of
+// exactly that many generations finds (it counts generations, not seconds).
+TEST(SwapSearch, PatienceStopsWhereTheSearchStopsImproving) {
+    Case c = training_case("transformer:layers=2,d_model=32,heads=2,seq=16,vocab=50", 16);
+    SwapProblem pr = quarter_budget(c);
+    SwapOptions o;
+    o.population = 16;
+    o.generations = 100000;
+    o.time_limit_s = 60;
+    o.patience = 15;
+    std::vector<double> best;  // after each generation
+    std::vector<int> last;     // the generations reported as the last
+    o.progress = [&](const SwapProgress &p) {
+        best.push_back(p.best_time_s);
+        if (p.last) last.push_back(p.generation);
+    };
+    SwapPlan plan = plan_swaps(pr, o);
+    check_swap_plan(c.g, plan);
+    EXPECT_EQ(plan.stopped_by, "patience");
+    ASSERT_EQ(static_cast<int>(best.size()), plan.generations);
+    EXPECT_EQ(last, std::vector<int>{plan.generations});
+    ASSERT_GT(plan.generations, o.patience);
+    // The last gain of 0.1% came at generation G - patience (counting the
+    // seeds as generation 0): nothing after it gained that much over it...
+    const int mark = plan.generations - o.patience;
+    const double at_mark = best[static_cast<size_t>(mark - 1)];
+    for (int g = mark; g < plan.generations; g++)
+        EXPECT_GE(best[static_cast<size_t>(g)], at_mark * (1 - kSwapImprovement)) << "generation " << g + 1;
+    // ...and it was a gain of 0.1% over every generation before it.
+    for (int g = 0; g + 1 < mark; g++) EXPECT_GT(best[static_cast<size_t>(g)], at_mark) << "generation " << g + 1;
+    SwapOptions fixed = o;
+    fixed.patience = 0;
+    fixed.generations = plan.generations;
+    fixed.progress = nullptr;
+    SwapPlan same = plan_swaps(pr, fixed);
+    EXPECT_EQ(same.stopped_by, "generations");
+    same.stopped_by = plan.stopped_by;
+    same.search_s = plan.search_s;
+    EXPECT_EQ(same, plan);
 }
 
 TEST(SwapSearch, FixedOrderWithoutReorder) {

@@ -97,6 +97,7 @@ struct SwapProgress {
     int64_t candidates = 0;  // schedules simulated so far
     double best_time_s = 0;  // the best predicted iteration time so far
     double elapsed_s = 0;
+    bool last = false;  // the search ends after this generation (a limit, or patience)
 };
 
 struct SwapOptions {
@@ -104,6 +105,11 @@ struct SwapOptions {
     int population = 32;
     int generations = 200;
     double time_limit_s = 30;  // the search stops at this limit or after `generations`, whichever is first
+    // It also stops once this many generations in a row have not improved
+    // the best time by kSwapImprovement (0: only the limits above stop it).
+    // Counted in generations, not seconds, so the plan stays a function of
+    // the seed and the inputs.
+    int patience = 0;
     uint64_t seed = 1;         // same seed and inputs: same plan (the time limit aside)
     bool reorder = true;       // whether the genetic algorithm may change the operator order
     HostUpdates host_updates = HostUpdates::Auto;  // needs SwapProblem::host_node_time_s; advisor only
@@ -126,6 +132,9 @@ struct SwapPool {
 };
 
 inline constexpr int64_t kSwapAlignment = 64;
+// The relative gain in the best time that counts as progress for
+// SwapOptions::patience: 0.1%.
+inline constexpr double kSwapImprovement = 1e-3;
 
 struct SwapStep {
     enum class Kind : uint8_t { Compute, SwapOut, SwapIn, HostUpdate, Recompute };
@@ -183,6 +192,9 @@ struct SwapPlan {
     int generations = 0;
     int64_t candidates = 0;
     double search_s = 0;
+    // Why the search ended: "generations", "time limit", "patience" (no
+    // progress, SwapOptions::patience); empty for the baselines.
+    std::string stopped_by;
 
     bool operator==(const SwapPlan &) const = default;
 };
