@@ -201,16 +201,15 @@ public:
             if (!known[i]) remember(keys[i], gs[from + i].fit);
     }
 
-    SwapPlan run() {
-        auto t0 = Clock::now();
-        int n = static_cast<int>(p_.order.size());
-        int nc = static_cast<int>(p_.classes.bytes.size());
-        int pop_size = std::max(2, o_.population);
-        std::vector<Genome> pop;
+    // The first population, scored: the exact seeds (the given order, the
+    // baselines' layouts), then perturbations of them, until `timed_out`.
+    template <typename TimedOut>
+    std::vector<Genome> seed_population(int pop_size, TimedOut timed_out) {
+        const int n = static_cast<int>(p_.order.size());
         const double fs[] = {0.0, 1.0, 0.5, 0.25, 0.75, 0.9, 0.0, 1.0, 0.5, 0.25, 0.75, 0.9};
+        std::vector<Genome> pop;
         Layout tmp;
         bool out_of_time = false;
-        auto timed_out = [&]() { return seconds_since(t0) >= o_.time_limit_s; };
         for (int k = 0; k < pop_size && !out_of_time; k++) {
             Genome g;
             g.prio.resize(n);
@@ -230,6 +229,17 @@ public:
             pop.push_back(std::move(g));
             out_of_time = timed_out();
         }
+        return pop;
+    }
+
+    SwapPlan run() {
+        auto t0 = Clock::now();
+        int n = static_cast<int>(p_.order.size());
+        int nc = static_cast<int>(p_.classes.bytes.size());
+        int pop_size = std::max(2, o_.population);
+        auto timed_out = [&]() { return seconds_since(t0) >= o_.time_limit_s; };
+        std::vector<Genome> pop = seed_population(pop_size, timed_out);
+        bool out_of_time = timed_out();
         auto better = [](const Genome &a, const Genome &b) { return a.fit < b.fit; };
         int gens = 0;
         // The best time at the last generation that improved it by
