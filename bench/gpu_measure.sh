@@ -31,11 +31,14 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   exit 1
 fi
 GPU="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)"
+# The commit: from git in a checkout, else from a bundle's BUILD_INFO (scripts/gpu_bundle.sh).
+COMMIT="$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null ||
+          sed -n 's/^commit: //p' "$BUILD/BUILD_INFO" 2>/dev/null | grep . || echo unknown)"
 R="$OUT/results.md"
 {
   echo "# Tessera GPU measurements"
   echo
-  echo "GPU: $GPU; $(date -u +%Y-%m-%dT%H:%MZ); commit $(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "GPU: $GPU; $(date -u +%Y-%m-%dT%H:%MZ); commit $COMMIT"
   echo
 } > "$R"
 
@@ -75,16 +78,24 @@ echo "== 2. zoo losses, cuda against cpu" >&2
 {
   echo "## 2. Training losses, --device cuda against --device cpu (20 steps, synthetic data)"
   echo
-  echo "| model | max relative loss difference | final loss cpu | final loss cuda |"
-  echo "|---|---|---|---|"
+  echo "Training amplifies rounding differences (a ReLU or a max that flips); the first step"
+  echo "whose losses differ by more than 1e-5 says where, and the lower learning rate shows"
+  echo "whether that is the kernels or the training's sensitivity."
+  echo
+  echo "| model | lr | max relative loss difference | first step over 1e-5 | final loss cpu | final loss cuda |"
+  echo "|---|---|---|---|---|---|"
 } >> "$R"
-for spec in "mlp:hidden=256" "cnn:channels=8,hidden=32" "lstm:hidden=64,seq=8,vocab=100" \
-            "transformer:layers=2,d_model=64,heads=4,seq=16,vocab=100" "wresnet:depth=10,base=8,image=16"; do
+# spec|learning rate (sgd); the default 0.05 first, then a lower one for the
+# models whose training is chaotic at it.
+for run in "mlp:hidden=256|0.05" "cnn:channels=8,hidden=32|0.05" "lstm:hidden=64,seq=8,vocab=100|0.05" \
+           "transformer:layers=2,d_model=64,heads=4,seq=16,vocab=100|0.05" \
+           "wresnet:depth=18,base=8,image=16|0.05" "wresnet:depth=18,base=8,image=16|0.005"; do
+  spec="${run%|*}"; lr="${run#*|}"; tag="${spec%%:*}_lr$lr"
   for dev in cpu cuda; do
     "$TRAIN" --device "$dev" --model "$spec" --data synthetic --synthetic-size 2048 --batch 32 --steps 20 \
-      --progress none --no-eval --metrics "$OUT/loss_${spec%%:*}_$dev.jsonl" > /dev/null 2>> "$OUT/losses.err"
+      --lr "$lr" --progress none --no-eval --metrics "$OUT/loss_${tag}_$dev.jsonl" > /dev/null 2>> "$OUT/losses.err"
   done
-  python3 - "$OUT/loss_${spec%%:*}_cpu.jsonl" "$OUT/loss_${spec%%:*}_cuda.jsonl" "$spec" >> "$R" <<'PY'
+  python3 - "$OUT/loss_${tag}_cpu.jsonl" "$OUT/loss_${tag}_cuda.jsonl" "$spec" "$lr" >> "$R" <<'PY'
 import json, sys
 def losses(p):
     try:
@@ -92,11 +103,13 @@ def losses(p):
     except OSError:
         return []
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
+spec, lr = sys.argv[3], sys.argv[4]
 if not a or len(a) != len(b):
-    print(f"| {sys.argv[3]} | run failed (see losses.err) | | |")
+    print(f"| {spec} | {lr} | run failed (see losses.err) | | | |")
 else:
-    d = max(abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b))
-    print(f"| {sys.argv[3]} | {d:.2e} | {a[-1]:.6f} | {b[-1]:.6f} |")
+    rel = [abs(x - y) / max(1.0, abs(x)) for x, y in zip(a, b)]
+    over = next((i + 1 for i, r in enumerate(rel) if r > 1e-5), None)
+    print(f"| {spec} | {lr} | {max(rel):.2e} | {over or 'none'} | {a[-1]:.6f} | {b[-1]:.6f} |")
 PY
 done
 echo >> "$R"

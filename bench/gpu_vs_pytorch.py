@@ -245,7 +245,9 @@ def torch_worker(job):
                       cuda=torch.version.cuda)
         if job.get("fraction") is not None:
             # Before any allocation: the cap covers everything the caching allocator holds.
-            torch.cuda.set_per_process_memory_fraction(job["fraction"], dev)
+            # The cap wants a device index; torch.device("cuda") has none.
+            index = dev.index if dev.index is not None else torch.cuda.current_device()
+            torch.cuda.set_per_process_memory_fraction(job["fraction"], index)
     if job["kind"] == "probe":
         return result
     oom_types = tuple(t for t in (getattr(torch.cuda, "OutOfMemoryError", None),) if t) or (RuntimeError,)

@@ -13,12 +13,22 @@
 # build's TESSERA_HALIDE_TARGET must end with a portable target, as its default
 # does (docs/cuda.md, "Running on a GPU machine").
 #
-# Usage: scripts/gpu_bundle.sh [BUILD_DIR=build] [OUT=gpu-bundle.tar.gz]
+# --no-nccl leaves NCCL out (208 MB of the 218): for a GPU machine that has its
+# own libnccl.so.2, such as the one in PyTorch's nvidia-nccl wheel, and a
+# transfer limit the whole bundle exceeds. There, put that library's folder on
+# LD_LIBRARY_PATH as well.
+#
+# Usage: scripts/gpu_bundle.sh [--no-nccl] [BUILD_DIR=build] [OUT=gpu-bundle.tar.gz]
 # There: tar xzf gpu-bundle.tar.gz
 #        export LD_LIBRARY_PATH=$PWD/gpu-bundle/lib:/usr/local/cuda/lib64:$LD_LIBRARY_PATH
 #        bash gpu-bundle/bench/gpu_measure.sh gpu-bundle gpu-results
 set -euo pipefail
 SRC="$(cd "$(dirname "$0")/.." && pwd)"
+pack_nccl=1
+if [ "${1:-}" = --no-nccl ]; then
+  pack_nccl=0
+  shift
+fi
 BUILD="${1:-build}"
 OUT="${2:-gpu-bundle.tar.gz}"
 bins=(launch/tessera-train launch/tessera-plan bench/tessera-bench-gpu-copy tests/exec_cuda_device_test
@@ -27,6 +37,7 @@ bins=(launch/tessera-train launch/tessera-plan bench/tessera-bench-gpu-copy test
 scripts=(bench/gpu_measure.sh bench/gpu_vs_pytorch.py)
 # Libraries the GPU machine has, by soname.
 provided='^(libcuda|libcudart|libcublas|libcublasLt|libc|libm|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
+[ "$pack_nccl" = 1 ] || provided="${provided%)*}|libnccl)\\.so"
 
 for b in "${bins[@]}"; do
   [ -x "$BUILD/$b" ] || { echo "gpu_bundle: $BUILD/$b is missing; build first (scripts/build.sh)" >&2; exit 1; }
@@ -67,6 +78,7 @@ done
   echo "commit: $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "packed: $(date -u +%Y-%m-%dT%H:%MZ) from $BUILD"
   echo "TESSERA_HALIDE_TARGET: $target"
+  [ "$pack_nccl" = 1 ] || echo "nccl: not packed (--no-nccl); put the GPU machine's libnccl.so.2 on LD_LIBRARY_PATH"
 } > "$dest/BUILD_INFO"
 tar -C "$stage" -czf "$OUT" gpu-bundle
 echo "gpu_bundle: $OUT ($(du -h "$OUT" | cut -f1)): ${#bins[@]} programs, ${#scripts[@]} scripts," \

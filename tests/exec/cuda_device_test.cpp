@@ -266,7 +266,7 @@ TEST(CudaDevice, EveryModelTrainsLikeOnTheCpu) {
     TESSERA_REQUIRE_GPU();
     for (const char *spec : {"mlp:hidden=64", "cnn:channels=4,hidden=16", "lstm:hidden=32,seq=4,vocab=50",
                              "transformer:layers=1,d_model=32,heads=2,seq=8,vocab=50",
-                             "wresnet:depth=10,base=4,image=16"}) {
+                             "wresnet:depth=18,base=4,image=16"}) {
         SCOPED_TRACE(spec);
         Graph g = training_graph(spec, 8);
         std::vector<NodeId> order = default_order(g);

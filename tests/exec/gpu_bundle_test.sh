@@ -76,5 +76,19 @@ done
 version="$(LD_LIBRARY_PATH="$bundle/lib" "$bundle/launch/tessera-train" --version 2>&1)" ||
   bad "the packed tessera-train --version fails: $version"
 
+# --no-nccl: the same bundle without libnccl, and saying so.
+if bash "$SRC/scripts/gpu_bundle.sh" --no-nccl "$BUILD" "$tmp/lean.tar.gz" > /dev/null; then
+  mkdir "$tmp/lean"
+  tar -C "$tmp/lean" -xzf "$tmp/lean.tar.gz"
+  lean="$tmp/lean/gpu-bundle"
+  ! ls "$lean"/lib/libnccl.so.* > /dev/null 2>&1 || bad "--no-nccl packed libnccl"
+  want="$(ls "$bundle/lib" | grep -v '^libnccl\.so' | tr '\n' ' ')"
+  [ "$(ls "$lean/lib" | tr '\n' ' ')" = "$want" ] ||
+    bad "--no-nccl packed $(ls "$lean/lib" | tr '\n' ' '), not the full bundle's libraries less NCCL: $want"
+  grep -q "^nccl: not packed" "$lean/BUILD_INFO" || bad "--no-nccl's BUILD_INFO does not say that NCCL is not packed"
+else
+  bad "scripts/gpu_bundle.sh --no-nccl failed"
+fi
+
 [ "$fail" = 0 ] || exit 1
 echo "ok: ${#programs[@]} programs, $(ls "$bundle/lib" | wc -l) libraries ($(du -sh "$bundle/lib" | cut -f1)), ${#scripts[@]} scripts"
