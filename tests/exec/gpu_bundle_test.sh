@@ -55,9 +55,13 @@ bad() {
 for s in "${scripts[@]}"; do
   cmp -s "$SRC/$s" "$bundle/$s" || bad "$s is not packed (or differs from the source)"
 done
-# gpu_measure.sh runs these programs from the build folder it is given.
+# gpu_measure.sh runs these programs from the build folder it is given (and reads BUILD_INFO).
 for p in $(grep -oE '\$BUILD/[A-Za-z0-9_/.-]+' "$SRC/bench/gpu_measure.sh" | sed 's/^\$BUILD\///' | sort -u); do
-  [ -x "$bundle/$p" ] || bad "gpu_measure.sh runs \$BUILD/$p, which the bundle lacks"
+  if [ "$p" = BUILD_INFO ]; then  # read, for the commit, not run
+    [ -f "$bundle/$p" ] || bad "gpu_measure.sh reads \$BUILD/$p, which the bundle lacks"
+  else
+    [ -x "$bundle/$p" ] || bad "gpu_measure.sh runs \$BUILD/$p, which the bundle lacks"
+  fi
 done
 ls "$bundle"/lib/libnccl.so.* > /dev/null 2>&1 || bad "libnccl is not packed"
 
