@@ -46,6 +46,12 @@ inline void case_input(const GpuCase &c, int i, uint32_t seed, std::vector<float
     for (float &v : f) v = d(g);
 }
 
+// A deterministic spread of values in [lo, hi), different for each input.
+inline void spread(std::vector<float> &f, int input, float lo, float hi) {
+    for (size_t k = 0; k < f.size(); k++)
+        f[k] = lo + (hi - lo) * static_cast<float>((k * 7919 + 31 * input + 5) % 997) / 997.0f;
+}
+
 inline std::vector<GpuCase> all_gpu_cases() {
     std::vector<GpuCase> all;
     for (auto *f : {gpu_cases_matmul, gpu_cases_elementwise, gpu_cases_softmax, gpu_cases_norm, gpu_cases_conv,

@@ -25,12 +25,6 @@ GpuCase make(std::string label, OpCall call, std::vector<TensorType> inputs, Fil
     return {std::move(label), std::move(call), std::move(inputs), std::move(fill), rtol, 1e-5};
 }
 
-// A deterministic spread of values in [lo, hi), different for each input.
-void spread(std::vector<float> &f, int input, float lo, float hi) {
-    for (size_t k = 0; k < f.size(); k++)
-        f[k] = lo + (hi - lo) * static_cast<float>((k * 7919 + 31 * input + 5) % 997) / 997.0f;
-}
-
 // Grad inputs: dy in [-1, 1) and y a softmax output (positive, rows summing to
 // about 1) or a log-softmax output (log of one), as the operators expect.
 Fill grad_fill(bool log, int64_t classes) {
