@@ -5,12 +5,15 @@
 // its inputs before writing its output, so an output may alias an input. The
 // arithmetic follows lang/defs/elementwise.cpp term by term (same association,
 // constants rounded to float first) so that the results match the CPU kernels.
+// The exception is bias_add_grad, a sum over every row: it is two-level
+// (lanes.h), so it adds in another order than the CPU kernel.
 #pragma once
 
 #include <cmath>
 #include <vector>
 
 #include "exec.h"
+#include "lanes.h"
 
 namespace tessera::gpu {
 
@@ -102,23 +105,42 @@ struct BiasAddKernel {
     TESSERA_HD void operator()(int64_t i) const { y[i] = x[i] + b[(i / inner) % channels]; }
 };
 
-// db[ch] = the sum of dy[o, ch, k] over o (outer loop) and k (inner loop), the
-// order of the Halide reduction. i is the channel: one thread per channel,
-// which is coalesced when the channel axis is the last one (inner == 1), the
-// common case of a dense layer's bias.
-struct BiasAddGradKernel {
-    const float *dy;
+// db[ch] = the sum of dy[o, ch, k] over o and k, two-level (lanes.h): a
+// dense layer's bias (inner == 1) in column lanes over the rows, one with an
+// inner extent (a convolution's) in channel lanes.
+struct BiasColumnTotal {
+    const float *partial;
     float *db;
-    int64_t outer, channels, inner;
-    TESSERA_HD void operator()(int64_t ch) const {
-        float acc = 0.0f;
-        for (int64_t o = 0; o < outer; o++) {
-            const float *p = dy + (o * channels + ch) * inner;
-            for (int64_t k = 0; k < inner; k++) acc += p[k];
-        }
-        db[ch] = acc;
-    }
+    int64_t D, lanes;
+    TESSERA_HD void operator()(int64_t d) const { db[d] = lanes::column_total(partial, d, D, lanes, 1, 0); }
 };
+
+struct BiasChannelTotal {
+    const float *partial;
+    float *db;
+    int64_t c0, lanes;
+    TESSERA_HD void operator()(int64_t c) const { db[c0 + c] = lanes::channel_total(partial, c, lanes, 1, 0); }
+};
+
+template <class Exec>
+void bias_add_grad(Exec &ex, const float *dy, float *db, int64_t outer, int64_t channels, int64_t inner) {
+    using namespace lanes;
+    if (inner == 1) {
+        const int64_t floats = static_cast<int64_t>(ex.workspace_bytes() / sizeof(float));
+        const int64_t n = column_lanes(floats, outer, channels, 1, 0);
+        TESSERA_INTERNAL_ASSERT(n >= 1, "a workspace of ", ex.workspace_bytes(), " bytes holds no bias sums of ",
+                                channels, " channels");
+        float *partial = ex.workspace(static_cast<size_t>(n * channels) * sizeof(float));
+        ex.for_each(n * channels, ColumnLanes<SumOf<float>>{{dy}, outer, channels, n, partial});
+        ex.for_each(channels, BiasColumnTotal{partial, db, channels, n});
+        return;
+    }
+    const ChannelView v = channel_view(outer, channels, inner);
+    for_channel_chunks<float>(ex, v, 1, [&](const ChannelChunk<float> &k) {
+        ex.for_each(k.cc * v.lanes, ChannelLanes<SumOf<float>>{{dy}, v, k.c0, k.partial});
+        ex.for_each(k.cc, BiasChannelTotal{k.partial, db, k.c0, v.lanes});
+    });
+}
 
 template <class Op, class Exec>
 void unary(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
@@ -145,7 +167,7 @@ void run_elementwise(Exec &ex, const OpCall &c, const std::vector<TensorRef> &in
             ex.for_each(in[0].type.elements(),
                         ew::BiasAddKernel{f32(in[0]), f32(in[1]), f32_out(out[0]), channels, inner});
         else
-            ex.for_each(channels, ew::BiasAddGradKernel{f32(in[0]), f32_out(out[0]), outer, channels, inner});
+            ew::bias_add_grad(ex, f32(in[0]), f32_out(out[0]), outer, channels, inner);
         return;
     }
     case OpKind::Add: return ew::binary<ew::Add>(ex, in, out);

@@ -8,11 +8,7 @@
 // Layer norm's row statistics take one thread per row, summing serially in the
 // order of the Halide description (lang/defs/norm.cpp): a layer norm has many
 // rows of a few hundred values. Batch norm's channel sums, and layer norm's
-// dgamma and dbeta (sums over every row), are two-level instead: lanes of
-// threads each sum a strided share, then one thread per channel or column adds
-// the lanes' partial sums in order. Both are deterministic (every run adds in
-// the same order); the two-level sums add in another order than the CPU
-// kernel's, within the host test's tolerances.
+// dgamma and dbeta (sums over every row), are two-level (lanes.h).
 #pragma once
 
 #include <algorithm>
@@ -20,10 +16,13 @@
 #include <vector>
 
 #include "exec.h"
+#include "lanes.h"
 
 namespace tessera::gpu {
 
 namespace norm_detail {
+
+using namespace lanes;
 
 // ---- layer norm ----------------------------------------------------------------
 // Tensors are seen as [rows, D]; pointers passed to the functors are already
@@ -107,100 +106,35 @@ struct LayerGradDx {
     }
 };
 
-// dgamma and dbeta in two levels. First, for i = lane * D + d, lane `lane` of
-// column d adds the chunk's rows lane, lane + lanes, ... (adjacent threads
-// read adjacent columns) into partial[2i] (dgamma) and partial[2i + 1]
-// (dbeta). Then one thread per column adds its lanes in order to what the
-// earlier chunks left.
-struct LayerAffineLanes {
+// dgamma and dbeta, two-level over the rows (lanes.h): the terms of one value.
+struct LayerAffineTerms {
+    using Acc = float;
+    static constexpr int kValues = 2;
     const float *dy, *x, *ws;
-    float *partial;
-    int64_t rows, D, lanes;
-    TESSERA_HD void operator()(int64_t i) const {
-        const int64_t d = i % D;
-        float gs = 0.0f, bs = 0.0f;
-        for (int64_t r = i / D; r < rows; r += lanes) {
-            const float g = dy[r * D + d];
-            gs += g * ((x[r * D + d] - ws[4 * r]) * ws[4 * r + 1]);
-            bs += g;
-        }
-        partial[2 * i] = gs;
-        partial[2 * i + 1] = bs;
+    TESSERA_HD void add(Acc *acc, int64_t k, int64_t r) const {
+        acc[0] += dy[k] * ((x[k] - ws[4 * r]) * ws[4 * r + 1]);
+        acc[1] += dy[k];
     }
 };
 
+// Each column's lanes, added to what the earlier chunks of rows left.
 struct LayerAffineTotal {
     const float *partial;
     float *dgamma, *dbeta;
     int64_t D, lanes;
     bool first_chunk;
     TESSERA_HD void operator()(int64_t d) const {
-        float gs = first_chunk ? 0.0f : dgamma[d];
-        float bs = first_chunk ? 0.0f : dbeta[d];
-        for (int64_t l = 0; l < lanes; l++) {
-            gs += partial[2 * (l * D + d)];
-            bs += partial[2 * (l * D + d) + 1];
-        }
-        dgamma[d] = gs;
-        dbeta[d] = bs;
+        const float gs = column_total(partial, d, D, lanes, 2, 0), bs = column_total(partial, d, D, lanes, 2, 1);
+        dgamma[d] = first_chunk ? gs : dgamma[d] + gs;
+        dbeta[d] = first_chunk ? bs : dbeta[d] + bs;
     }
 };
-
-inline constexpr int64_t kRowLanes = 32;
 
 // ---- batch norm ----------------------------------------------------------------
 // Tensors are [N, C, S] with S = H * W (1 at rank 2). Channel functors index
 // channels c0 + c for c in the chunk; `ws` holds [mean, rstd] per chunk channel.
 //
-// A channel's sums are two-level, so that they are parallel and still
-// deterministic: `lanes` threads per channel each add every lanes-th of the
-// channel's N * S values, in order (lane l takes values l, l + lanes, ...;
-// adjacent lanes read adjacent addresses), into the workspace; then one
-// thread per channel adds its lanes' partial sums in lane order. One thread
-// walking a whole channel (N * H * W values: 524288 for a 64×64 map at batch
-// 128) left all but C threads of the device idle.
-
-struct ChannelView {
-    int64_t N, C, S;
-    float M;        // N * H * W as the description computes it, in float
-    int64_t lanes;  // threads per channel in the first level of its sums
-    // The offset of value f (f = n * S + s) of channel ch.
-    TESSERA_HD int64_t offset(int64_t ch, int64_t f) const { return ((f / S) * C + ch) * S + f % S; }
-};
-
-inline constexpr int64_t kChannelLanes = 256;
-
-// The first level: for i = c * lanes + lane, adds Term's `kValues` terms of
-// every lanes-th value of channel c0 + c into partial[i * kValues + q].
-template <class Term>
-struct ChannelLanes {
-    Term term;
-    ChannelView v;
-    int64_t c0;
-    typename Term::Acc *partial;
-    TESSERA_HD void operator()(int64_t i) const {
-        const int64_t c = i / v.lanes, ch = c0 + c;
-        typename Term::Acc acc[Term::kValues] = {};
-        for (int64_t f = i % v.lanes; f < v.N * v.S; f += v.lanes) term.add(acc, v.offset(ch, f), c);
-        for (int q = 0; q < Term::kValues; q++) partial[i * Term::kValues + q] = acc[q];
-    }
-};
-
-// The second level: term q of chunk channel c, its lanes added in order.
-template <class Acc>
-TESSERA_HD Acc lane_total(const Acc *partial, int64_t c, int64_t lanes, int values, int q) {
-    Acc total = 0;
-    for (int64_t l = 0; l < lanes; l++) total += partial[(c * lanes + l) * values + q];
-    return total;
-}
-
-template <class A>
-struct SumOf {  // x
-    using Acc = A;
-    static constexpr int kValues = 1;
-    const float *x;
-    TESSERA_HD void add(Acc *acc, int64_t k, int64_t) const { acc[0] += x[k]; }
-};
+// A channel's sums are two-level (lanes.h).
 
 template <class A>
 struct SquaredDeviations {  // (x - mean)^2, the mean at ws[2c]
@@ -231,7 +165,7 @@ struct ChannelMean {
     ChannelView v;
     float *ws;
     TESSERA_HD void operator()(int64_t c) const {
-        ws[2 * c] = static_cast<float>(lane_total(partial, c, v.lanes, 1, 0)) / v.M;
+        ws[2 * c] = static_cast<float>(channel_total(partial, c, v.lanes, 1, 0)) / v.M;
     }
 };
 
@@ -242,7 +176,7 @@ struct ChannelRstd {
     float eps;
     float *ws;
     TESSERA_HD void operator()(int64_t c) const {
-        ws[2 * c + 1] = 1.0f / sqrtf(lane_total(partial, c, v.lanes, 1, 0) / v.M + eps);
+        ws[2 * c + 1] = 1.0f / sqrtf(channel_total(partial, c, v.lanes, 1, 0) / v.M + eps);
     }
 };
 
@@ -253,8 +187,8 @@ struct ChannelAffineGrad {
     int64_t c0;
     float *dgamma, *dbeta;
     TESSERA_HD void operator()(int64_t c) const {
-        dgamma[c0 + c] = lane_total(partial, c, v.lanes, 2, 1) * ws[2 * c + 1];
-        dbeta[c0 + c] = lane_total(partial, c, v.lanes, 2, 0) + 0.0f;
+        dgamma[c0 + c] = channel_total(partial, c, v.lanes, 2, 1) * ws[2 * c + 1];
+        dbeta[c0 + c] = channel_total(partial, c, v.lanes, 2, 0) + 0.0f;
     }
 };
 
@@ -270,7 +204,7 @@ struct ChannelRunning {
     float *mean_out, *var_out;
     TESSERA_HD void operator()(int64_t c) const {
         const int64_t ch = c0 + c;
-        const float unbiased = static_cast<float>(lane_total(partial, c, v.lanes, 1, 0)) / fmaxf(v.M - 1.0f, 1.0f);
+        const float unbiased = static_cast<float>(channel_total(partial, c, v.lanes, 1, 0)) / fmaxf(v.M - 1.0f, 1.0f);
         mean_out[ch] = momentum * ws[2 * c] + (1.0f - momentum) * mean_in[ch];
         var_out[ch] = momentum * unbiased + (1.0f - momentum) * var_in[ch];
     }
@@ -345,9 +279,8 @@ void layer_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vect
     const int64_t rows = extent_product(xs, 0, rank - 1), D = xs[rank - 1];
     // The workspace: the lanes' partial dgamma and dbeta, then 4 statistics per row.
     const int64_t floats = static_cast<int64_t>(ex.workspace_bytes() / sizeof(float));
-    int64_t lanes = std::max<int64_t>(1, std::min(kRowLanes, rows));
-    while (lanes > 1 && 2 * lanes * D + 4 > floats) lanes /= 2;
-    TESSERA_INTERNAL_ASSERT(2 * lanes * D + 4 <= floats, "a workspace of ", ex.workspace_bytes(),
+    const int64_t lanes = column_lanes(floats, rows, D, 2, 4);
+    TESSERA_INTERNAL_ASSERT(lanes >= 1, "a workspace of ", ex.workspace_bytes(),
                             " bytes holds no layer norm column sums of width ", D);
     const int64_t cap = (floats - 2 * lanes * D) / 4;
     float *partial = ex.workspace(static_cast<size_t>(2 * lanes * D + 4 * std::min(cap, rows)) * sizeof(float));
@@ -357,43 +290,17 @@ void layer_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vect
         const float *dy = f32(in[0]) + r0 * D, *x = f32(in[1]) + r0 * D, *gamma = f32(in[2]);
         ex.for_each(n, LayerGradRowStats{dy, x, gamma, D, eps, ws});
         ex.for_each(n * D, LayerGradDx{dy, x, gamma, ws, f32_out(out[0]) + r0 * D, D});
-        ex.for_each(chunk_lanes * D, LayerAffineLanes{dy, x, ws, partial, n, D, chunk_lanes});
+        ex.for_each(chunk_lanes * D, ColumnLanes<LayerAffineTerms>{{dy, x, ws}, n, D, chunk_lanes, partial});
         ex.for_each(D, LayerAffineTotal{partial, f32_out(out[1]), f32_out(out[2]), D, chunk_lanes, r0 == 0});
     }
 }
 
+// A batch norm's tensor as [N, C, S].
 inline ChannelView channel_view(const Shape &s) {
-    ChannelView v;
-    v.N = s[0];
-    v.C = s[1];
     const int64_t H = s.size() == 4 ? s[2] : 1, W = s.size() == 4 ? s[3] : 1;
-    v.S = H * W;
     // The description multiplies the extents as floats, left to right.
-    v.M = static_cast<float>(v.N) * static_cast<float>(H) * static_cast<float>(W);
-    v.lanes = std::max<int64_t>(1, std::min(kChannelLanes, v.N * v.S));
-    return v;
-}
-
-// A chunk of channels and its workspace: [mean, rstd] per channel, then the
-// lanes' partial sums (`values` of type Acc per lane).
-template <class Acc>
-struct ChannelChunk {
-    int64_t c0, cc;
-    float *ws;
-    Acc *partial;
-};
-
-// Runs body(chunk) over chunks of channels that fit the workspace.
-template <class Acc, class Exec, class Body>
-void for_channel_chunks(Exec &ex, const ChannelView &v, int values, Body body) {
-    const int64_t floats_each = 2 + v.lanes * values * static_cast<int64_t>(sizeof(Acc) / sizeof(float));
-    const int64_t cap = chunk_capacity(ex, floats_each);
-    for (int64_t c0 = 0; c0 < v.C; c0 += cap) {
-        const int64_t cc = std::min(cap, v.C - c0);
-        float *ws = ex.workspace(static_cast<size_t>(cc * floats_each) * sizeof(float));
-        // 2 * cc floats keep the partials 8-byte aligned for double.
-        body(ChannelChunk<Acc>{c0, cc, ws, reinterpret_cast<Acc *>(ws + 2 * cc)});
-    }
+    const float M = static_cast<float>(s[0]) * static_cast<float>(H) * static_cast<float>(W);
+    return lanes::channel_view(s[0], s[1], H * W, M);
 }
 
 // ws[2c] = mean and ws[2c + 1] = rstd of the chunk's channels of x.

@@ -1,0 +1,140 @@
+// Two-level sums for the GPU kernels (see exec.h for the context they run on).
+//
+// A sum over many values owned by one output (a channel's N * H * W values, a
+// column's rows) is slow as one thread walking all of them: a batch norm at
+// batch 128 over 64x64 maps is 524288 values a thread, on as many threads as
+// there are channels. Here it is two passes, both deterministic (every run
+// adds in the same order) and free of atomics:
+//   1. lanes: `lanes` threads per output each add a strided share of its
+//      values, in order, into the workspace;
+//   2. totals: one thread per output adds its lanes' partial sums in lane
+//      order.
+// The order differs from the CPU kernel's (a description's serial order), so
+// results agree with it within rounding, as the host test's tolerances allow.
+//
+// Two layouts, so that adjacent threads read adjacent addresses:
+//   channels: an [N, C, S] tensor, channel c's values n * S + s; the lanes of
+//             one channel are adjacent threads (i = c * lanes + lane), and
+//             lane l takes values l, l + lanes, ... (batch norm, and a bias
+//             gradient with an inner extent);
+//   columns:  a row-major [rows, D] tensor, column d's values its rows; the
+//             columns of one lane are adjacent threads (i = lane * D + d), and
+//             lane l takes rows l, l + lanes, ... (layer norm's dgamma, a
+//             dense layer's bias gradient).
+//
+// A Term says what is added for value k: `using Acc` (float or double), `static
+// constexpr int kValues` (sums kept per lane) and `TESSERA_HD void add(Acc *acc,
+// int64_t k, int64_t owner) const` (owner: the chunk channel, or the row).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "exec.h"
+
+namespace tessera::gpu::lanes {
+
+struct ChannelView {
+    int64_t N, C, S;
+    float M;        // N * S as a description computes it, in float (batch norm's divisor)
+    int64_t lanes;  // threads per channel in the first pass
+    // The offset of value f (f = n * S + s) of channel ch.
+    TESSERA_HD int64_t offset(int64_t ch, int64_t f) const { return ((f / S) * C + ch) * S + f % S; }
+};
+
+inline constexpr int64_t kChannelLanes = 256;
+inline constexpr int64_t kColumnLanes = 32;
+
+inline ChannelView channel_view(int64_t N, int64_t C, int64_t S, float M = 0.0f) {
+    return {N, C, S, M, std::max<int64_t>(1, std::min(kChannelLanes, N * S))};
+}
+
+// Pass 1, channels: for i = c * lanes + lane, Term's sums over every lanes-th
+// value of channel c0 + c, into partial[i * kValues + q].
+template <class Term>
+struct ChannelLanes {
+    Term term;
+    ChannelView v;
+    int64_t c0;
+    typename Term::Acc *partial;
+    TESSERA_HD void operator()(int64_t i) const {
+        const int64_t c = i / v.lanes, ch = c0 + c;
+        typename Term::Acc acc[Term::kValues] = {};
+        for (int64_t f = i % v.lanes; f < v.N * v.S; f += v.lanes) term.add(acc, v.offset(ch, f), c);
+        for (int q = 0; q < Term::kValues; q++) partial[i * Term::kValues + q] = acc[q];
+    }
+};
+
+// Pass 2, channels: sum q of chunk channel c, its lanes added in order.
+template <class Acc>
+TESSERA_HD Acc channel_total(const Acc *partial, int64_t c, int64_t lanes, int values, int q) {
+    Acc total = 0;
+    for (int64_t l = 0; l < lanes; l++) total += partial[(c * lanes + l) * values + q];
+    return total;
+}
+
+// Pass 1, columns: for i = lane * D + d, Term's sums over rows lane, lane +
+// lanes, ... of column d, into partial[i * kValues + q].
+template <class Term>
+struct ColumnLanes {
+    Term term;
+    int64_t rows, D, lanes;
+    typename Term::Acc *partial;
+    TESSERA_HD void operator()(int64_t i) const {
+        const int64_t d = i % D;
+        typename Term::Acc acc[Term::kValues] = {};
+        for (int64_t r = i / D; r < rows; r += lanes) term.add(acc, r * D + d, r);
+        for (int q = 0; q < Term::kValues; q++) partial[i * Term::kValues + q] = acc[q];
+    }
+};
+
+// Pass 2, columns: sum q of column d, its lanes added in order.
+template <class Acc>
+TESSERA_HD Acc column_total(const Acc *partial, int64_t d, int64_t D, int64_t lanes, int values, int q) {
+    Acc total = 0;
+    for (int64_t l = 0; l < lanes; l++) total += partial[(l * D + d) * values + q];
+    return total;
+}
+
+// The column lanes whose partial sums (`values` floats a lane and column) fit
+// in `floats` of workspace beside `reserve` floats: up to kColumnLanes, no
+// more than the rows, at least 1; 0 when not even one lane fits.
+inline int64_t column_lanes(int64_t floats, int64_t rows, int64_t D, int values, int64_t reserve) {
+    int64_t lanes = std::max<int64_t>(1, std::min(kColumnLanes, rows));
+    while (lanes > 0 && lanes * D * values + reserve > floats) lanes /= 2;
+    return lanes;
+}
+
+template <class A>
+struct SumOf {  // x
+    using Acc = A;
+    static constexpr int kValues = 1;
+    const float *x;
+    TESSERA_HD void add(Acc *acc, int64_t k, int64_t) const { acc[0] += x[k]; }
+};
+
+// A chunk of channels and its workspace: 2 floats a channel (kernels keep
+// statistics there), then the lanes' partial sums.
+template <class Acc>
+struct ChannelChunk {
+    int64_t c0, cc;
+    float *ws;
+    Acc *partial;
+};
+
+// Runs body(chunk) over chunks of channels whose partial sums (`values` of
+// type Acc a lane) fit the workspace.
+template <class Acc, class Exec, class Body>
+void for_channel_chunks(Exec &ex, const ChannelView &v, int values, Body body) {
+    const int64_t floats_each = 2 + v.lanes * values * static_cast<int64_t>(sizeof(Acc) / sizeof(float));
+    const int64_t cap = static_cast<int64_t>(ex.workspace_bytes() / sizeof(float)) / floats_each;
+    TESSERA_INTERNAL_ASSERT(cap >= 1, "a workspace of ", ex.workspace_bytes(), " bytes holds the sums of no channel");
+    for (int64_t c0 = 0; c0 < v.C; c0 += cap) {
+        const int64_t cc = std::min(cap, v.C - c0);
+        float *ws = ex.workspace(static_cast<size_t>(cc * floats_each) * sizeof(float));
+        // 2 * cc floats keep the partial sums 8-byte aligned, for double.
+        body(ChannelChunk<Acc>{c0, cc, ws, reinterpret_cast<Acc *>(ws + 2 * cc)});
+    }
+}
+
+}  // namespace tessera::gpu::lanes
