@@ -4,11 +4,13 @@
 #      on the device against the CPU, swapped training bit-identical);
 #   2. training losses of every zoo model at small sizes, --device cuda against
 #      --device cpu, through tessera-train;
-#   3. throughput against PyTorch eager (mlp, transformer, wresnet), and under
+#   3. where the operator time goes: tessera-train --profile-ops for the
+#      transformer and wresnet of step 4, each operator timed alone;
+#   4. throughput against PyTorch eager (mlp, transformer, wresnet), and under
 #      --device-mem at 1/2, 1/4, 1/8, 1/12 of the footprint against PyTorch
 #      with save_on_cpu(pin_memory=True) capped to the same memory
 #      (bench/gpu_vs_pytorch.py);
-#   4. host-device bandwidth while swapping against a plain pinned
+#   5. host-device bandwidth while swapping against a plain pinned
 #      cudaMemcpyAsync (tessera-bench-gpu-copy).
 #
 # Usage: bench/gpu_measure.sh [BUILD_DIR=build] [OUT_DIR=gpu-results] [extra args for gpu_vs_pytorch.py]
@@ -114,17 +116,33 @@ PY
 done
 echo >> "$R"
 
-echo "== 3. throughput against PyTorch" >&2
+echo "== 3. where the operator time goes" >&2
 {
-  echo "## 3. Throughput against PyTorch eager, unconstrained and under a budget"
+  echo "## 3. Where the operator time goes (tessera-train --profile-ops; the slowest operator kinds)"
+  echo
+} >> "$R"
+for run in "transformer:layers=12,d_model=768,heads=12,seq=512,vocab=32000|16" \
+           "wresnet:depth=50,width=2,image=128,classes=10|128"; do
+  spec="${run%|*}"; batch="${run#*|}"; ops="$OUT/ops_${spec%%:*}.txt"
+  if "$TRAIN" --device cuda --model "$spec" --data synthetic --synthetic-size "$batch" --batch "$batch" --steps 1 \
+       --progress none --no-eval --profile-ops "$ops" > /dev/null 2>> "$OUT/ops.err"; then
+    { echo "$spec, batch $batch:"; echo '```'; sed -n '1p;4,14p' "$ops"; echo '```'; echo; } >> "$R"
+  else
+    echo "$spec: the profile failed (see ops.err)" >> "$R"
+  fi
+done
+
+echo "== 4. throughput against PyTorch" >&2
+{
+  echo "## 4. Throughput against PyTorch eager, unconstrained and under a budget"
   echo
 } >> "$R"
 python3 "$HERE/gpu_vs_pytorch.py" --train "$TRAIN" --out "$OUT/pytorch.json" "$@" 2> "$OUT/pytorch.err" | tee -a "$R"
 echo >> "$R"
 
-echo "== 4. bandwidth while swapping" >&2
+echo "== 5. bandwidth while swapping" >&2
 {
-  echo "## 4. Host-device bandwidth while swapping"
+  echo "## 5. Host-device bandwidth while swapping"
   echo
 } >> "$R"
 "$BUILD/bench/tessera-bench-gpu-copy" 2>&1 | tee -a "$R"

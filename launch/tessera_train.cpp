@@ -105,6 +105,9 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
 // What the run writes: metrics, checkpoints, progress.
 void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--metrics", o.metrics_path, "Write JSON lines: one per step and one per evaluation");
+    app.add_option("--profile-ops", o.profile_ops_path,
+                   "Before training, time each operator alone on the device and write where the time goes, by "
+                   "operator and for the slowest nodes, to FILE (rank 0's)");
     app.add_option("--checkpoint", o.checkpoint_dir, "Directory for checkpoints (safetensors)");
     app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (default: every epoch)");
     app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint DIR, if there is one");

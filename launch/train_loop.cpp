@@ -12,6 +12,7 @@
 
 #include "gpu_sharing.h"
 #include "job_machine.h"
+#include "op_profile.h"
 #include "partition_choice.h"
 #include "rank_agreement.h"
 #include "tensor_store.h"
@@ -276,6 +277,19 @@ void print_banner(const TrainOptions &o, const RunPlan &run, const JobMachine &m
               << std::flush;
 }
 
+// --profile-ops: the operator times the swap planner profiled, or a profiling
+// pass now (before any executor uses the device). A path that cannot be
+// written fails before the profiling.
+void write_op_profile(const std::string &path, const RunPlan &run, Device &device) {
+    AtomicFile file(path, "--profile-ops");
+    std::vector<double> times;
+    if (run.swaps && !run.swaps->times.node_time_s.empty()) times = run.swaps->times.node_time_s;
+    else times = profile_nodes(run.graph(), run.order, device);
+    file.write(op_profile_report(run.graph(), run.order, times, device.name()));
+    file.commit();
+    std::cout << fmt::format("tessera-train: operator profile in {}\n", path) << std::flush;
+}
+
 }  // namespace
 
 // The stages of a run, one a line: the device, the plan (pipeline/), the
@@ -311,6 +325,7 @@ TrainResult run_training(const TrainOptions &o) {
         agree_across_ranks(*o.comm, "partition plans", plan_identity(*run.partition),
                            "the ranks' machine files (--machine) or builds differ");
     Device &device = slot.get(run.arena);
+    if (root && !o.profile_ops_path.empty()) write_op_profile(o.profile_ops_path, run, device);
     Executor ex(run.graph(), device, run.memory);  // fails here, before any data is read, if the arena is too small
     // In-step operator times, for re-simulating the plan. On a device where host
     // work on a stream stalls it (CUDA), timing every operator would slow the

@@ -53,6 +53,9 @@ struct TrainOptions {
     // kernels get); its other fields unused.
     SwapSpec swap_search;
     std::string metrics_path;
+    // Each operator timed alone on the run's device, before training, and a
+    // report of where the time goes written here (op_profile.h; rank 0's).
+    std::string profile_ops_path;
     std::string checkpoint_dir;
     int64_t checkpoint_every = 0;  // steps; 0: at the end of every epoch and at the end
     bool resume = false;

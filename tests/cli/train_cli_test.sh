@@ -253,6 +253,31 @@ out="$("$TRAIN" "${SMALL[@]}" --steps 2 --no-eval 2>&1 >/dev/full)"; rc=$?
 [ "$rc" = 1 ] && grep -qF "cannot write to standard output: No space left on device" <<<"$out" \
   && echo "ok   stdout-full" || { echo "FAIL stdout-full: exit $rc: $out"; fail=1; }
 
+# ---- --profile-ops: where the operator time goes --------------------------------
+expect profile-ops 0 "tessera-train: operator profile in $TMP/ops.txt" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --profile-ops "$TMP/ops.txt"
+# Every operator once in the per-operator table, and the shares add up.
+python3 - "$TMP/ops.txt" <<'PY' && echo "ok   profile-ops-table" || fail=1
+import re, sys
+text = open(sys.argv[1]).read()
+head = re.match(r"operator profile on cpu: (\d+) operators, ([\d.]+) ms in all", text)
+assert head, text[:200]
+by_op = text.split("\n\n")[1].splitlines()[1:]
+rows = [l.split() for l in by_op]
+assert any(r[0] == "matmul" for r in rows), rows
+count = sum(int(r[1]) for r in rows)
+assert count == int(head.group(1)), (count, head.group(1))
+ms = sum(float(r[2]) for r in rows)
+assert abs(ms - float(head.group(2))) < 0.002 * len(rows) + 1e-3, (ms, head.group(2))
+assert abs(sum(float(r[3].rstrip("%")) for r in rows) - 100) < 0.1 * len(rows), rows
+PY
+# Under a budget (16 KiB of the 22.7 the run needs) the swap planner's profile is the one reported.
+expect profile-ops-swapped 0 "tessera-train: operator profile in $TMP/ops-swapped.txt" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --device-mem 16KiB --swap-time-limit 1 --profile-ops "$TMP/ops-swapped.txt"
+expect profile-ops-no-dir 1 "cannot write --profile-ops '$TMP/none/ops.txt': cannot create a file in '$TMP/none'" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --profile-ops "$TMP/none/ops.txt"
+[ ! -e "$TMP/none" ] || { echo "FAIL profile-ops-no-dir left $TMP/none"; fail=1; }
+
 # lstm:seq=1 trains: one step has no recurrent weight.
 expect lstm-seq-1 0 "summary:" -- "$TRAIN" --model lstm:layers=1,hidden=8,seq=1,vocab=5 --data synthetic \
   --synthetic-size 64 --batch 8 --steps 2 --no-eval --progress none
