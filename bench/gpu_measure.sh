@@ -28,6 +28,19 @@ mkdir -p "$OUT"
 for f in "$TRAIN" "$BUILD/bench/tessera-bench-gpu-copy" "$BUILD/tests/exec_cuda_device_test"; do
   [ -x "$f" ] || { echo "gpu_measure: $f is missing; build with scripts/build.sh first" >&2; exit 1; }
 done
+# A bundle packed with --no-nccl: NCCL from the machine, such as the one in
+# PyTorch's nvidia-nccl wheel, when the loader does not find one already.
+if ldd "$TRAIN" | grep -q "libnccl.so.2 => not found"; then
+  nccl="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"
+  if [ -n "$nccl" ] && [ -e "$nccl/libnccl.so.2" ]; then
+    export LD_LIBRARY_PATH="$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu_measure: NCCL from $nccl" >&2
+  else
+    echo "gpu_measure: $TRAIN needs libnccl.so.2, which neither the bundle nor the loader's path has; put its" \
+         "folder on LD_LIBRARY_PATH" >&2
+    exit 1
+  fi
+fi
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_measure: no GPU (nvidia-smi finds none); these measurements need one" >&2
   exit 1
@@ -121,8 +134,8 @@ echo "== 3. where the operator time goes" >&2
   echo "## 3. Where the operator time goes (tessera-train --profile-ops; the slowest operator kinds)"
   echo
 } >> "$R"
-for run in "transformer:layers=12,d_model=768,heads=12,seq=512,vocab=32000|16" \
-           "wresnet:depth=50,width=2,image=128,classes=10|128"; do
+for run in "transformer:layers=24,d_model=768,heads=12,seq=256,vocab=8000|16" \
+           "wresnet:depth=50,width=2,image=64,classes=10|64"; do
   spec="${run%|*}"; batch="${run#*|}"; ops="$OUT/ops_${spec%%:*}.txt"
   if "$TRAIN" --device cuda --model "$spec" --data synthetic --synthetic-size "$batch" --batch "$batch" --steps 1 \
        --progress none --no-eval --profile-ops "$ops" > /dev/null 2>> "$OUT/ops.err"; then
