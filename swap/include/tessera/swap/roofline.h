@@ -33,7 +33,11 @@ struct RooflineDevice {
 //   "h100": NVIDIA H100 SXM published peaks: 60 TFLOP/s fp32 without tensor
 //           cores (the executor runs fp32, not tf32), 3.35 TB/s HBM3, NVLink 4
 //           at 450 GB/s a direction, and 25 GB/s host copies (typical measured
-//           PCIe 5 x16 with pinned memory). Its host: one eighth of a DGX
+//           PCIe 5 x16 with pinned memory; the one H100 measured here, on
+//           2026-11-27, copied at 55 GB/s alone and 46 to 50 GB/s while
+//           swapping both ways beside GEMMs: docs/benchmarks.md, GPU
+//           measurements; kept at 25 as the swap bars were set against it).
+//           Its host: one eighth of a DGX
 //           H100's two Xeon 8480C sockets (16 DDR5-4800 channels, 614 GB/s
 //           peak, about 430 GB/s reachable, so 50 GB/s per GPU; 14 cores
 //           with AVX-512, 1 TFLOP/s), 5 us to dispatch an update.
