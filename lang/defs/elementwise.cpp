@@ -66,7 +66,19 @@ OpDef bias_add(Ctx &c) {
     Func x = c.input(0, Float(32), rank), b = c.input(1, Float(32), 1);
     Func y("y");
     y(v) = x(as_exprs(v)) + b(v[rank - 1 - axis]);
-    if (c.scheduling()) schedule_elementwise(y, c.target());
+    if (c.scheduling() && rank >= 3) {
+        // The kernel sees [outer, C, inner]. A dense layer's bias has inner
+        // 1, and vectors along it would carry one value each: then the
+        // vectors run along the next dimension, contiguous there.
+        const int lanes = c.target().natural_vector_size<float>();
+        y.specialize(c.extent(0, rank - 1) == 1)
+            .reorder(v[1], v[0])
+            .vectorize(v[1], lanes, TailStrategy::GuardWithIf)
+            .parallel(v.back());
+        schedule_elementwise(y, c.target());
+    } else if (c.scheduling()) {
+        schedule_elementwise(y, c.target());
+    }
     return shaped_like_input(c, y, rank);
 }
 
@@ -89,10 +101,36 @@ OpDef bias_add_grad(Ctx &c) {
         if (t != axis) dims.emplace_back("d" + std::to_string(t), c.extent(0, t));
     RDom r = reduction(dims);
     for (int t = rank - 1, j = 0; t >= 0; t--) at[rank - 1 - t] = t == axis ? Expr(ch) : Expr(r[j++]);
-    Func db("db");
-    db(ch) = 0.0f;
-    db(ch) += dy(at);
-    if (c.scheduling()) db.update().parallel(ch);
+    // Summed in a stage of its own and then copied out: a vectorised update
+    // of an output Func reads the output back with loads that Halide 14 emits
+    // as aligned, which faults on caller memory that is not (as norm.cpp's
+    // dgamma_sum says).
+    Func sum("db_sum"), db("db");
+    sum(ch) = 0.0f;
+    sum(ch) += dy(at);
+    db(ch) = sum(ch);
+    if (c.scheduling()) {
+        // When the dimensions inside `axis` have extent 1 (a dense layer's
+        // bias), a channel's values lie a row apart: vectors of channels then
+        // walk the rows together, each lane adding its own channel's values in
+        // the order of the scalar loop. Otherwise one channel at a time.
+        Expr inner = 1;
+        for (int t = axis + 1; t < rank; t++) inner = inner * c.extent(0, t);
+        const int lanes = c.target().natural_vector_size<float>();
+        Var co("co"), ci("ci");
+        std::vector<VarOrRVar> order{ci};
+        for (int j = 0; j < r.dimensions(); j++) order.push_back(r[j]);
+        order.push_back(co);
+        sum.compute_root();
+        sum.update()
+            .specialize(inner == 1)
+            .split(ch, co, ci, 4 * lanes, TailStrategy::GuardWithIf)
+            .reorder(order)
+            .vectorize(ci, lanes, TailStrategy::GuardWithIf)
+            .parallel(co);
+        sum.update().parallel(ch);
+        schedule_elementwise(db, c.target());
+    }
     OpDef d;
     d.outputs = {db};
     d.output_extents = {{c.extent(0, axis)}};
