@@ -47,8 +47,9 @@ std::string op_profile_report(const Graph &g, const std::vector<NodeId> &order, 
     for (NodeId n : order) {
         const Node &node = g.node(n);
         Row r{node.call.name, 1, node_time_s[n], node_flops(g, n), node_bytes(g, n)};
-        Row &k = kinds[node_kind(node)];
-        k.what = node_kind(node);
+        const std::string kind = node_kind(node);
+        Row &k = kinds[kind];
+        k.what = kind;
         k.count++;
         k.seconds += r.seconds;
         k.flops += r.flops;
