@@ -15,8 +15,9 @@
 #
 # --no-nccl leaves NCCL out (208 MB of the 218): for a GPU machine that has its
 # own libnccl.so.2, such as the one in PyTorch's nvidia-nccl wheel, and a
-# transfer limit the whole bundle exceeds. There, put that library's folder on
-# LD_LIBRARY_PATH as well.
+# transfer limit the whole bundle exceeds. There, gpu_measure.sh takes the
+# nvidia-nccl wheel's library when the loader finds none; other programs need
+# that library's folder on LD_LIBRARY_PATH.
 #
 # Usage: scripts/gpu_bundle.sh [--no-nccl] [BUILD_DIR=build] [OUT=gpu-bundle.tar.gz]
 # There: tar xzf gpu-bundle.tar.gz
