@@ -215,7 +215,15 @@ private:
     std::vector<int> first_bwd_, last_fwd_, placed_at_;
     std::vector<int> need_;  // buffers the current operator still needs placed
     std::vector<uint8_t> host_valid_, pinned_, offloaded_;
-    std::vector<uint8_t> may_drop_, dropped_;  // per buffer: the layout's recompute bit; dropped now
+    // Per buffer: the layout's recompute bit; dropped now (kHeldDrop: chosen
+    // by the layout, its producer's inputs held until it is recomputed;
+    // kFreedDrop: a recomputable buffer freed after its last use, which a
+    // recomputation of a buffer it feeds may run again, if its own inputs
+    // are still there or can be brought back); recomputable at all (the
+    // layout allows recomputation and the buffer is one of
+    // Prepared::recompute_bufs).
+    static constexpr uint8_t kHeldDrop = 1, kFreedDrop = 2;
+    std::vector<uint8_t> may_drop_, dropped_, recomputable_;
     std::vector<int> held_;                    // per buffer: dropped buffers whose producer reads it
     std::vector<int> node_pos_;                // per NodeId: position in the order being scheduled
     // Per slot.

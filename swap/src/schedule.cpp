@@ -551,10 +551,12 @@ void Scheduler::release(const Prepared &p, int b, Schedule &out) {
     // A dropped buffer's producer will read this one again.
     bool future = use_ptr_[b] < use_end_[b] || held_[b] > 0;
     if (!host_valid_[b] && future && may_drop_[b] && use_ptr_[b] < use_end_[b]) {
-        dropped_[b] = 1;  // recomputed before its next use instead of swapped
+        dropped_[b] = kHeldDrop;  // recomputed before its next use instead of swapped
         hold_inputs(p, b, +1);
     } else if (!host_valid_[b] && (future || p.bufs[b].persistent)) {
         swap_out(p, b, out);
+    } else if (!host_valid_[b] && recomputable_[b]) {
+        dropped_[b] = kFreedDrop;  // gone, but a later recomputation may run its producer again
     }
     int ready = 0;
     if (resid_last_compute_[b] >= 0) ready = out.steps[resid_last_compute_[b]].key + 1;
@@ -720,8 +722,8 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
     resid_swapin_[b] = resid_swapout_[b] = -1;
     resid_last_compute_[b] = rs;
     last_write_step_[b] = rs;  // what a swap-out of this residency waits for
+    if (dropped_[b] == kHeldDrop) hold_inputs(p, b, -1);
     dropped_[b] = 0;
-    hold_inputs(p, b, -1);
     touch_[b] = pos;
     // Inputs brought in only for this are evictable again, and freed when
     // nothing reads them any more (their slots wait for this step).
@@ -781,6 +783,9 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
     if (!layout.recompute.empty()) may_drop_ = layout.recompute;
     dropped_.assign(nb, 0);
     held_.assign(nb, 0);
+    recomputable_.assign(nb, 0);
+    if (!layout.recompute.empty())
+        for (int b : p.recompute_bufs) recomputable_[b] = 1;
     node_pos_.assign(p.g->num_nodes(), -1);
     for (int i = 0; i < n_; i++) node_pos_[order[i]] = i;
     last_swapin_key_ = 0;

@@ -11,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "../../swap/src/internal.h"
 #include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
@@ -582,6 +583,61 @@ TEST(SwapPlanned, RecomputationTrainsBitIdentically) {
     check_recomputation("mlp:layers=16,hidden=64,input=64,classes=10", 16);
     check_recomputation("transformer:layers=6,d_model=16,heads=2,seq=8,vocab=20", 2);
     check_recomputation("lstm:layers=6,hidden=32,seq=6,vocab=10", 2);
+}
+
+// Recomputing a dropped activation may need an input that was freed at its
+// last use, before the activation was dropped: the transformer's fc1 output
+// is read by its bias_add and by nothing after it, so dropping the bias_add's
+// output finds the matmul's output gone. The scheduler then runs that
+// input's producer again too, a chain of recomputations, instead of calling
+// the choice infeasible. Each layout below drops one activation; those whose
+// schedules regenerate a freed input must train bit-identically.
+TEST(SwapPlanned, RecomputationRegeneratesFreedInputs) {
+    using namespace swap_detail;
+    Graph g = training_graph("transformer:layers=2,d_model=16,heads=2,seq=8,vocab=20", 2, OptimizerConfig::Kind::Adam);
+    Trace want = train_unswapped(g, 2);
+    const int64_t full = plan_memory(g, default_order(g)).arena_bytes;
+    SwapProblem pr = problem_for(g, default_order(g), align64(full / 4));
+    Prepared p = prepare(pr, SwapPolicy::Advisor, true);
+    int64_t smallest = 0;
+    ASSERT_TRUE(pick_classes(p, &smallest));
+    Layout layout;
+    choose_pins(p, 0, layout);
+    split_pools(p, p.classes, demand_weights(p, p.classes, layout.pin), layout);
+    int chains = 0, infeasible = 0;
+    for (int d : p.recompute_bufs) {
+        layout.recompute.assign(p.bufs.size(), 0);
+        layout.recompute[d] = 1;
+        Scheduler sched;
+        Schedule s;
+        try {
+            sched.run(p, p.order, p.classes, layout, SwapPolicy::Advisor, s);
+        } catch (const RecomputeInfeasible &) {
+            infeasible++;
+            continue;
+        }
+        // A recomputation of a buffer the layout did not drop, before the
+        // first of the dropped one: a freed input brought back for it.
+        bool regenerated = false;
+        for (int gi : s.issue) {
+            const IStep &st = s.steps[gi];
+            if (st.kind != SwapStep::Kind::Recompute) continue;
+            if (st.buf == d) break;
+            regenerated = true;
+        }
+        if (!regenerated || chains == 3) continue;
+        chains++;
+        SwapPlan plan = make_plan(p, p.order, p.classes, layout, SwapPolicy::Advisor, s);
+        std::string what = "dropping " + g.tensor(p.bufs[d].root).name;
+        SwapRun run = build_swap_run(g, plan);  // verifies the program
+        CpuDevice dev(pr.budget);
+        Executor ex(g, dev, run.memory);
+        Trace got = train(ex, run.train, 2);
+        expect_same_bits(got, want, what);
+        expect_run_matches_plan(got.stats, plan, what);
+    }
+    EXPECT_GT(chains, 0) << "no drop choice regenerated a freed input (" << infeasible << " of "
+                         << p.recompute_bufs.size() << " were infeasible)";
 }
 
 // build_swap_run refuses plans that cannot share one memory plan, naming the tensor.
