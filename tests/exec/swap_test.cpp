@@ -662,8 +662,6 @@ TEST(SwapPlanned, PlansThatDisagreeAreRejected) {
 
 // A training plan and a forward plan that shares its homes: both programs
 // run on one memory plan, evaluation sees the weights training left.
-// DISABLED: plan_swaps with homes_from currently corrupts the heap (abort in
-// swap_detail::max_pinnable); enable once the planner is fixed.
 TEST(SwapPlanned, ForwardProgramSharesTheTrainingPlansHomes) {
     Graph g = training_graph("mlp:layers=16,hidden=64,input=64,classes=10", 16, OptimizerConfig::Kind::Adam);
     std::vector<NodeId> order = default_order(g), fwd;
