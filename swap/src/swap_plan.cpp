@@ -222,6 +222,35 @@ std::string tensor_table(const Graph &g, const SwapPlan &plan) {
     return os.str();
 }
 
+// Where the predicted step goes: each stream's busy time and its share of
+// the step, recomputations apart from the rest of the compute stream, and
+// when the backward pass starts (its first node on the compute stream).
+std::string stream_busy_line(const Graph &g, const SwapPlan &plan) {
+    double compute = 0, again = 0, out = 0, in = 0, host = 0, backward_from = -1;
+    for (const SwapStep &s : plan.steps) {
+        const double d = s.end_s - s.start_s;
+        switch (s.kind) {
+        case SwapStep::Kind::Compute:
+            compute += d;
+            if (backward_from < 0 && s.node >= 0 && s.node < g.num_nodes() && g.node(s.node).backward)
+                backward_from = s.start_s;
+            break;
+        case SwapStep::Kind::Recompute: again += d; break;
+        case SwapStep::Kind::SwapOut: out += d; break;
+        case SwapStep::Kind::SwapIn: in += d; break;
+        case SwapStep::Kind::HostUpdate: host += d; break;
+        }
+    }
+    auto busy = [&](const char *what, double t) {
+        return fmt::format("{} {:.3f} ms ({:.0f}%)", what, t * 1e3, plan.time_s > 0 ? 100 * t / plan.time_s : 0.0);
+    };
+    std::string line = "busy: " + busy("compute", compute + again);
+    if (again > 0) line += fmt::format(" of which recomputing {:.3f} ms", again * 1e3);
+    line += ", " + busy("swap-out", out) + ", " + busy("swap-in", in) + ", " + busy("host", host);
+    if (backward_from >= 0) line += fmt::format("; the backward pass starts at {:.3f} ms", backward_from * 1e3);
+    return line + "\n";
+}
+
 }  // namespace
 
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
@@ -244,7 +273,8 @@ std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     if (plan.candidates > 0)
         os << fmt::format("; search: {} generations, {} candidates, {:.2f} s{}", plan.generations, plan.candidates,
                           plan.search_s, plan.stopped_by.empty() ? "" : " (stopped by " + plan.stopped_by + ")");
-    os << "\npools:";
+    os << "\n" << stream_busy_line(g, plan);
+    os << "pools:";
     if (plan.pools.empty()) os << " none";
     for (const SwapPool &p : plan.pools) os << fmt::format(" {} x {} @ {};", p.slots, mib(p.slot_bytes), p.offset);
     os << "\n";

@@ -9,6 +9,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include <fmt/format.h>
+
 #include "tessera/error.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
@@ -167,6 +169,42 @@ TEST(SwapPlan, SameSeedSamePlanOnAnyNumberOfThreads) {
         EXPECT_EQ(many.candidates, one.candidates) << threads << " threads";
     }
     check_swap_plan(c.g, one);
+}
+
+// The table's busy line: each stream's time, summed here over the plan's
+// steps by their kind, and the first backward node's start.
+TEST(SwapPlan, TableSaysWhereTheStepGoes) {
+    Case c = make_case("transformer:layers=2,d_model=32,heads=2,seq=16,vocab=50", 8);
+    SwapProblem pr = problem_for(c, c.footprint / 4);
+    pr.host_node_time_s.assign(c.g.num_nodes(), 0.0);
+    for (NodeId n = 0; n < c.g.num_nodes(); n++)
+        if (c.g.node(n).optimizer) pr.host_node_time_s[n] = 4 * c.times[n];
+    SwapOptions o = options_for(SwapPolicy::Advisor);
+    o.recompute = true;
+    o.host_updates = HostUpdates::Auto;
+    SwapPlan plan = plan_swaps(pr, o);
+    double compute = 0, again = 0, out = 0, in = 0, host = 0, backward = -1;
+    for (const SwapStep &s : plan.steps) {
+        double d = s.end_s - s.start_s;
+        if (s.kind == SwapStep::Kind::Compute) compute += d;
+        if (s.kind == SwapStep::Kind::Recompute) again += d;
+        if (s.kind == SwapStep::Kind::SwapOut) out += d;
+        if (s.kind == SwapStep::Kind::SwapIn) in += d;
+        if (s.kind == SwapStep::Kind::HostUpdate) host += d;
+        if (s.kind == SwapStep::Kind::Compute && backward < 0 && c.g.node(s.node).backward) backward = s.start_s;
+    }
+    ASSERT_GT(host, 0);
+    ASSERT_GT(in, 0);
+    ASSERT_GT(backward, 0);
+    auto share = [&](const char *what, double t) {
+        return fmt::format("{} {:.3f} ms ({:.0f}%)", what, t * 1e3, 100 * t / plan.time_s);
+    };
+    std::string want = "busy: " + share("compute", compute + again);
+    if (again > 0) want += fmt::format(" of which recomputing {:.3f} ms", again * 1e3);
+    want += ", " + share("swap-out", out) + ", " + share("swap-in", in) + ", " + share("host", host) +
+            fmt::format("; the backward pass starts at {:.3f} ms\n", backward * 1e3);
+    std::string table = swap_plan_table(c.g, plan);
+    EXPECT_NE(table.find(want), std::string::npos) << "want: " << want << "table:\n" << table;
 }
 
 // The budget errors name the operator whose inputs and outputs do not fit.
