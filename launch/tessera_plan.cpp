@@ -359,6 +359,10 @@ std::string swap_text(const SwapResult &r) {
     s += fmt::format("after         arena {} = the budget; pinned {}; high water {}; peak resident {}\n\n",
                      tessera::format_bytes(p.arena_bytes), tessera::format_bytes(p.pinned_bytes),
                      tessera::format_bytes(p.high_water), tessera::format_bytes(p.peak_bytes));
+    auto planned = r.ranks.find(r.rank);
+    if (planned != r.ranks.end() && planned->second.bound)
+        s.insert(s.size() - 1, "bound         " + tessera::describe_swap_bound(*planned->second.bound, p.ideal_time_s) +
+                                   " (swap_lower_bound)\n");
     return s + tessera::swap_plan_table(r.graph, p);
 }
 

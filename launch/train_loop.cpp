@@ -236,11 +236,13 @@ std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profi
         on_host += s.kind == SwapStep::Kind::HostUpdate;
         recomputed += s.kind == SwapStep::Kind::Recompute;
     }
-    return fmt::format("swap {}: {} | per step {} out, {} in | predicted {:.1f} ms/step, {:.0f}% of ideal {:.1f} ms | "
+    const std::string bound =
+        run.swaps->bound ? " | " + describe_swap_bound(*run.swaps->bound, t.ideal_time_s) : std::string();
+    return fmt::format("swap {}: {} | per step {} out, {} in | predicted {:.1f} ms/step, {:.0f}% of ideal {:.1f} ms{} | "
                        "{} pinned, {} pools | {} on the host | {}",
                        swap_policy_name(t.policy), how, format_bytes(t.swap_out_bytes), format_bytes(t.swap_in_bytes),
                        t.time_s * 1e3, t.time_s > 0 ? 100 * t.ideal_time_s / t.time_s : 100.0, t.ideal_time_s * 1e3,
-                       format_bytes(t.pinned_bytes), t.pools.size(), count_of(on_host, "optimizer update"),
+                       bound, format_bytes(t.pinned_bytes), t.pools.size(), count_of(on_host, "optimizer update"),
                        count_of(recomputed, "recomputation"));
 }
 

@@ -80,6 +80,7 @@ SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget,
     SwapOptions o = swap_options(spec.swap);
     o.progress = spec.swap.progress;
     s.train = plan_swaps(problem, o);
+    s.bound = swap_lower_bound(problem, spec.swap.host_updates);
 
     SwapProblem fp = problem;
     fp.order = order_for(g, run.order, {run.local(run.model.logits), run.local(run.model.loss)});

@@ -253,6 +253,11 @@ std::string stream_busy_line(const Graph &g, const SwapPlan &plan) {
 
 }  // namespace
 
+std::string describe_swap_bound(const SwapBound &bound, double ideal_time_s) {
+    return fmt::format("no plan can beat {:.3f} ms ({:.1f}% of ideal), set by {}", bound.time_s * 1e3,
+                       bound.time_s > 0 ? 100 * ideal_time_s / bound.time_s : 100.0, bound.limit);
+}
+
 std::string swap_plan_table(const Graph &g, const SwapPlan &plan) {
     auto mib = [](int64_t b) { return format_bytes(b); };
     std::ostringstream os;

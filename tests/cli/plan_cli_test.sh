@@ -200,6 +200,15 @@ expect swap-after 0 "after         arena 16.0 MiB = the budget" -- "$PLAN" "${SW
 expect swap-device-h100 0 "h100 roofline: 60 TFLOP/s, 3.35 TB/s memory; host link 25 GB/s" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --device h100
 expect swap-host-bandwidth 0 "host link 1.5 GB/s" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth 1.5GB/s
+# The bound no plan can beat, against the plan: its share of ideal is at least the plan's.
+out="$("$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates auto 2>&1)"
+bound=$(sed -n 's/^bound  *no plan can beat [0-9.]* ms (\([0-9.]*\)% of ideal), set by .*/\1/p' <<<"$out")
+plan=$(sed -n 's/^predicted .* (\([0-9.]*\)% of ideal)$/\1/p' <<<"$out")
+if [ -n "$bound" ] && [ -n "$plan" ] && awk -v b="$bound" -v p="$plan" 'BEGIN { exit !(b + 0.05 >= p) }'; then
+  echo "ok   swap-bound $bound% >= plan $plan%"
+else
+  echo "FAIL swap-bound: bound '$bound'%, plan '$plan'%"; echo "$out" | head -20; fail=1
+fi
 # Host-side updates (issue 19): every update on the host, per tensor; the
 # update that could not fit on the device (12 MiB) fits the host at 8 MiB.
 expect swap-host-updates 0 "updated on the host by fc2.w.update" -- \

@@ -85,6 +85,9 @@ expect auto-budget-stated 0 "tessera-train: budget 16.0 KiB (auto: TESSERA_HOST_
   "${AUTO16[@]}" "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --device cpu --device-mem auto
 expect auto-budget-swaps 0 "arena 16.0 KiB (the run needs 22.7 KiB: 1.4x)" -- \
   "${AUTO16[@]}" "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --device cpu --device-mem auto
+# The swap line says how far any plan could go (swap_lower_bound).
+expect swap-bound 0 "% of ideal), set by " -- \
+  "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --device cpu --device-mem 16KiB --swap-time-limit 1
 # An explicit --device-mem still decides, whatever the limit: no budget line.
 out="$("${AUTO16[@]}" "$TRAIN" "${SMALL[@]}" --steps 1 --no-eval --device cpu --device-mem 1MiB 2>&1)"
 grep -q "^arena 1.00 MiB (plan 22.7 KiB" <<<"$out" && ! grep -q "^tessera-train: budget" <<<"$out" ||

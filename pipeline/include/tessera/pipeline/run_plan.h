@@ -67,6 +67,9 @@ struct OpTimes {
 struct SwapPlans {
     SwapPlan train, forward;  // the forward plan keeps the training plan's homes
     OpTimes times;            // what they were planned with
+    // The least step any plan of the training step could take with these
+    // times (swap_lower_bound); none for plans read from a file.
+    std::optional<SwapBound> bound;
 };
 
 struct RunSpec {

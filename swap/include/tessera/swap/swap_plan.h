@@ -233,6 +233,9 @@ struct SwapBound {
     int64_t turn_weight_bytes = 0, turn_activation_bytes = 0;
 };
 SwapBound swap_lower_bound(const SwapProblem &problem, HostUpdates host = HostUpdates::Off);
+// "no plan can beat 4.52 ms (97.2% of ideal), set by compute, then swap-in":
+// the bound against the plan's ideal step, for the programs' summaries.
+std::string describe_swap_bound(const SwapBound &bound, double ideal_time_s);
 // Re-runs the simulator over a plan's steps with other times (the measured
 // ones; host updates keep the plan's host times), returning the predicted
 // iteration time; `plan` is not changed.
