@@ -475,6 +475,18 @@ SwapOptions quick(SwapPolicy policy) {
     return o;
 }
 
+// The advisor recomputing, with host updates `host`, for `generations` of
+// `population` from `seed`.
+SwapOptions recomputing(HostUpdates host, int generations, int population, uint64_t seed = 1) {
+    SwapOptions o = quick(SwapPolicy::Advisor);
+    o.recompute = true;
+    o.host_updates = host;
+    o.generations = generations;
+    o.population = population;
+    o.seed = seed;
+    return o;
+}
+
 void expect_run_matches_plan(const std::vector<StepStats> &stats, const SwapPlan &plan, const std::string &what) {
     for (size_t s = 0; s < stats.size(); s++) {
         const StepStats &st = stats[s];
@@ -557,11 +569,7 @@ void check_recomputation(const std::string &spec, int64_t batch) {
         pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e8;  // a link 40 times slower than computing
         pr.host_node_time_s = pr.node_time_s;
         if (min_swap_budget(pr, HostUpdates::Auto) > pr.budget) continue;
-        SwapOptions o = quick(SwapPolicy::Advisor);
-        o.recompute = true;
-        o.host_updates = HostUpdates::Auto;
-        o.generations = 40;
-        o.population = 16;
+        SwapOptions o = recomputing(HostUpdates::Auto, 40, 16);
         SwapPlan plan = plan_swaps(pr, o);
         for (const SwapStep &st : plan.steps) {
             recomputed += st.kind == SwapStep::Kind::Recompute;
@@ -730,12 +738,7 @@ TEST(SwapPlanned, RecomputationWithHostUpdatesUnderRandomTimingsGivesValidProgra
         for (double &t : pr.host_node_time_s) t *= 3 * scale(rng);
         pr.h2d_bytes_per_s = std::pow(10.0, exponent(rng));
         pr.d2h_bytes_per_s = std::pow(10.0, exponent(rng));
-        SwapOptions o = quick(SwapPolicy::Advisor);
-        o.recompute = true;
-        o.host_updates = HostUpdates::All;
-        o.generations = 15;
-        o.population = 24;
-        o.seed = seed;
+        SwapOptions o = recomputing(HostUpdates::All, 15, 24, seed);
         try {
             SwapPlan plan = plan_swaps(pr, o);
             build_swap_run(g, plan);
@@ -769,12 +772,7 @@ TEST(SwapPlanned, RecomputationChainsUnderASlowLinkGiveValidPrograms) {
             pr.host_node_time_s = pr.node_time_s;
             if (min_swap_budget(pr, HostUpdates::Auto) > pr.budget) continue;
             for (uint64_t seed = 1; seed <= 4; seed++) {
-                SwapOptions o = quick(SwapPolicy::Advisor);
-                o.recompute = true;
-                o.host_updates = HostUpdates::Auto;
-                o.generations = 300;
-                o.population = 16;
-                o.seed = seed;
+                SwapOptions o = recomputing(HostUpdates::Auto, 300, 16, seed);
                 std::string what = std::string(spec) + " at 1/" + std::to_string(ratio) + ", seed " + std::to_string(seed);
                 try {
                     SwapPlan plan = plan_swaps(pr, o);

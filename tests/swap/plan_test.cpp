@@ -139,18 +139,30 @@ TEST(SwapPlan, SameSeedSamePlan) {
     check_swap_plan(c.g, d);
 }
 
+// With host times for the optimizer's nodes: four times their device time.
+SwapProblem problem_with_host_updates(const Case &c, int64_t budget) {
+    SwapProblem pr = problem_for(c, budget);
+    pr.host_node_time_s.assign(c.g.num_nodes(), 0.0);
+    for (NodeId n = 0; n < c.g.num_nodes(); n++)
+        if (c.g.node(n).optimizer) pr.host_node_time_s[n] = 4 * c.times[n];
+    return pr;
+}
+
+// The advisor choosing recomputations and host updates.
+SwapOptions recomputing_advisor() {
+    SwapOptions o = options_for(SwapPolicy::Advisor);
+    o.recompute = true;
+    o.host_updates = HostUpdates::Auto;
+    return o;
+}
+
 // Children are scored on several threads, each with its own scratch: with
 // the search ended by its generations, any number of threads gives the plan
 // one thread gives, with the same number of candidates scored.
 TEST(SwapPlan, SameSeedSamePlanOnAnyNumberOfThreads) {
     Case c = make_case("transformer:layers=2,d_model=32,heads=2,seq=16,vocab=50", 8);
-    SwapProblem pr = problem_for(c, c.footprint / 4);
-    pr.host_node_time_s.assign(c.g.num_nodes(), 0.0);
-    for (NodeId n = 0; n < c.g.num_nodes(); n++)
-        if (c.g.node(n).optimizer) pr.host_node_time_s[n] = 4 * c.times[n];
-    SwapOptions o = options_for(SwapPolicy::Advisor);
-    o.recompute = true;
-    o.host_updates = HostUpdates::Auto;
+    SwapProblem pr = problem_with_host_updates(c, c.footprint / 4);
+    SwapOptions o = recomputing_advisor();
     SwapPlan one = plan_swaps(pr, o);
     one.search_s = 0;
     int on_host = 0, recomputed = 0;
@@ -175,13 +187,8 @@ TEST(SwapPlan, SameSeedSamePlanOnAnyNumberOfThreads) {
 // steps by their kind, and the first backward node's start.
 TEST(SwapPlan, TableSaysWhereTheStepGoes) {
     Case c = make_case("transformer:layers=2,d_model=32,heads=2,seq=16,vocab=50", 8);
-    SwapProblem pr = problem_for(c, c.footprint / 4);
-    pr.host_node_time_s.assign(c.g.num_nodes(), 0.0);
-    for (NodeId n = 0; n < c.g.num_nodes(); n++)
-        if (c.g.node(n).optimizer) pr.host_node_time_s[n] = 4 * c.times[n];
-    SwapOptions o = options_for(SwapPolicy::Advisor);
-    o.recompute = true;
-    o.host_updates = HostUpdates::Auto;
+    SwapProblem pr = problem_with_host_updates(c, c.footprint / 4);
+    SwapOptions o = recomputing_advisor();
     SwapPlan plan = plan_swaps(pr, o);
     double compute = 0, again = 0, out = 0, in = 0, host = 0, backward = -1;
     for (const SwapStep &s : plan.steps) {
