@@ -200,6 +200,19 @@ expect swap-after 0 "after         arena 16.0 MiB = the budget" -- "$PLAN" "${SW
 expect swap-device-h100 0 "h100 roofline: 60 TFLOP/s, 3.35 TB/s memory; host link 25 GB/s" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --device h100
 expect swap-host-bandwidth 0 "host link 1.5 GB/s" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-bandwidth 1.5GB/s
+# --swap-time-limit bounds the training step's search; the evaluation pass's
+# plan gets a quarter of it (searches ended by the time limit alone).
+"$PLAN" --model mlp --batch 32 --devices 1 --device-mem 16MiB --swap-time-limit 2 --swap-patience 0 \
+  --swap-generations 10000000 --format json -o "$TMP/limit.json" 2>/dev/null || fail=1
+python3 - "$TMP/limit.json" <<'PY' || fail=1
+import json, sys
+r = json.load(open(sys.argv[1]))["swap_ranks"][0]
+train, fwd = r["train"], r["forward"]
+assert train["stopped_by"] == "time limit" and fwd["stopped_by"] == "time limit", (train["stopped_by"], fwd["stopped_by"])
+assert 2.0 <= train["search_s"] < 3.0, train["search_s"]
+assert 0.5 <= fwd["search_s"] < 1.5, fwd["search_s"]
+print("ok   swap-time-limit-quarter", train["search_s"], fwd["search_s"])
+PY
 # The bound no plan can beat, against the plan: its share of ideal is at least the plan's.
 out="$("$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates auto 2>&1)"
 bound=$(sed -n 's/^bound  *no plan can beat [0-9.]* ms (\([0-9.]*\)% of ideal), set by .*/\1/p' <<<"$out")
