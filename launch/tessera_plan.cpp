@@ -356,14 +356,14 @@ std::string swap_text(const SwapResult &r) {
     if (r.none) return s + "fits          no swapping needed (--swap none)\n";
     if (r.plans.size() > 1) return s + "\n" + swap_compare_table(r);
     const tessera::SwapPlan &p = r.plans.front();
-    s += fmt::format("after         arena {} = the budget; pinned {}; high water {}; peak resident {}\n\n",
+    s += fmt::format("after         arena {} = the budget; pinned {}; high water {}; peak resident {}\n",
                      tessera::format_bytes(p.arena_bytes), tessera::format_bytes(p.pinned_bytes),
                      tessera::format_bytes(p.high_water), tessera::format_bytes(p.peak_bytes));
     auto planned = r.ranks.find(r.rank);
     if (planned != r.ranks.end() && planned->second.bound)
-        s.insert(s.size() - 1, "bound         " + tessera::describe_swap_bound(*planned->second.bound, p.ideal_time_s) +
-                                   " (swap_lower_bound)\n");
-    return s + tessera::swap_plan_table(r.graph, p);
+        s += "bound         " + tessera::describe_swap_bound(*planned->second.bound, p.ideal_time_s) +
+             " (swap_lower_bound)\n";
+    return s + "\n" + tessera::swap_plan_table(r.graph, p);
 }
 
 void add_swap_json(nlohmann::json &j, const SwapResult &r) {

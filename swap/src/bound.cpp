@@ -95,13 +95,6 @@ std::vector<uint8_t> reach(const std::vector<std::vector<int>> &edges, int from)
 // byte first.
 using Recomputable = std::vector<std::pair<double, double>>;
 
-// Per buffer: whether it may be dropped and recomputed.
-std::vector<uint8_t> recomputable_mask(const Prepared &p) {
-    std::vector<uint8_t> mask(p.bufs.size(), 0);
-    for (int b : p.recompute_bufs) mask[b] = 1;
-    return mask;
-}
-
 void sort_cheapest_per_byte(Recomputable &r) {
     std::stable_sort(r.begin(), r.end(),
                      [](const auto &a, const auto &b) { return a.second * b.first < b.second * a.first; });
@@ -163,7 +156,7 @@ Turn turn_at(const Prepared &p, const Dag &d, int x) {
                 (before[i] ? read_before : read_after)[u.buf] = 1;
         }
     }
-    const std::vector<uint8_t> recomputable = recomputable_mask(p);
+    const std::vector<uint8_t> &recomputable = p.recomputable;
     Turn t;
     for (size_t b = 0; b < p.bufs.size(); b++) {
         const Buffer &bf = p.bufs[b];
@@ -442,7 +435,7 @@ Phases phases_at(const Prepared &p, const Dag &d, const BufferAccess &all, int x
         }
         if (!always_on_device(p, n) && !p.host_fixed[n]) add_savings_after(p, all, a, n, ph);
     }
-    const std::vector<uint8_t> recomputable = recomputable_mask(p);
+    const std::vector<uint8_t> &recomputable = p.recomputable;
     for (size_t b = 0; b < p.bufs.size(); b++) {
         double bytes = static_cast<double>(p.bufs[b].raw_bytes);
         if (a.device_reads[b] || a.optional_reads[b] || activation_after[b]) in_bytes += bytes;

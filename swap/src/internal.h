@@ -63,6 +63,7 @@ struct Prepared {
     // The buffers that may be dropped and recomputed (SwapOptions::recompute):
     // forward activations whose producer has that one output of its own.
     std::vector<int> recompute_bufs;
+    std::vector<uint8_t> recomputable;  // per buffer: one of recompute_bufs
     int64_t budget = 0;
     double h2d = 0, d2h = 0;
     std::vector<Buffer> bufs;
@@ -217,13 +218,12 @@ private:
     std::vector<uint8_t> host_valid_, pinned_, offloaded_;
     // Per buffer: the layout's recompute bit; dropped now (kHeldDrop: chosen
     // by the layout, its producer's inputs held until it is recomputed;
-    // kFreedDrop: a recomputable buffer freed after its last use, which a
-    // recomputation of a buffer it feeds may run again, if its own inputs
-    // are still there or can be brought back); recomputable at all (the
-    // layout allows recomputation and the buffer is one of
-    // Prepared::recompute_bufs).
+    // kFreedDrop: a buffer of Prepared::recomputable freed after its last
+    // use, which a recomputation of a buffer it feeds may run again, if its
+    // own inputs are still there or can be brought back).
     static constexpr uint8_t kHeldDrop = 1, kFreedDrop = 2;
-    std::vector<uint8_t> may_drop_, dropped_, recomputable_;
+    std::vector<uint8_t> may_drop_, dropped_;
+    bool recompute_on_ = false;  // the layout allows recomputation at all
     std::vector<int> held_;                    // per buffer: dropped buffers whose producer reads it
     std::vector<int> node_pos_;                // per NodeId: position in the order being scheduled
     // Per slot.

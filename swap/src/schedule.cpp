@@ -204,6 +204,7 @@ static void find_host_nodes(const SwapProblem &pr, bool allowed, Prepared &p) {
 static void find_recomputable(Prepared &p) {
     const Graph &g = *p.g;
     p.recompute_bufs.clear();
+    p.recomputable.assign(p.bufs.size(), 0);
     // Running the producer again gives the buffer's value only if nothing
     // else writes it (in place) afterwards.
     std::vector<int> writers(p.bufs.size(), 0);
@@ -215,6 +216,7 @@ static void find_recomputable(Prepared &p) {
         const Node &node = g.node(bf.producer);
         if (node.comm || node.outputs.size() != 1 || node.outputs[0] != bf.root) continue;
         p.recompute_bufs.push_back(static_cast<int>(b));
+        p.recomputable[b] = 1;
     }
 }
 
@@ -555,7 +557,7 @@ void Scheduler::release(const Prepared &p, int b, Schedule &out) {
         hold_inputs(p, b, +1);
     } else if (!host_valid_[b] && (future || p.bufs[b].persistent)) {
         swap_out(p, b, out);
-    } else if (!host_valid_[b] && recomputable_[b]) {
+    } else if (!host_valid_[b] && recompute_on_ && p.recomputable[b]) {
         dropped_[b] = kFreedDrop;  // gone, but a later recomputation may run its producer again
     }
     int ready = 0;
@@ -783,9 +785,7 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
     if (!layout.recompute.empty()) may_drop_ = layout.recompute;
     dropped_.assign(nb, 0);
     held_.assign(nb, 0);
-    recomputable_.assign(nb, 0);
-    if (!layout.recompute.empty())
-        for (int b : p.recompute_bufs) recomputable_[b] = 1;
+    recompute_on_ = !layout.recompute.empty();
     node_pos_.assign(p.g->num_nodes(), -1);
     for (int i = 0; i < n_; i++) node_pos_[order[i]] = i;
     last_swapin_key_ = 0;

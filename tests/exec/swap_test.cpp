@@ -778,15 +778,18 @@ TEST(SwapPlanned, RecomputationChainsUnderASlowLinkGiveValidPrograms) {
                     SwapPlan plan = plan_swaps(pr, o);
                     build_swap_run(g, plan);
                     plans++;
-                    std::vector<uint8_t> dropped(static_cast<size_t>(g.num_tensors()), 0);
+                    std::vector<uint8_t> was_recomputed(static_cast<size_t>(g.num_tensors()), 0);
                     for (const SwapStep &st : plan.steps)
-                        if (st.kind == SwapStep::Kind::Recompute) dropped[static_cast<size_t>(st.tensor)]++, recomputed++;
+                        if (st.kind == SwapStep::Kind::Recompute) {
+                            was_recomputed[static_cast<size_t>(st.tensor)] = 1;
+                            recomputed++;
+                        }
                     // A chain: a buffer recomputed while it was swapped neither out nor in (never
                     // held), read by the producer of another recomputed buffer.
                     for (const SwapStep &st : plan.steps) {
                         if (st.kind != SwapStep::Kind::Recompute) continue;
                         for (TensorId t : g.node(st.node).inputs)
-                            chains += dropped[static_cast<size_t>(storage_root(g, t))] > 0 && !plan.swapped[storage_root(g, t)];
+                            chains += was_recomputed[static_cast<size_t>(storage_root(g, t))] && !plan.swapped[storage_root(g, t)];
                     }
                 } catch (const std::exception &e) {
                     ADD_FAILURE() << what << ": " << e.what();
