@@ -55,6 +55,10 @@ std::vector<GpuCase> gpu_cases_norm() {
         // More values per channel than lanes (256): each lane adds several.
         v.push_back(norm_case(p + " nchw many per lane", k, {4, 3, 20, 20}, 1));
         v.push_back(norm_case(p + " nc many per lane", k, {600, 2}, 1));
+        // Over 16384 values a channel: a lane for every 64 (320 and 300
+        // lanes), across planes larger and smaller than the lanes.
+        v.push_back(norm_case(p + " nchw more lanes", k, {4, 2, 64, 80}, 1));
+        v.push_back(norm_case(p + " nchw more lanes than a plane", k, {300, 2, 8, 8}, 1));
     }
     // The running statistics: the last case has one value per channel (M = 1).
     for (const Shape &x : std::vector<Shape>{{7, 5}, {3, 4, 5, 7}, {2, 3, 14, 14}, {1, 3, 1, 1}, {4, 3, 20, 20}}) {
@@ -123,8 +127,9 @@ TEST(GpuKernelsHostNorm, SmallWorkspaceChunksTheChannels) {
 }
 
 // Layer norm's backward, 70 rows of 9, through workspaces that hold the 32
-// lanes' column sums and 1 to 31 rows' statistics: the rows are processed in
-// chunks, each adding to dgamma and dbeta, within the tolerances of the CPU.
+// lanes' column sums and 1 to 31 rows' statistics and row lanes (68 floats a
+// row): the rows are processed in chunks, each adding to dgamma and dbeta,
+// within the tolerances of the CPU.
 TEST(GpuKernelsHostNorm, SmallWorkspaceChunksTheRowsOfTheLayerNormGradient) {
     const TensorType x_type{DType::F32, {70, 9}}, g_type{DType::F32, {9}};
     std::vector<float> x(x_type.elements()), dy(x_type.elements()), gamma(9);
@@ -139,7 +144,7 @@ TEST(GpuKernelsHostNorm, SmallWorkspaceChunksTheRowsOfTheLayerNormGradient) {
     for (const TensorType &t : outs) want.emplace_back(t.elements());
     for (size_t o = 0; o < outs.size(); o++) want_refs.push_back({want[o].data(), outs[o]});
     run_op(call, in, want_refs);
-    for (size_t floats : {580, 700, 2000}) {  // 1, 31 and all 70 rows a chunk
+    for (size_t floats : {650, 2690, 5400}) {  // 576 + 68 a row: 1, 31 and all 70 rows a chunk
         SCOPED_TRACE(floats);
         std::vector<std::vector<float>> got;
         std::vector<TensorRef> refs;
