@@ -109,9 +109,9 @@ std::vector<GpuCase> gpu_cases_softmax() {
 }
 
 // The row statistics go to the workspace in chunks of rows when it cannot hold
-// them all: with room for 5 floats, a 2-float-per-row operator takes 2 rows at a
-// time and cross-entropy 5, over 13 rows (a last, partial chunk). The loss is
-// carried from chunk to chunk.
+// them all: with room for 70 floats (33 to 35 a row: one to three statistics
+// and 32 lanes' partial sums), every operator takes 2 rows at a time, over 13
+// rows (a last, partial chunk). The loss is carried from chunk to chunk.
 TEST(GpuKernelsHostSoftmax, SmallWorkspaceChunksTheRows) {
     const int64_t rows = 13, classes = 7;
     std::vector<float> x(rows * classes), y(rows * classes), dy(rows * classes), dloss = {0.5f};
@@ -138,7 +138,7 @@ TEST(GpuKernelsHostSoftmax, SmallWorkspaceChunksTheRows) {
         TensorType out = infer_types(call, types)[0];
         std::vector<float> want(out.elements()), got(out.elements(), std::nanf(""));
         run_op(call, r.in, {{want.data(), out}});
-        gpu::HostExec ex(5 * sizeof(float));
+        gpu::HostExec ex(70 * sizeof(float));
         gpu::run_softmax(ex, call, r.in, {{got.data(), out}});
         for (size_t e = 0; e < want.size(); e++)
             EXPECT_NEAR(got[e], want[e], 1e-5 + 1e-4 * std::fabs(want[e])) << "element " << e;
