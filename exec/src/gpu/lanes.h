@@ -45,16 +45,12 @@ struct ChannelView {
     int64_t lanes;  // threads per channel in the first pass
 };
 
-// Lanes per channel: 256, or one for every 64 values up to 1024 when a
-// channel has more (a wide ResNet's first stage, 262144 values a channel,
-// had 256 threads a channel walking 1024 values each: 82 to 141 GB/s).
-inline constexpr int64_t kChannelLanes = 256, kMaxChannelLanes = 1024, kValuesPerChannelLane = 64;
+inline constexpr int64_t kChannelLanes = 256;
 inline constexpr int64_t kColumnLanes = 32;
 inline constexpr int64_t kRowLanes = 32;
 
 inline ChannelView channel_view(int64_t N, int64_t C, int64_t S, float M = 0.0f) {
-    const int64_t wanted = std::clamp(N * S / kValuesPerChannelLane, kChannelLanes, kMaxChannelLanes);
-    return {N, C, S, M, std::max<int64_t>(1, std::min(wanted, N * S))};
+    return {N, C, S, M, std::max<int64_t>(1, std::min(kChannelLanes, N * S))};
 }
 
 // Pass 1, channels: for i = c * lanes + lane, Term's sums over every lanes-th

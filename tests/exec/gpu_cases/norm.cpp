@@ -55,9 +55,9 @@ std::vector<GpuCase> gpu_cases_norm() {
         // More values per channel than lanes (256): each lane adds several.
         v.push_back(norm_case(p + " nchw many per lane", k, {4, 3, 20, 20}, 1));
         v.push_back(norm_case(p + " nc many per lane", k, {600, 2}, 1));
-        // Over 16384 values a channel: a lane for every 64 (320 and 300
-        // lanes), across planes larger and smaller than the lanes.
-        v.push_back(norm_case(p + " nchw more lanes", k, {4, 2, 64, 80}, 1));
+        // The lanes' walk across planes larger and smaller than the 256
+        // lanes (a lane steps 4 planes at a time in the second).
+        v.push_back(norm_case(p + " nchw planes wider than the lanes", k, {4, 2, 64, 80}, 1));
         v.push_back(norm_case(p + " nchw more lanes than a plane", k, {300, 2, 8, 8}, 1));
     }
     // The running statistics: the last case has one value per channel (M = 1).
