@@ -53,6 +53,29 @@ SwapOptions swap_options(const SwapSpec &s) {
     return o;
 }
 
+// Fails, as plan_swaps does, when problem.budget cannot work (the operator
+// times may still be zeros). With host updates off, where running optimizer
+// updates on the host would need less (a weight, its gradient and its
+// moments no longer on the device together), the error says so.
+void check_budget_works(const SwapProblem &problem, const SwapSpec &swap) {
+    if (min_swap_budget(problem, swap.host_updates) <= problem.budget) return;
+    std::string hint;
+    if (swap.host_updates == HostUpdates::Off) {
+        SwapProblem on_host = problem;
+        on_host.host_node_time_s = problem.node_time_s;
+        const int64_t least = min_swap_budget(on_host, HostUpdates::Auto);
+        if (least < min_swap_budget(problem))
+            hint = fmt::format("; with the optimizer's updates on the host (--host-updates auto) it needs {} ({} bytes)",
+                               format_bytes(least), least);
+    }
+    try {
+        plan_swaps(problem, swap_options(swap));
+    } catch (const Error &e) {
+        if (hint.empty()) throw;
+        throw Error(e.what() + hint);
+    }
+}
+
 // The training step's plan, then the evaluation pass's over the same homes
 // (so that both run against the same weights) with a quarter of the search:
 // a quarter of the generations and of the time limit.
@@ -67,7 +90,7 @@ SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget,
     // A budget that cannot work fails now, naming the operator, before the
     // operators are timed (profiling needs each one's working set in the arena).
     if (spec.swap.host_updates != HostUpdates::Off) problem.host_node_time_s = problem.node_time_s;
-    if (min_swap_budget(problem, spec.swap.host_updates) > budget) plan_swaps(problem, swap_options(spec.swap));
+    check_budget_works(problem, spec.swap);
     SwapPlans s;
     s.times = op_timer(g, run.order, budget);
     problem.node_time_s = s.times.node_time_s;

@@ -228,6 +228,19 @@ expect swap-host-updates 0 "updated on the host by fc2.w.update" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates all
 expect swap-host-updates-small 0 "optimizer updates on the host" -- "$PLAN" "${SW[@]}" --device-mem 8MiB --host-updates auto
 expect swap-host-updates-off 1 "operator 'fc2.w.update' needs" -- "$PLAN" "${SW[@]}" --device-mem 8MiB --host-updates off
+# With host updates off, a budget that only the host's updates make work says
+# so, with the budget they need; that budget works with them, and the error
+# with them on carries no such hint.
+hint="; with the optimizer's updates on the host (--host-updates auto) it needs 4.25 MiB (4456512 bytes)"
+expect swap-host-updates-hint 1 "$hint" -- "$PLAN" "${SW[@]}" --device-mem 8MiB
+expect swap-host-updates-hint-works 0 "optimizer updates on the host" -- \
+    "$PLAN" "${SW[@]}" --device-mem 4456512 --host-updates auto
+out=$("$PLAN" "${SW[@]}" --device-mem 4456511 --host-updates auto 2>&1)
+if grep -q "the smallest budget that can is 4.25 MiB (4456512 bytes)$" <<<"$out"; then
+  echo "ok   swap-host-updates-no-hint"
+else
+  echo "FAIL swap-host-updates-no-hint: $out"; fail=1
+fi
 expect bad-host-updates 2 "--host-updates" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates sometimes
 expect bad-recompute 2 "--recompute" -- "$PLAN" "${SW[@]}" --device-mem 16MiB --recompute always
 expect swap-none-fits 0 "no swapping needed (--swap none)" -- "$PLAN" "${SW[@]}" --device-mem 1GiB --swap none
