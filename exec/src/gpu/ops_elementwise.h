@@ -105,6 +105,14 @@ struct BiasAddKernel {
     TESSERA_HD void operator()(int64_t i) const { y[i] = x[i] + b[(i / inner) % channels]; }
 };
 
+// A dense layer's bias (inner 1): one division fewer an element.
+struct DenseBiasAddKernel {
+    const float *x, *b;
+    float *y;
+    int64_t channels;
+    TESSERA_HD void operator()(int64_t i) const { y[i] = x[i] + b[i % channels]; }
+};
+
 // db[ch] = the sum of dy[o, ch, k] over o and k, two-level (lanes.h): a
 // dense layer's bias (inner == 1) in column lanes over the rows, one with an
 // inner extent (a convolution's) in channel lanes.
@@ -163,9 +171,11 @@ void run_elementwise(Exec &ex, const OpCall &c, const std::vector<TensorRef> &in
         int rank = static_cast<int>(s.size());
         int axis = normalize_axis(c.attrs.get_int(c.who(), "axis", -1), rank);
         int64_t outer = extent_product(s, 0, axis), channels = s[axis], inner = extent_product(s, axis + 1, rank);
-        if (c.kind == OpKind::BiasAdd)
-            ex.for_each(in[0].type.elements(),
-                        ew::BiasAddKernel{f32(in[0]), f32(in[1]), f32_out(out[0]), channels, inner});
+        const int64_t n = in[0].type.elements();
+        if (c.kind == OpKind::BiasAdd && inner == 1)
+            ex.for_each(n, ew::DenseBiasAddKernel{f32(in[0]), f32(in[1]), f32_out(out[0]), channels});
+        else if (c.kind == OpKind::BiasAdd)
+            ex.for_each(n, ew::BiasAddKernel{f32(in[0]), f32(in[1]), f32_out(out[0]), channels, inner});
         else
             ew::bias_add_grad(ex, f32(in[0]), f32_out(out[0]), outer, channels, inner);
         return;

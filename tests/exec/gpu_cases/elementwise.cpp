@@ -62,6 +62,8 @@ std::vector<GpuCase> gpu_cases_elementwise() {
     // Sums over hundreds of elements, in the CPU kernel's order: a dense layer's
     // bias over a batch, and a convolution's over N, H and W.
     cases.push_back(make("bias_add_grad [517, 33]", {OpKind::BiasAddGrad, "b", {}}, {f32({517, 33})}, {}, 1e-4));
+    // 3000 rows: a lane for every 32 rows (93 lanes, not 32), each several rows.
+    cases.push_back(make("bias_add_grad [3000, 5]", {OpKind::BiasAddGrad, "b", {}}, {f32({3000, 5})}, {}, 1e-4));
     Attrs nchw{{"axis", int64_t{1}}};
     cases.push_back(make("bias_add_grad [3, 19, 11, 13] axis 1", {OpKind::BiasAddGrad, "b", nchw},
                          {f32({3, 19, 11, 13})}, {}, 1e-4));

@@ -43,6 +43,7 @@ std::vector<GpuCase> gpu_cases_norm() {
         v.push_back(norm_case(p + " D=1", k, {6, 1}, -1));
         v.push_back(norm_case(p + " long rows", k, {3, 301}, -1));
         v.push_back(norm_case(p + " more rows than lanes", k, {70, 9}, -1));  // 32 lanes
+        v.push_back(norm_case(p + " a column lane every 32 rows", k, {3000, 5}, -1));  // 93 lanes
     }
     for (OpKind k : {OpKind::BatchNorm, OpKind::BatchNormGrad}) {
         const std::string p = op_name(k);
