@@ -58,13 +58,14 @@ SwapOptions swap_options(const SwapSpec &s) {
 // updates on the host would need less (a weight, its gradient and its
 // moments no longer on the device together), the error says so.
 void check_budget_works(const SwapProblem &problem, const SwapSpec &swap) {
-    if (min_swap_budget(problem, swap.host_updates) <= problem.budget) return;
+    const int64_t need = min_swap_budget(problem, swap.host_updates);
+    if (need <= problem.budget) return;
     std::string hint;
     if (swap.host_updates == HostUpdates::Off) {
         SwapProblem on_host = problem;
         on_host.host_node_time_s = problem.node_time_s;
         const int64_t least = min_swap_budget(on_host, HostUpdates::Auto);
-        if (least < min_swap_budget(problem))
+        if (least < need)
             hint = fmt::format("; with the optimizer's updates on the host (--host-updates auto) it needs {} ({} bytes)",
                                format_bytes(least), least);
     }
