@@ -133,10 +133,13 @@ for r in steps:
     assert r["simulated_exposed_comm_s"] == 0 and r["simulated_exposed_swap_s"] == 0, r
 for r in steps:
     assert 0 < r["simulated_step_time_s"] <= r["step_time_s"] * 1.000001, r
-# Most of it: the steps are some 50 us, so only the median, with room for a
-# loaded machine's slow wake-up at the step's end.
-median = lambda key: sorted(r[key] for r in steps)[len(steps) // 2]
-assert median("simulated_step_time_s") > 0.25 * median("step_time_s"), steps
+# Most of it: the steps are some 50 us, so only the median of the steps'
+# shares, with room for a loaded machine's slow wake-up at a step's end. (The
+# medians of the two columns apart can come from different steps: a fresh-clone
+# CI run had 0.63 ms simulated of a 3.05 ms first step beside steps of 0.3 ms
+# simulated to within 2%, and compared 0.63 with 3.05.)
+shares = sorted(r["simulated_step_time_s"] / r["step_time_s"] for r in steps)
+assert shares[len(shares) // 2] > 0.25, steps
 PY
 "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --metrics "$TMP/plain.jsonl" >/dev/null 2>&1
 grep -q simulated "$TMP/plain.jsonl" && { echo "FAIL simulate-steps: a plain run carries simulated times"; fail=1; }
