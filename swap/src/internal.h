@@ -116,6 +116,9 @@ struct Layout {
     // Per buffer: dropped rather than swapped out when evicted dirty, and
     // recomputed before its next use; empty: none.
     std::vector<uint8_t> recompute;
+    // Slots also offer pieces to smaller buffers (Scheduler::reset_slots;
+    // the advisor only).
+    bool split = false;
 };
 
 // A candidate whose recomputations cannot run: a producer's input changed
@@ -192,7 +195,16 @@ private:
     void host_update(const Prepared &p, int pos, NodeId node, Schedule &out);
     void reset(const Prepared &p, const std::vector<NodeId> &order, const Classes &c, const Layout &layout,
                SwapPolicy policy, Schedule &out);
-    void reset_slots(const Classes &c, const Layout &layout, Schedule &out);
+    void reset_slots(const Classes &c, const Layout &layout, bool split, Schedule &out);
+    void add_pieces(const Classes &c, int s);
+    void link_overlaps(int whole);
+    // Slots, whole or pieces (reset_slots), and what overlaps them.
+    int64_t eviction_score(int v, SwapPolicy policy) const;
+    const std::vector<int> &occupants(int s);
+    int free_slot_rank(int s) const;
+    void wait_for_region(Schedule &out, int s, const std::vector<int> &history, std::vector<int> *into = nullptr);
+    void occupy(int s, int b);
+    void vacate(int s);
     void mark_offloaded(const Prepared &p, const std::vector<NodeId> &order, SwapPolicy policy);
     void place_operands(const Prepared &p, const Classes &c, const Layout &layout, int i, SwapPolicy policy,
                         Schedule &out);
@@ -226,10 +238,18 @@ private:
     bool recompute_on_ = false;  // the layout allows recomputation at all
     std::vector<int> held_;                    // per buffer: dropped buffers whose producer reads it
     std::vector<int> node_pos_;                // per NodeId: position in the order being scheduled
-    // Per slot.
-    std::vector<int> slot_class_, occ_, slot_last_compute_, slot_swapout_, slot_pending_in_, slot_ready_;
-    std::vector<int64_t> slot_offset_;
-    std::vector<int> class_begin_;
+    // Per slot: the pools' whole slots first (class_begin_ indexes them by
+    // class), then the pieces. slot_whole_: the whole slot a piece is part
+    // of (a whole slot: itself); cover_: occupied slots among it and those
+    // overlapping it (0: free); overlap_: CSR of the slots overlapping each.
+    static constexpr int64_t kMaxPieces = 4;
+    // region_ready_: the key from which its memory is free (the latest of its
+    // past occupants' and of those of the slots overlapping it).
+    std::vector<int> occ_, cover_, slot_whole_, slot_last_compute_, slot_swapout_, slot_pending_in_, region_ready_;
+    std::vector<int64_t> slot_offset_, slot_bytes_;
+    std::vector<int> class_begin_, overlap_begin_, overlap_;
+    std::vector<std::vector<int>> class_slots_;  // per class: its whole slots, then pieces of larger ones
+    std::vector<int> occupants_;
     std::vector<int> pending_deps_;  // for the compute step being built
     int last_swapin_key_ = 0;
     int n_ = 0;

@@ -567,43 +567,56 @@ void Scheduler::release(const Prepared &p, int b, Schedule &out) {
     slot_last_compute_[s] = resid_last_compute_[b];
     slot_swapout_[s] = resid_swapout_[b];
     slot_pending_in_[s] = resid_swapin_[b];
-    slot_ready_[s] = ready;
+    region_ready_[s] = std::max(region_ready_[s], ready);
+    for (int k = overlap_begin_[s]; k < overlap_begin_[s + 1]; k++)
+        region_ready_[overlap_[k]] = std::max(region_ready_[overlap_[k]], ready);
     min_key_[b] = std::max(min_key_[b], ready);
-    occ_[s] = -1;
+    vacate(s);
     slot_of_[b] = -1;
     resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
 }
 
 int Scheduler::acquire(const Prepared &p, int cls, int pos, int protect_from, SwapPolicy policy, Schedule &out) {
-    const int nc = static_cast<int>(class_begin_.size()) - 1;
+    const int nc = static_cast<int>(class_slots_.size());
     // A free slot, of the smallest class that has one.
     for (int k = cls; k < nc; k++) {
-        int best = -1;
-        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++)
-            if (occ_[s] < 0 && (best < 0 || slot_ready_[s] < slot_ready_[best])) best = s;
+        int best = -1, best_rank = 0, best_ready = 0;
+        for (int s : class_slots_[k]) {
+            if (cover_[s] != 0) continue;
+            const int rank = free_slot_rank(s);
+            if (best < 0 || rank < best_rank || (rank == best_rank && region_ready_[s] < best_ready)) {
+                best = s;
+                best_rank = rank;
+                best_ready = region_ready_[s];
+            }
+        }
         if (best >= 0) return best;
     }
-    // Else an eviction, in the smallest class that has a candidate.
+    // Else evictions, in the smallest class that has a slot whose occupants
+    // (several where a piece overlaps them) may all go.
     for (int k = cls; k < nc; k++) {
-        int best = -1;
+        int best = -1, best_victims = 0;
         int64_t best_score = std::numeric_limits<int64_t>::min();
-        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) {
-            int v = occ_[s];
-            if (stamp_[v] >= protect_from) continue;
-            int64_t score;
-            if (policy == SwapPolicy::Advisor) {
-                int64_t next = use_ptr_[v] < use_end_[v] ? use_pos_[use_ptr_[v]] : std::numeric_limits<int>::max();
-                score = next * 2 + host_valid_[v];
-            } else {
-                score = -static_cast<int64_t>(touch_[v]);
-            }
-            if (score > best_score) {
+        for (int s : class_slots_[k]) {
+            int64_t score = std::numeric_limits<int64_t>::max();
+            int victims = 0;
+            auto weigh = [&](int v) {
+                if (v < 0) return true;
+                victims++;
+                score = std::min(score, eviction_score(v, policy));
+                return stamp_[v] < protect_from;
+            };
+            bool evictable = weigh(occ_[s]);
+            for (int q = overlap_begin_[s]; evictable && q < overlap_begin_[s + 1]; q++) evictable = weigh(occ_[overlap_[q]]);
+            if (!evictable) continue;
+            if (score > best_score || (score == best_score && victims < best_victims)) {
                 best_score = score;
                 best = s;
+                best_victims = victims;
             }
         }
         if (best >= 0) {
-            release(p, occ_[best], out);
+            for (int v : occupants(best)) release(p, v, out);
             return best;
         }
     }
@@ -611,19 +624,69 @@ int Scheduler::acquire(const Prepared &p, int cls, int pos, int protect_from, Sw
     return -1;
 }
 
+// Which occupant goes first: Belady's furthest next use (clean copies first
+// among equals) for the advisor, the least recently used otherwise.
+int64_t Scheduler::eviction_score(int v, SwapPolicy policy) const {
+    if (policy != SwapPolicy::Advisor) return -static_cast<int64_t>(touch_[v]);
+    int64_t next = use_ptr_[v] < use_end_[v] ? use_pos_[use_ptr_[v]] : std::numeric_limits<int>::max();
+    return next * 2 + host_valid_[v];
+}
+
+// The buffers in slot s or in a slot that overlaps it (a piece of it, or
+// the slot it is a piece of), in occupants_ (valid until the next call).
+const std::vector<int> &Scheduler::occupants(int s) {
+    occupants_.clear();
+    if (occ_[s] >= 0) occupants_.push_back(occ_[s]);
+    for (int k = overlap_begin_[s]; k < overlap_begin_[s + 1]; k++)
+        if (occ_[overlap_[k]] >= 0) occupants_.push_back(occ_[overlap_[k]]);
+    return occupants_;
+}
+
+// How a free slot ranks among those of its class (lower first): a whole
+// slot, then a piece of a slot already partly taken (it fills a hole), then
+// a piece of an empty one (it splits a slot).
+int Scheduler::free_slot_rank(int s) const {
+    if (slot_whole_[s] == s) return 0;
+    return cover_[slot_whole_[s]] > 0 ? 1 : 2;
+}
+
+// The last steps that read or wrote slot s's memory, from `history` (one of
+// the per-slot step arrays), for s and every slot that overlaps it: what a
+// new occupant waits for.
+void Scheduler::wait_for_region(Schedule &out, int s, const std::vector<int> &history, std::vector<int> *into) {
+    auto add = [&](int step) {
+        if (into) into->push_back(step);
+        else dep(out, step);
+    };
+    add(history[s]);
+    for (int k = overlap_begin_[s]; k < overlap_begin_[s + 1]; k++) add(history[overlap_[k]]);
+}
+
+void Scheduler::occupy(int s, int b) {
+    occ_[s] = b;
+    cover_[s]++;
+    for (int k = overlap_begin_[s]; k < overlap_begin_[s + 1]; k++) cover_[overlap_[k]]++;
+}
+
+void Scheduler::vacate(int s) {
+    occ_[s] = -1;
+    cover_[s]--;
+    for (int k = overlap_begin_[s]; k < overlap_begin_[s + 1]; k++) cover_[overlap_[k]]--;
+}
+
 void Scheduler::swap_in(const Prepared &p, int b, int s, int pos, SwapPolicy policy, Schedule &out) {
-    int key = std::max({last_swapin_key_, slot_ready_[s], min_key_[b]});
+    int key = std::max({last_swapin_key_, region_ready_[s], min_key_[b]});
     if (last_swapout_step_[b] >= 0) key = std::max(key, out.steps[last_swapout_step_[b]].key);
     bool on_demand = policy != SwapPolicy::Advisor;
     if (on_demand) key = std::max(key, pos);
     int st = emit(out, SwapStep::Kind::SwapIn, key, kNoNode, b, slot_offset_[s]);
-    dep(out, slot_last_compute_[s]);
-    dep(out, slot_swapout_[s]);
+    wait_for_region(out, s, slot_last_compute_);
+    wait_for_region(out, s, slot_swapout_);
     dep(out, last_swapout_step_[b]);
     if (on_demand && pos >= 1) dep(out, compute_step_[pos - 1]);
     last_swapin_key_ = key;
     slot_of_[b] = s;
-    occ_[s] = b;
+    occupy(s, b);
     resid_swapin_[b] = st;
     last_swapin_step_[b] = st;
     resid_swapout_[b] = resid_last_compute_[b] = -1;
@@ -692,7 +755,7 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
     const NodeId producer = p.bufs[b].producer;
     const int ub = p.use_begin[producer], ue = p.use_begin[producer + 1];
     slot_of_[b] = s;
-    occ_[s] = b;
+    occupy(s, b);
     stamp_[b] = pos;
     std::vector<int> stamps;  // the inputs' stamps before this protection
     for (int k = ub; k < ue; k++) {
@@ -711,8 +774,8 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
         bring_in(p, c, x, sx, pos, policy, out);
     }
     const int rs = emit(out, SwapStep::Kind::Recompute, pos, producer, b, slot_offset_[s]);
-    dep(out, slot_swapout_[s]);
-    dep(out, slot_pending_in_[s]);
+    wait_for_region(out, s, slot_swapout_);
+    wait_for_region(out, s, slot_pending_in_);
     for (int k = ub; k < ue; k++) {
         int x = p.uses[k].buf;
         if (x == b || pinned_[x]) continue;
@@ -759,7 +822,7 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
             use_pos_[use_ptr_[p.uses[k].buf]++] = i;
     use_ptr_.assign(p.buf_use_begin.begin(), p.buf_use_begin.end() - 1);
     use_end_.assign(p.buf_use_begin.begin() + 1, p.buf_use_begin.end());
-    reset_slots(c, layout, out);
+    reset_slots(c, layout, layout.split && policy == SwapPolicy::Advisor, out);
 
     slot_of_.assign(nb, -1);
     stamp_.assign(nb, -1);
@@ -793,24 +856,77 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
 }
 
 // Slots: pools from pinned_bytes upwards, the largest class first; all free.
-void Scheduler::reset_slots(const Classes &c, const Layout &layout, Schedule &out) {
+// With `split`, a slot also offers pieces: for each smaller class of at
+// least a quarter its size, as many slots of that class as fit in it, each
+// overlapping the slot and the other pieces it shares bytes with. A buffer
+// in a piece leaves the rest of the slot to others (SwapAdvisor's pools give
+// it the whole slot).
+void Scheduler::reset_slots(const Classes &c, const Layout &layout, bool split, Schedule &out) {
     int nc = static_cast<int>(c.bytes.size());
     class_begin_.assign(nc + 1, 0);
     for (int k = 0; k < nc; k++) class_begin_[k + 1] = class_begin_[k] + layout.slots[k];
-    int ns = class_begin_[nc];
+    const int ns = class_begin_[nc];
     slot_offset_.resize(ns);
+    slot_bytes_.resize(ns);
+    slot_whole_.resize(ns);
+    class_slots_.assign(nc, {});
     out.pool_offset.assign(nc, 0);
     int64_t at = layout.pinned_bytes;
     for (int k = nc - 1; k >= 0; k--) {
         out.pool_offset[k] = at;
-        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) slot_offset_[s] = at + (s - class_begin_[k]) * c.bytes[k];
+        for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) {
+            slot_offset_[s] = at + (s - class_begin_[k]) * c.bytes[k];
+            slot_bytes_[s] = c.bytes[k];
+            slot_whole_[s] = s;
+            class_slots_[k].push_back(s);
+        }
         at += layout.slots[k] * c.bytes[k];
     }
-    occ_.assign(ns, -1);
-    slot_last_compute_.assign(ns, -1);
-    slot_swapout_.assign(ns, -1);
-    slot_pending_in_.assign(ns, -1);
-    slot_ready_.assign(ns, 0);
+    for (int s = 0; s < ns && split; s++) add_pieces(c, s);
+    link_overlaps(ns);
+    const size_t all = slot_offset_.size();
+    occ_.assign(all, -1);
+    cover_.assign(all, 0);
+    slot_last_compute_.assign(all, -1);
+    slot_swapout_.assign(all, -1);
+    slot_pending_in_.assign(all, -1);
+    region_ready_.assign(all, 0);
+}
+
+// The pieces of whole slot s (see reset_slots).
+void Scheduler::add_pieces(const Classes &c, int s) {
+    for (int j = 0; j < static_cast<int>(c.bytes.size()); j++) {
+        const int64_t n = slot_bytes_[s] / c.bytes[j];
+        if (n < 2 || n > kMaxPieces) continue;
+        for (int64_t i = 0; i < n; i++) {
+            slot_offset_.push_back(slot_offset_[s] + i * c.bytes[j]);
+            slot_bytes_.push_back(c.bytes[j]);
+            slot_whole_.push_back(s);
+            class_slots_[j].push_back(static_cast<int>(slot_offset_.size()) - 1);
+        }
+    }
+}
+
+// overlap_: per slot, the other slots that share bytes with it (the pieces
+// of a whole slot follow all whole slots, grouped by the slot they split).
+void Scheduler::link_overlaps(int whole) {
+    const int all = static_cast<int>(slot_offset_.size());
+    overlap_begin_.assign(all + 1, 0);
+    overlap_.clear();
+    auto meet = [&](int a, int b) {
+        return slot_offset_[a] < slot_offset_[b] + slot_bytes_[b] && slot_offset_[b] < slot_offset_[a] + slot_bytes_[a];
+    };
+    // Each whole slot's family: itself and its pieces, a contiguous range.
+    std::vector<int> family_begin(whole + 1, all);
+    for (int u = all - 1; u >= whole; u--) family_begin[slot_whole_[u]] = u;
+    for (int s = whole - 1; s >= 0; s--) family_begin[s] = std::min(family_begin[s], family_begin[s + 1]);
+    for (int u = 0; u < all; u++) {
+        const int s = slot_whole_[u];
+        if (u != s && meet(u, s)) overlap_.push_back(s);
+        for (int v = family_begin[s]; v < family_begin[s + 1]; v++)
+            if (v != u && meet(u, v)) overlap_.push_back(v);
+        overlap_begin_[u + 1] = static_cast<int>(overlap_.size());
+    }
 }
 
 // vDNN: forward activations, used again in the backward pass, go to the
@@ -860,15 +976,20 @@ void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout
         int s = acquire(p, cls, i, i, policy, out);
         const int nc = static_cast<int>(c.bytes.size());
         for (int t = class_begin_[cls]; s < 0 && t < class_begin_[nc]; t++) {
-            int a = occ_[t];
-            if (c.of_buf[a] >= cls || placed_at_[a] == i) continue;
-            int ka = -1;
-            for (int k = ub; k < ue; k++)
-                if (p.uses[k].buf == a) ka = k;
-            release(p, a, out);
+            const std::vector<int> &in_t = occupants(t);
+            if (std::any_of(in_t.begin(), in_t.end(), [&](int a) { return c.of_buf[a] >= cls || placed_at_[a] == i; }))
+                continue;
+            for (int a : std::vector<int>(in_t)) {
+                int ka = -1;
+                for (int k = ub; k < ue; k++)
+                    if (p.uses[k].buf == a) ka = k;
+                release(p, a, out);
+                if (ka >= 0)
+                    need_.insert(
+                        std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), ka, by_class),
+                        ka);
+            }
             s = t;
-            need_.insert(std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), ka, by_class),
-                         ka);
         }
         // Slots that recomputations took for their inputs can leave none.
         if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
@@ -878,10 +999,10 @@ void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout
             bring_in(p, c, b, s, i, policy, out);
             continue;
         }
-        pending_deps_.push_back(slot_swapout_[s]);
-        pending_deps_.push_back(slot_pending_in_[s]);
+        wait_for_region(out, s, slot_swapout_, &pending_deps_);
+        wait_for_region(out, s, slot_pending_in_, &pending_deps_);
         slot_of_[b] = s;
-        occ_[s] = b;
+        occupy(s, b);
         resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
         if (p.bufs[b].producer == n && out.produce_at[b] < 0) out.produce_at[b] = slot_offset_[s];
     }

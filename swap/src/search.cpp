@@ -95,6 +95,7 @@ public:
         decode_layout(g.f, g.weight, g.host, layout);
         layout.recompute.assign(g.drop.empty() ? 0 : p_.bufs.size(), 0);
         for (size_t k = 0; k < g.drop.size(); k++) layout.recompute[p_.recompute_bufs[k]] = g.drop[k];
+        layout.split = true;
     }
 
     void decode_layout(double f, const std::vector<double> &weights, const std::vector<uint8_t> &host,
