@@ -2,8 +2,8 @@
 // computed. It has two halves:
 //   - the plan's own shape, which no program shows: one entry per tensor,
 //     pools inside the arena and apart, pinned tensors that are persistent
-//     roots and do not overlap, every arena placement inside one slot of a
-//     pool, swaps of roots with their true sizes, waits for earlier steps
+//     roots and do not overlap, every arena placement inside one pool,
+//     swaps of roots with their true sizes, waits for earlier steps
 //     only, and the steps computing the plan's order;
 //   - residency and races, which are the program's: the plan becomes the
 //     program the executor would run (build_swap_run's), and the one verifier
@@ -38,14 +38,12 @@ struct PlanFacts {
         for (TensorId t = 0; t < g.num_tensors(); t++) bytes[t] = swap_detail::buffer_bytes(raw[t]);
     }
     std::string name(TensorId t) const { return "'" + g.tensor(t).name + "'"; }
-    // Whether `need` bytes at `off` lie inside one slot of a pool, at a
-    // multiple of kSwapAlignment (a whole slot, or a piece of one).
+    // Whether `need` bytes at `off` lie inside one pool, at a multiple of
+    // kSwapAlignment (a whole slot, a piece of one, or adjacent slots).
     bool is_slot(int64_t off, int64_t need) const {
         for (const SwapPool &p : plan.pools)
-            if (off >= p.offset && off < p.offset + p.slots * p.slot_bytes) {
-                const int64_t slot_end = p.offset + ((off - p.offset) / p.slot_bytes + 1) * p.slot_bytes;
-                return (off - p.offset) % kSwapAlignment == 0 && off + need <= slot_end;
-            }
+            if (off >= p.offset && off < p.offset + p.slots * p.slot_bytes)
+                return (off - p.offset) % kSwapAlignment == 0 && off + need <= p.offset + p.slots * p.slot_bytes;
         return false;
     }
 };
@@ -127,7 +125,7 @@ void check_swap_step(const PlanFacts &f, int i) {
     TESSERA_CHECK(f.plan.swapped[r], step_name(f, i), ": moves ", f.name(r), ", but its swapped flag is 0");
     if (s.kind == SwapStep::Kind::SwapIn)
         TESSERA_CHECK(f.is_slot(s.offset, f.bytes[r]), step_name(f, i), ": offset ", s.offset,
-                      " is not a place inside one slot of a pool for ", f.bytes[r], " bytes");
+                      " is not a place inside one pool for ", f.bytes[r], " bytes");
 }
 
 // A host update: an optimizer node, with a host time, whose operands are
@@ -155,7 +153,7 @@ void check_recompute_step(const PlanFacts &f, int i) {
     TESSERA_CHECK(node.outputs.size() == 1 && node.outputs[0] == s.tensor && f.root[s.tensor] == s.tensor,
                   step_name(f, i), ": recomputes tensor ", s.tensor, ", which is not the node's one output");
     TESSERA_CHECK(f.plan.pinned[s.tensor] < 0 && f.is_slot(s.offset, f.bytes[s.tensor]), step_name(f, i),
-                  ": offset ", s.offset, " is not a place inside one slot of a pool for ", f.bytes[s.tensor], " bytes");
+                  ": offset ", s.offset, " is not a place inside one pool for ", f.bytes[s.tensor], " bytes");
 }
 
 // A compute or host-update step: its node is the next of the order, and what
@@ -172,7 +170,7 @@ void check_compute_step(const PlanFacts &f, int i, size_t &next_compute) {
         if (f.root[t] != t || f.plan.pinned[t] >= 0) continue;
         int64_t off = f.plan.produce_at[t];
         TESSERA_CHECK(off >= 0 && f.is_slot(off, f.bytes[t]), step_name(f, i), ": produces ", f.name(t),
-                      " but its produce_at (", off, ") is not a place inside one slot of a pool for ", f.bytes[t], " bytes");
+                      " but its produce_at (", off, ") is not a place inside one pool for ", f.bytes[t], " bytes");
     }
 }
 

@@ -197,11 +197,20 @@ private:
                SwapPolicy policy, Schedule &out);
     void reset_slots(const Classes &c, const Layout &layout, bool split, Schedule &out);
     void add_pieces(const Classes &c, int s);
-    void link_overlaps(int whole);
+    void add_spans(const Classes &c, int k);
+    void link_overlaps();
     // Slots, whole or pieces (reset_slots), and what overlaps them.
     int64_t eviction_score(int v, SwapPolicy policy) const;
     const std::vector<int> &occupants(int s);
-    int free_slot_rank(int s) const;
+    int free_slot(int k) const;
+    bool is_span(int s) const { return slot_whole_[s] == s && s >= class_begin_.back(); }
+    void requeue(const Prepared &p, const Classes &c, size_t q, int k);
+    void queue_operands(const Prepared &p, const Classes &c);
+    bool place_operand(const Prepared &p, const Classes &c, const Layout &layout, int i, size_t q, SwapPolicy policy,
+                       Schedule &out);
+    void unplace_for_restart(const Prepared &p, const Classes &c, int i, Schedule &out);
+    int move_smaller(const Prepared &p, const Classes &c, int i, size_t q, int cls, Schedule &out);
+    int slot_to_evict(int k, int protect_from, SwapPolicy policy) const;
     void wait_for_region(Schedule &out, int s, const std::vector<int> &history, std::vector<int> *into = nullptr);
     void occupy(int s, int b);
     void vacate(int s);
@@ -248,8 +257,10 @@ private:
     std::vector<int> occ_, cover_, slot_whole_, slot_last_compute_, slot_swapout_, slot_pending_in_, region_ready_;
     std::vector<int64_t> slot_offset_, slot_bytes_;
     std::vector<int> class_begin_, overlap_begin_, overlap_;
-    std::vector<std::vector<int>> class_slots_;  // per class: its whole slots, then pieces of larger ones
-    std::vector<int> occupants_;
+    std::vector<std::vector<int>> pieces_;  // per class: the pieces of that size of larger slots
+    bool spans_off_ = false;  // for the rest of the current operator's placement
+    std::vector<int> occupants_, by_offset_, overlap_count_;
+    std::vector<std::pair<int, int>> overlap_pairs_;
     std::vector<int> pending_deps_;  // for the compute step being built
     int last_swapin_key_ = 0;
     int n_ = 0;

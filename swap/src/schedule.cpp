@@ -577,51 +577,73 @@ void Scheduler::release(const Prepared &p, int b, Schedule &out) {
 }
 
 int Scheduler::acquire(const Prepared &p, int cls, int pos, int protect_from, SwapPolicy policy, Schedule &out) {
-    const int nc = static_cast<int>(class_slots_.size());
+    const int nc = static_cast<int>(pieces_.size());
     // A free slot, of the smallest class that has one.
     for (int k = cls; k < nc; k++) {
-        int best = -1, best_rank = 0, best_ready = 0;
-        for (int s : class_slots_[k]) {
-            if (cover_[s] != 0) continue;
-            const int rank = free_slot_rank(s);
-            if (best < 0 || rank < best_rank || (rank == best_rank && region_ready_[s] < best_ready)) {
-                best = s;
-                best_rank = rank;
-                best_ready = region_ready_[s];
-            }
-        }
-        if (best >= 0) return best;
+        int s = free_slot(k);
+        if (s >= 0) return s;
     }
     // Else evictions, in the smallest class that has a slot whose occupants
     // (several where a piece overlaps them) may all go.
     for (int k = cls; k < nc; k++) {
-        int best = -1, best_victims = 0;
-        int64_t best_score = std::numeric_limits<int64_t>::min();
-        for (int s : class_slots_[k]) {
-            int64_t score = std::numeric_limits<int64_t>::max();
-            int victims = 0;
-            auto weigh = [&](int v) {
-                if (v < 0) return true;
-                victims++;
-                score = std::min(score, eviction_score(v, policy));
-                return stamp_[v] < protect_from;
-            };
-            bool evictable = weigh(occ_[s]);
-            for (int q = overlap_begin_[s]; evictable && q < overlap_begin_[s + 1]; q++) evictable = weigh(occ_[overlap_[q]]);
-            if (!evictable) continue;
-            if (score > best_score || (score == best_score && victims < best_victims)) {
-                best_score = score;
-                best = s;
-                best_victims = victims;
-            }
-        }
-        if (best >= 0) {
-            for (int v : occupants(best)) release(p, v, out);
-            return best;
-        }
+        int s = slot_to_evict(k, protect_from, policy);
+        if (s < 0) continue;
+        for (int v : occupants(s)) release(p, v, out);
+        return s;
     }
     (void)pos;
     return -1;
+}
+
+// A free slot of class k, or -1: a whole slot, else a piece of a slot
+// already partly taken (it fills a hole), else a piece of an empty one (it
+// splits a slot); among equals, the one whose memory is free first.
+int Scheduler::free_slot(int k) const {
+    int best = -1;
+    for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++)
+        if (cover_[s] == 0 && (best < 0 || region_ready_[s] < region_ready_[best])) best = s;
+    if (best >= 0) return best;
+    int best_rank = 0;
+    for (int s : pieces_[k]) {
+        if (cover_[s] != 0 || (spans_off_ && is_span(s))) continue;
+        const int rank = cover_[slot_whole_[s]] > 0 ? 0 : 1;
+        if (best < 0 || rank < best_rank || (rank == best_rank && region_ready_[s] < region_ready_[best])) {
+            best = s;
+            best_rank = rank;
+        }
+    }
+    return best;
+}
+
+// The slot of class k whose occupants (it and those overlapping it) all may
+// be evicted and go best: the highest score of the worst of them, then the
+// fewest; -1 when none.
+int Scheduler::slot_to_evict(int k, int protect_from, SwapPolicy policy) const {
+    int best = -1, best_victims = 0;
+    int64_t best_score = std::numeric_limits<int64_t>::min();
+    auto consider = [&](int s) {
+        int64_t score = std::numeric_limits<int64_t>::max();
+        int victims = 0;
+        auto weigh = [&](int v) {
+            if (v < 0) return true;
+            if (stamp_[v] >= protect_from) return false;
+            victims++;
+            score = std::min(score, eviction_score(v, policy));
+            return true;
+        };
+        bool evictable = weigh(occ_[s]);
+        for (int q = overlap_begin_[s]; evictable && q < overlap_begin_[s + 1]; q++) evictable = weigh(occ_[overlap_[q]]);
+        if (!evictable || victims == 0) return;
+        if (score > best_score || (score == best_score && victims < best_victims)) {
+            best_score = score;
+            best = s;
+            best_victims = victims;
+        }
+    };
+    for (int s = class_begin_[k]; s < class_begin_[k + 1]; s++) consider(s);
+    for (int s : pieces_[k])
+        if (occ_[slot_whole_[s]] < 0 && !(spans_off_ && is_span(s))) consider(s);  // else as the whole slot
+    return best;
 }
 
 // Which occupant goes first: Belady's furthest next use (clean copies first
@@ -640,14 +662,6 @@ const std::vector<int> &Scheduler::occupants(int s) {
     for (int k = overlap_begin_[s]; k < overlap_begin_[s + 1]; k++)
         if (occ_[overlap_[k]] >= 0) occupants_.push_back(occ_[overlap_[k]]);
     return occupants_;
-}
-
-// How a free slot ranks among those of its class (lower first): a whole
-// slot, then a piece of a slot already partly taken (it fills a hole), then
-// a piece of an empty one (it splits a slot).
-int Scheduler::free_slot_rank(int s) const {
-    if (slot_whole_[s] == s) return 0;
-    return cover_[slot_whole_[s]] > 0 ? 1 : 2;
 }
 
 // The last steps that read or wrote slot s's memory, from `history` (one of
@@ -869,7 +883,7 @@ void Scheduler::reset_slots(const Classes &c, const Layout &layout, bool split, 
     slot_offset_.resize(ns);
     slot_bytes_.resize(ns);
     slot_whole_.resize(ns);
-    class_slots_.assign(nc, {});
+    pieces_.assign(nc, {});
     out.pool_offset.assign(nc, 0);
     int64_t at = layout.pinned_bytes;
     for (int k = nc - 1; k >= 0; k--) {
@@ -878,12 +892,12 @@ void Scheduler::reset_slots(const Classes &c, const Layout &layout, bool split, 
             slot_offset_[s] = at + (s - class_begin_[k]) * c.bytes[k];
             slot_bytes_[s] = c.bytes[k];
             slot_whole_[s] = s;
-            class_slots_[k].push_back(s);
         }
         at += layout.slots[k] * c.bytes[k];
     }
     for (int s = 0; s < ns && split; s++) add_pieces(c, s);
-    link_overlaps(ns);
+    for (int k = 0; k < nc && split; k++) add_spans(c, k);
+    link_overlaps();
     const size_t all = slot_offset_.size();
     occ_.assign(all, -1);
     cover_.assign(all, 0);
@@ -902,30 +916,50 @@ void Scheduler::add_pieces(const Classes &c, int s) {
             slot_offset_.push_back(slot_offset_[s] + i * c.bytes[j]);
             slot_bytes_.push_back(c.bytes[j]);
             slot_whole_.push_back(s);
-            class_slots_[j].push_back(static_cast<int>(slot_offset_.size()) - 1);
+            pieces_[j].push_back(static_cast<int>(slot_offset_.size()) - 1);
         }
     }
 }
 
-// overlap_: per slot, the other slots that share bytes with it (the pieces
-// of a whole slot follow all whole slots, grouped by the slot they split).
-void Scheduler::link_overlaps(int whole) {
+// Spans: for each larger class, as many adjacent whole slots of class k as
+// hold one buffer of it (at most kMaxPieces), at every whole slot a run of
+// them starts at.
+void Scheduler::add_spans(const Classes &c, int k) {
+    for (int j = k + 1; j < static_cast<int>(c.bytes.size()); j++) {
+        const int64_t n = (c.bytes[j] + c.bytes[k] - 1) / c.bytes[k];
+        if (n < 2 || n > kMaxPieces) continue;
+        for (int s = class_begin_[k]; s + n <= class_begin_[k + 1]; s++) {
+            slot_offset_.push_back(slot_offset_[s]);
+            slot_bytes_.push_back(c.bytes[j]);
+            slot_whole_.push_back(static_cast<int>(slot_whole_.size()));
+            pieces_[j].push_back(static_cast<int>(slot_offset_.size()) - 1);
+        }
+    }
+}
+
+// overlap_: per slot, the other slots that share bytes with it.
+void Scheduler::link_overlaps() {
     const int all = static_cast<int>(slot_offset_.size());
+    by_offset_.resize(all);
+    for (int u = 0; u < all; u++) by_offset_[u] = u;
+    std::sort(by_offset_.begin(), by_offset_.end(), [&](int a, int b) { return slot_offset_[a] < slot_offset_[b]; });
+    overlap_count_.assign(all, 0);
+    overlap_pairs_.clear();
+    for (int x = 0; x < all; x++) {
+        const int u = by_offset_[x];
+        for (int y = x + 1; y < all && slot_offset_[by_offset_[y]] < slot_offset_[u] + slot_bytes_[u]; y++) {
+            overlap_pairs_.push_back({u, by_offset_[y]});
+            overlap_count_[u]++;
+            overlap_count_[by_offset_[y]]++;
+        }
+    }
     overlap_begin_.assign(all + 1, 0);
-    overlap_.clear();
-    auto meet = [&](int a, int b) {
-        return slot_offset_[a] < slot_offset_[b] + slot_bytes_[b] && slot_offset_[b] < slot_offset_[a] + slot_bytes_[a];
-    };
-    // Each whole slot's family: itself and its pieces, a contiguous range.
-    std::vector<int> family_begin(whole + 1, all);
-    for (int u = all - 1; u >= whole; u--) family_begin[slot_whole_[u]] = u;
-    for (int s = whole - 1; s >= 0; s--) family_begin[s] = std::min(family_begin[s], family_begin[s + 1]);
-    for (int u = 0; u < all; u++) {
-        const int s = slot_whole_[u];
-        if (u != s && meet(u, s)) overlap_.push_back(s);
-        for (int v = family_begin[s]; v < family_begin[s + 1]; v++)
-            if (v != u && meet(u, v)) overlap_.push_back(v);
-        overlap_begin_[u + 1] = static_cast<int>(overlap_.size());
+    for (int u = 0; u < all; u++) overlap_begin_[u + 1] = overlap_begin_[u] + overlap_count_[u];
+    overlap_.resize(overlap_begin_[all]);
+    for (int u = 0; u < all; u++) overlap_count_[u] = overlap_begin_[u];
+    for (auto [u, v] : overlap_pairs_) {
+        overlap_[overlap_count_[u]++] = v;
+        overlap_[overlap_count_[v]++] = u;
     }
 }
 
@@ -955,57 +989,18 @@ void Scheduler::mark_offloaded(const Prepared &p, const std::vector<NodeId> &ord
 
 // Places the buffers of the operator at position i that are not on the
 // device, the largest class first, and collects in pending_deps_ what its
-// compute step waits for. When every slot big enough holds a buffer this
-// operator uses, one of them sits in a slot larger than it needs: it moves
-// (through host memory) to make room. Hall's condition on the pools
-// guarantees this ends with everything placed.
+// compute step waits for. When an operand finds no slot, the placement
+// starts again without spans (unplace_for_restart), and then move_smaller
+// makes room.
 void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout &layout, int i, SwapPolicy policy,
                                Schedule &out) {
     const NodeId n = current_;
     const int ub = p.use_begin[n], ue = p.use_begin[n + 1];
     pending_deps_.clear();
-    need_.clear();
-    for (int k = ub; k < ue; k++)
-        if (!pinned_[p.uses[k].buf] && slot_of_[p.uses[k].buf] < 0) need_.push_back(k);
-    auto by_class = [&](int x, int y) { return c.of_buf[p.uses[x].buf] > c.of_buf[p.uses[y].buf]; };
-    std::stable_sort(need_.begin(), need_.end(), by_class);
-    for (size_t q = 0; q < need_.size(); q++) {
-        const Use &u = p.uses[need_[q]];
-        int b = u.buf, cls = c.of_buf[b];
-        if (slot_of_[b] >= 0) continue;  // placed by a recomputation of another one
-        int s = acquire(p, cls, i, i, policy, out);
-        const int nc = static_cast<int>(c.bytes.size());
-        for (int t = class_begin_[cls]; s < 0 && t < class_begin_[nc]; t++) {
-            const std::vector<int> &in_t = occupants(t);
-            if (std::any_of(in_t.begin(), in_t.end(), [&](int a) { return c.of_buf[a] >= cls || placed_at_[a] == i; }))
-                continue;
-            for (int a : std::vector<int>(in_t)) {
-                int ka = -1;
-                for (int k = ub; k < ue; k++)
-                    if (p.uses[k].buf == a) ka = k;
-                release(p, a, out);
-                if (ka >= 0)
-                    need_.insert(
-                        std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), ka, by_class),
-                        ka);
-            }
-            s = t;
-        }
-        // Slots that recomputations took for their inputs can leave none.
-        if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
-        TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", n);
-        placed_at_[b] = i;
-        if (u.read) {
-            bring_in(p, c, b, s, i, policy, out);
-            continue;
-        }
-        wait_for_region(out, s, slot_swapout_, &pending_deps_);
-        wait_for_region(out, s, slot_pending_in_, &pending_deps_);
-        slot_of_[b] = s;
-        occupy(s, b);
-        resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
-        if (p.bufs[b].producer == n && out.produce_at[b] < 0) out.produce_at[b] = slot_offset_[s];
-    }
+    spans_off_ = false;
+    queue_operands(p, c);
+    size_t q = 0;
+    while (q < need_.size()) q = place_operand(p, c, layout, i, q, policy, out) ? q + 1 : 0;
     for (int k = ub; k < ue; k++) {
         const Use &u = p.uses[k];
         int b = u.buf;
@@ -1013,6 +1008,96 @@ void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout
         if (resid_swapin_[b] >= 0) pending_deps_.push_back(std::exchange(resid_swapin_[b], -1));
         if (u.write && resid_swapout_[b] >= 0) pending_deps_.push_back(std::exchange(resid_swapout_[b], -1));
     }
+}
+
+// need_: the current operator's operands not on the device, the largest
+// class first.
+void Scheduler::queue_operands(const Prepared &p, const Classes &c) {
+    need_.clear();
+    for (int k = p.use_begin[current_]; k < p.use_begin[current_ + 1]; k++)
+        if (!pinned_[p.uses[k].buf] && slot_of_[p.uses[k].buf] < 0) need_.push_back(k);
+    auto by_class = [&](int x, int y) { return c.of_buf[p.uses[x].buf] > c.of_buf[p.uses[y].buf]; };
+    std::stable_sort(need_.begin(), need_.end(), by_class);
+}
+
+// Places need_[q]; false when it found no slot and the placement must start
+// again without spans.
+bool Scheduler::place_operand(const Prepared &p, const Classes &c, const Layout &layout, int i, size_t q,
+                              SwapPolicy policy, Schedule &out) {
+    const NodeId n = current_;
+    const Use &u = p.uses[need_[q]];
+    const int b = u.buf, cls = c.of_buf[b];
+    if (slot_of_[b] >= 0) return true;  // placed by a recomputation of another one
+    int s = acquire(p, cls, i, i, policy, out);
+    if (s < 0 && !spans_off_) {
+        unplace_for_restart(p, c, i, out);
+        return false;
+    }
+    if (s < 0) s = move_smaller(p, c, i, q, cls, out);
+    // Slots that recomputations took for their inputs can leave none.
+    if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
+    TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", n);
+    placed_at_[b] = i;
+    if (u.read) {
+        bring_in(p, c, b, s, i, policy, out);
+        return true;
+    }
+    wait_for_region(out, s, slot_swapout_, &pending_deps_);
+    wait_for_region(out, s, slot_pending_in_, &pending_deps_);
+    slot_of_[b] = s;
+    occupy(s, b);
+    resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
+    if (p.bufs[b].producer == n && out.produce_at[b] < 0) out.produce_at[b] = slot_offset_[s];
+    return true;
+}
+
+// An operand in a span of smaller slots takes several of them, which can
+// leave another operand no slot. Every operand placed for this operator,
+// and every one in a span, leaves its slot (one placed only to be written
+// is simply unplaced); the placement starts again without spans, as with
+// whole slots and pieces, where Hall's condition on the pools holds.
+void Scheduler::unplace_for_restart(const Prepared &p, const Classes &c, int i, Schedule &out) {
+    spans_off_ = true;
+    for (int k = p.use_begin[current_]; k < p.use_begin[current_ + 1]; k++) {
+        const int a = p.uses[k].buf, s = slot_of_[a];
+        if (s < 0 || pinned_[a] || (placed_at_[a] != i && !is_span(s))) continue;
+        if (placed_at_[a] == i && !p.uses[k].read) {
+            if (p.bufs[a].producer == current_ && out.produce_at[a] == slot_offset_[s]) out.produce_at[a] = -1;
+            vacate(s);
+            slot_of_[a] = -1;
+        } else {
+            release(p, a, out);
+        }
+        placed_at_[a] = -1;
+    }
+    queue_operands(p, c);
+}
+
+// Queues use k of the current operator to be placed after need_[q], among
+// those of its class.
+void Scheduler::requeue(const Prepared &p, const Classes &c, size_t q, int k) {
+    auto by_class = [&](int x, int y) { return c.of_buf[p.uses[x].buf] > c.of_buf[p.uses[y].buf]; };
+    need_.insert(std::upper_bound(need_.begin() + static_cast<std::ptrdiff_t>(q) + 1, need_.end(), k, by_class), k);
+}
+
+// When every whole slot big enough holds a buffer this operator uses, one
+// of them holds only smaller buffers placed before this operator: they move
+// (through host memory) and go back to the queue. Hall's condition on the
+// pools guarantees this ends with everything placed.
+int Scheduler::move_smaller(const Prepared &p, const Classes &c, int i, size_t q, int cls, Schedule &out) {
+    const int nc = static_cast<int>(c.bytes.size());
+    for (int t = class_begin_[cls]; t < class_begin_[nc]; t++) {
+        const std::vector<int> &in_t = occupants(t);
+        if (std::any_of(in_t.begin(), in_t.end(), [&](int a) { return c.of_buf[a] >= cls || placed_at_[a] == i; }))
+            continue;
+        for (int a : std::vector<int>(in_t)) {
+            release(p, a, out);
+            for (int k = p.use_begin[current_]; k < p.use_begin[current_ + 1]; k++)
+                if (p.uses[k].buf == a) requeue(p, c, q, k);
+        }
+        return t;
+    }
+    return -1;
 }
 
 // The operator at position i on the device: its operands placed, its compute
