@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/align.h"
@@ -116,8 +117,8 @@ struct Layout {
     // Per buffer: dropped rather than swapped out when evicted dirty, and
     // recomputed before its next use; empty: none.
     std::vector<uint8_t> recompute;
-    // Slots also offer pieces to smaller buffers (Scheduler::reset_slots;
-    // the advisor only).
+    // Slots also offer pieces to smaller buffers, and adjacent slots spans
+    // to larger ones (Scheduler::reset_slots; the advisor only).
     bool split = false;
 };
 
@@ -199,11 +200,10 @@ private:
     void add_pieces(const Classes &c, int s);
     void add_spans(const Classes &c, int k);
     void link_overlaps();
-    // Slots, whole or pieces (reset_slots), and what overlaps them.
     int64_t eviction_score(int v, SwapPolicy policy) const;
     const std::vector<int> &occupants(int s);
     int free_slot(int k) const;
-    bool is_span(int s) const { return slot_whole_[s] == s && s >= class_begin_.back(); }
+    bool is_span(int s) const { return slot_whole_[s] == s && s >= class_begin_.back(); }  // else whole or a piece
     void requeue(const Prepared &p, const Classes &c, size_t q, int k);
     void queue_operands(const Prepared &p, const Classes &c);
     bool place_operand(const Prepared &p, const Classes &c, const Layout &layout, int i, size_t q, SwapPolicy policy,
@@ -248,16 +248,17 @@ private:
     std::vector<int> held_;                    // per buffer: dropped buffers whose producer reads it
     std::vector<int> node_pos_;                // per NodeId: position in the order being scheduled
     // Per slot: the pools' whole slots first (class_begin_ indexes them by
-    // class), then the pieces. slot_whole_: the whole slot a piece is part
-    // of (a whole slot: itself); cover_: occupied slots among it and those
-    // overlapping it (0: free); overlap_: CSR of the slots overlapping each.
+    // class), then pieces and spans. slot_whole_: the whole slot a piece is
+    // part of (a whole slot or a span: itself); cover_: occupied slots among
+    // it and those overlapping it (0: free); overlap_: CSR of the slots
+    // overlapping each.
     static constexpr int64_t kMaxPieces = 4;
     // region_ready_: the key from which its memory is free (the latest of its
     // past occupants' and of those of the slots overlapping it).
     std::vector<int> occ_, cover_, slot_whole_, slot_last_compute_, slot_swapout_, slot_pending_in_, region_ready_;
     std::vector<int64_t> slot_offset_, slot_bytes_;
     std::vector<int> class_begin_, overlap_begin_, overlap_;
-    std::vector<std::vector<int>> pieces_;  // per class: the pieces of that size of larger slots
+    std::vector<std::vector<int>> pieces_;  // per class: its pieces of larger slots and spans of smaller ones
     bool spans_off_ = false;  // for the rest of the current operator's placement
     std::vector<int> occupants_, by_offset_, overlap_count_;
     std::vector<std::pair<int, int>> overlap_pairs_;

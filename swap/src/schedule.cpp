@@ -870,11 +870,11 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
 }
 
 // Slots: pools from pinned_bytes upwards, the largest class first; all free.
-// With `split`, a slot also offers pieces: for each smaller class of at
-// least a quarter its size, as many slots of that class as fit in it, each
-// overlapping the slot and the other pieces it shares bytes with. A buffer
-// in a piece leaves the rest of the slot to others (SwapAdvisor's pools give
-// it the whole slot).
+// With `split`, a slot also offers pieces (add_pieces) and adjacent slots
+// spans (add_spans), each overlapping the slots it shares bytes with. A
+// buffer in a piece leaves the rest of the slot to others, and one in a span
+// needs no slot of its own size (SwapAdvisor's pools give a buffer one whole
+// slot).
 void Scheduler::reset_slots(const Classes &c, const Layout &layout, bool split, Schedule &out) {
     int nc = static_cast<int>(c.bytes.size());
     class_begin_.assign(nc + 1, 0);
@@ -907,7 +907,8 @@ void Scheduler::reset_slots(const Classes &c, const Layout &layout, bool split, 
     region_ready_.assign(all, 0);
 }
 
-// The pieces of whole slot s (see reset_slots).
+// The pieces of whole slot s: for each smaller class of at least 1 /
+// kMaxPieces its size, as many slots of that class as fit in it.
 void Scheduler::add_pieces(const Classes &c, int s) {
     for (int j = 0; j < static_cast<int>(c.bytes.size()); j++) {
         const int64_t n = slot_bytes_[s] / c.bytes[j];
