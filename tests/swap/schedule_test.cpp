@@ -320,15 +320,12 @@ void remove_step(SwapPlan &plan, int i) {
     }
 }
 
-TEST(SwapCheck, CatchesBrokenPlans) {
-    Broken b = swapped_mlp(SwapPolicy::Advisor);
-    ASSERT_EQ(check_message(b.g, b.plan), "passed");
-    ASSERT_GT(b.plan.swap_in_bytes, 0);
-    const auto &steps = b.plan.steps;
-    auto name = [&](TensorId t) { return "'" + b.g.tensor(t).name + "'"; };
-    int hits = 0;
+// A tensor's name, quoted as the checker's messages quote it.
+std::string quoted(const Graph &g, TensorId t) { return "'" + g.tensor(t).name + "'"; }
 
-    // A compute that no longer waits for its swap-in.
+// A compute that no longer waits for its swap-in: 1 when the plan has one and the check caught it.
+int unwait_a_swap_in(const Broken &b) {
+    const auto &steps = b.plan.steps;
     for (size_t i = 0; i < steps.size(); i++) {
         if (steps[i].kind != SwapStep::Kind::Compute) continue;
         int in = -1;
@@ -342,22 +339,30 @@ TEST(SwapCheck, CatchesBrokenPlans) {
         std::string m = check_message(b.g, bad);
         EXPECT_NE(m.find("which step " + std::to_string(in) + " (swap-in "), std::string::npos) << m;
         EXPECT_NE(m.find("writes with no wait between them: the two would race. Make step "), std::string::npos) << m;
-        hits++;
-        break;
+        return 1;
     }
-    // A swap-in to an offset that is no slot.
+    return 0;
+}
+
+// A swap-in to an offset that is no slot.
+int misplace_a_swap_in(const Broken &b) {
+    const auto &steps = b.plan.steps;
     for (size_t i = 0; i < steps.size(); i++) {
         if (steps[i].kind != SwapStep::Kind::SwapIn) continue;
         SwapPlan bad = b.plan;
         bad.steps[i].offset += 1;
         std::string m = check_message(b.g, bad);
-        EXPECT_EQ(m.rfind("plan: step " + std::to_string(i) + " (swap-in " + name(steps[i].tensor) + "): offset ", 0), 0u)
+        EXPECT_EQ(m.rfind("plan: step " + std::to_string(i) + " (swap-in " + quoted(b.g, steps[i].tensor) + "): offset ", 0), 0u)
             << m;
         EXPECT_NE(m.find("is not a place inside one pool"), std::string::npos) << m;
-        hits++;
-        break;
+        return 1;
     }
-    // Dropping the last swap-out of an updated weight that lives in host memory.
+    return 0;
+}
+
+// Dropping the last swap-out of an updated weight that lives in host memory.
+int drop_a_weights_last_swap_out(const Broken &b) {
+    const auto &steps = b.plan.steps;
     int last_out = -1;
     for (size_t i = 0; i < steps.size(); i++)
         if (steps[i].kind == SwapStep::Kind::SwapOut && b.g.tensor(steps[i].tensor).role == TensorRole::Param)
@@ -370,14 +375,20 @@ TEST(SwapCheck, CatchesBrokenPlans) {
             SwapPlan bad = b.plan;
             remove_step(bad, last_out);
             std::string m = check_message(b.g, bad);
-            EXPECT_EQ(m.rfind("plan: the host-homed " + name(w) + " is written by step ", 0), 0u) << m;
+            EXPECT_EQ(m.rfind("plan: the host-homed " + quoted(b.g, w) + " is written by step ", 0), 0u) << m;
             EXPECT_NE(m.find(" but not swapped out after that, so its new value would be lost at the end of the step"),
                       std::string::npos)
                 << m;
-            hits++;
+            return 1;
         }
     }
-    // Dropping a swap-out whose tensor is swapped in again later: its slot is
+    return 0;
+}
+
+// Dropping a swap-out whose tensor is swapped in again later: its slot is
+// overwritten while it is still needed, or it comes back stale.
+int drop_a_needed_swap_out(const Broken &b) {
+    const auto &steps = b.plan.steps;
     // overwritten while it is still needed, or it comes back stale.
     for (size_t i = 0; i < steps.size(); i++) {
         if (steps[i].kind != SwapStep::Kind::SwapOut) continue;
@@ -388,12 +399,19 @@ TEST(SwapCheck, CatchesBrokenPlans) {
         SwapPlan bad = b.plan;
         remove_step(bad, static_cast<int>(i));
         std::string m = check_message(b.g, bad);
-        EXPECT_TRUE(m.find("reads " + name(v) + ", which is not in the arena: it was written over") != std::string::npos ||
-                    m.find("the host region of " + name(v) + " does not hold its current value") != std::string::npos)
+        EXPECT_TRUE(m.find("reads " + quoted(b.g, v) + ", which is not in the arena: it was written over") != std::string::npos ||
+                    m.find("the host region of " + quoted(b.g, v) + " does not hold its current value") != std::string::npos)
             << m;
-        hits++;
-        break;
+        return 1;
     }
+    return 0;
+}
+
+TEST(SwapCheck, CatchesBrokenPlans) {
+    Broken b = swapped_mlp(SwapPolicy::Advisor);
+    ASSERT_EQ(check_message(b.g, b.plan), "passed");
+    ASSERT_GT(b.plan.swap_in_bytes, 0);
+    int hits = unwait_a_swap_in(b) + misplace_a_swap_in(b) + drop_a_weights_last_swap_out(b) + drop_a_needed_swap_out(b);
     EXPECT_EQ(hits, 4);
     // Waiting for a later step; computing out of order; a pinned tensor overlapping another.
     SwapPlan bad = b.plan;
