@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -56,7 +57,8 @@ struct Args {
     std::vector<std::string> models;  // empty: all five
     HostUpdates host_updates = HostUpdates::Auto;  // for the advisor
     bool recompute = true;                         // for the advisor
-    int threads = 1;                               // the advisor's scoring threads
+    // The advisor's scoring threads: as tessera-plan, one per hardware thread, at most 8.
+    int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
 };
 
 [[noreturn]] void usage(const std::string &msg) {

@@ -123,9 +123,13 @@ struct Layout {
 };
 
 // A candidate whose recomputations cannot run: a producer's input changed
-// since it ran, is gone, or finds no slot. The search scores it as infinitely
-// slow; plans without recomputation never throw it.
-struct RecomputeInfeasible {};
+// since it ran, is gone, or finds no slot. `blame` is the buffer of the
+// layout's recompute bits to clear first (the innermost one being recomputed,
+// else the last one recomputed; -1: none). The search repairs such a
+// candidate by clearing that bit; plans without recomputation never throw it.
+struct RecomputeInfeasible {
+    int blame = -1;
+};
 
 // The fewest slots per class that let every operator of the order run, given
 // which buffers are pinned: since a buffer fits any larger slot, for every
@@ -188,6 +192,7 @@ private:
     void bring_in(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy, Schedule &out);
     void recompute(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy, Schedule &out);
     void hold_inputs(const Prepared &p, int b, int delta);
+    [[noreturn]] void infeasible() const;
     void dep(Schedule &out, int step);
     // The step just emitted must not wait for a step issued after it.
     void expect_waits_backward(const Schedule &out) const;
@@ -245,6 +250,10 @@ private:
     static constexpr uint8_t kHeldDrop = 1, kFreedDrop = 2;
     std::vector<uint8_t> may_drop_, dropped_;
     bool recompute_on_ = false;  // the layout allows recomputation at all
+    // The buffers being recomputed, outermost first, and the last one of the
+    // layout's recompute bits recomputed: whom infeasible() blames.
+    std::vector<int> recomputing_;
+    int last_recomputed_ = -1;
     std::vector<int> held_;                    // per buffer: dropped buffers whose producer reads it
     std::vector<int> node_pos_;                // per NodeId: position in the order being scheduled
     // Per slot: the pools' whole slots first (class_begin_ indexes them by
@@ -267,6 +276,13 @@ private:
     int n_ = 0;
     NodeId current_ = kNoNode;  // the operator being placed
 };
+
+// Runs the advisor's scheduler; where the layout's recomputations cannot run,
+// clears the recompute bit the scheduler blames and runs again, at most
+// max_repairs times. Returns whether the last run made a schedule; `cleared`
+// (may be null) gets the buffers whose bits it cleared, in order.
+bool schedule_repairing(Scheduler &sched, const Prepared &p, const std::vector<NodeId> &order, const Classes &c,
+                        Layout &layout, int max_repairs, Schedule &out, std::vector<int> *cleared);
 
 // Simulates a compact schedule: the iteration time.
 double simulate_schedule(const Prepared &p, Schedule &s, std::vector<double> &end_scratch);

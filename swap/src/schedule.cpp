@@ -523,7 +523,7 @@ void Scheduler::expect_waits_backward(const Schedule &out) const {
     for (int d = st.dep_begin; d < st.dep_end; d++) {
         if (out.steps[out.deps[d]].key <= st.key) continue;
         if (std::any_of(may_drop_.begin(), may_drop_.end(), [](uint8_t v) { return v != 0; }))
-            throw RecomputeInfeasible{};
+            infeasible();
         TESSERA_INTERNAL_ASSERT(false, "a ", swap_step_kind_name(st.kind), " step at key ", st.key, " waits for a ",
                                 swap_step_kind_name(out.steps[out.deps[d]].kind), " step at key ",
                                 out.steps[out.deps[d]].key);
@@ -630,7 +630,10 @@ void Scheduler::host_update(const Prepared &p, int pos, NodeId node, Schedule &o
         int b = u.buf;
         TESSERA_INTERNAL_ASSERT(!pinned_[b], "buffer ", b, " of a host update is pinned");
         if (!host_valid_[b]) {
-            if (slot_of_[b] < 0 && dropped_[b]) throw RecomputeInfeasible{};  // the host cannot recompute
+            if (slot_of_[b] < 0 && dropped_[b]) {  // the host cannot recompute
+                if (may_drop_[b]) throw RecomputeInfeasible{b};
+                infeasible();
+            }
             TESSERA_INTERNAL_ASSERT(slot_of_[b] >= 0, "buffer ", b, " is neither in host memory nor on the device");
             swap_out(p, b, out);
         }
@@ -655,6 +658,12 @@ void Scheduler::host_update(const Prepared &p, int pos, NodeId node, Schedule &o
     }
 }
 
+void Scheduler::infeasible() const {
+    for (auto it = recomputing_.rbegin(); it != recomputing_.rend(); ++it)
+        if (may_drop_[*it]) throw RecomputeInfeasible{*it};
+    throw RecomputeInfeasible{last_recomputed_};
+}
+
 void Scheduler::hold_inputs(const Prepared &p, int b, int delta) {
     NodeId producer = p.bufs[b].producer;
     for (int k = p.use_begin[producer]; k < p.use_begin[producer + 1]; k++)
@@ -664,7 +673,7 @@ void Scheduler::hold_inputs(const Prepared &p, int b, int delta) {
 void Scheduler::bring_in(const Prepared &p, const Classes &c, int b, int s, int pos, SwapPolicy policy,
                          Schedule &out) {
     if (dropped_[b]) return recompute(p, c, b, s, pos, policy, out);
-    if (!host_valid_[b]) throw RecomputeInfeasible{};  // a producer's input that is gone
+    if (!host_valid_[b]) infeasible();  // a producer's input that is gone
     swap_in(p, b, s, pos, policy, out);
 }
 
@@ -676,6 +685,7 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
                           Schedule &out) {
     const NodeId producer = p.bufs[b].producer;
     const int ub = p.use_begin[producer], ue = p.use_begin[producer + 1];
+    recomputing_.push_back(b);
     slot_of_[b] = s;
     occupy(s, b);
     stamp_[b] = pos;
@@ -684,14 +694,14 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
         int x = p.uses[k].buf;
         stamps.push_back(stamp_[x]);
         if (x == b) continue;
-        if (last_write_pos_[x] > node_pos_[producer]) throw RecomputeInfeasible{};
+        if (last_write_pos_[x] > node_pos_[producer]) infeasible();
         stamp_[x] = pos;
     }
     for (int k = ub; k < ue; k++) {
         int x = p.uses[k].buf;
         if (x == b || pinned_[x] || slot_of_[x] >= 0) continue;
         int sx = acquire(p, c.of_buf[x], pos, pos, policy, out);
-        if (sx < 0) throw RecomputeInfeasible{};
+        if (sx < 0) infeasible();
         placed_at_[x] = pos;
         bring_in(p, c, x, sx, pos, policy, out);
     }
@@ -711,6 +721,8 @@ void Scheduler::recompute(const Prepared &p, const Classes &c, int b, int s, int
     last_write_step_[b] = rs;  // what a swap-out of this residency waits for
     if (dropped_[b] == kHeldDrop) hold_inputs(p, b, -1);
     dropped_[b] = 0;
+    recomputing_.pop_back();
+    if (may_drop_[b]) last_recomputed_ = b;
     touch_[b] = pos;
     // Inputs brought in only for this are evictable again, and freed when
     // nothing reads them any more (their slots wait for this step).
@@ -771,6 +783,8 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
     dropped_.assign(nb, 0);
     held_.assign(nb, 0);
     recompute_on_ = !layout.recompute.empty();
+    recomputing_.clear();
+    last_recomputed_ = -1;
     node_pos_.assign(p.g->num_nodes(), -1);
     for (int i = 0; i < n_; i++) node_pos_[order[i]] = i;
     last_swapin_key_ = 0;
@@ -849,7 +863,7 @@ bool Scheduler::place_operand(const Prepared &p, const Classes &c, const Layout 
     }
     if (s < 0) s = move_smaller(p, c, i, q, cls, out);
     // Slots that recomputations took for their inputs can leave none.
-    if (s < 0 && !layout.recompute.empty()) throw RecomputeInfeasible{};
+    if (s < 0 && !layout.recompute.empty()) infeasible();
     TESSERA_INTERNAL_ASSERT(s >= 0, "no slot for a buffer of node ", n);
     placed_at_[b] = i;
     if (u.read) {

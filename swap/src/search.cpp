@@ -14,14 +14,19 @@
 //     node that may run on the host: whether it does (all set, with all);
 //   * with recomputation (SwapOptions::recompute), a bit per forward
 //     activation: dropped and recomputed when evicted, instead of swapped.
-//     A candidate whose recomputations cannot run scores as infinitely slow.
+//     Where a candidate's recomputations cannot run, the bit the scheduler
+//     blames is cleared, in the candidate too, until they can (at most
+//     kRepairs bits; past that it scores as infinitely slow).
 // The fitness is the simulated iteration time of the schedule the swap
 // scheduler makes for it. A generation's children are made in turn (one
 // random stream) and then scored on SwapOptions::threads threads, each with
 // its own scratch, so that the plan does not depend on the number of threads
-// (while `generations`, not the time limit, ends the search). The population starts from the given order with
-// demand-proportional pools and a spread of pinned fractions (which are also
-// the layouts the baselines use), plus perturbations of it.
+// (while `generations`, not the time limit, ends the search). The population
+// starts from the given order with demand-proportional pools and a spread of
+// pinned fractions (which are also the layouts the baselines use), plus
+// perturbations of it, some with the optimizer updates as early as they can
+// run and some with every activation dropped that is cheaper to recompute
+// than to swap (seed_priorities, seed_drop).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +45,9 @@ namespace swap_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// How many recompute bits Search::score may clear to make a candidate feasible.
+constexpr int kRepairs = 16;
 
 double seconds_since(Clock::time_point t0) {
     return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -62,6 +70,7 @@ struct Workspace {
     Scheduler sched;
     Schedule schedule;
     std::vector<double> end;
+    std::vector<int> cleared;  // recompute bits a repair cleared
 };
 
 struct Genome {
@@ -87,6 +96,8 @@ public:
         for (int i = 0; i < n; i++)
             for (int k = p.pred_begin[i]; k < p.pred_begin[i + 1]; k++) succ_[fill[p.preds[k]]++] = i;
         max_pin_ = std::max<int64_t>(0, max_pinnable(p, p.classes));
+        drop_index_.assign(p.bufs.size(), -1);
+        for (size_t k = 0; k < p.recompute_bufs.size(); k++) drop_index_[p.recompute_bufs[k]] = static_cast<int>(k);
     }
 
     // The layout a pinned fraction and class weights give (weights empty:
@@ -151,33 +162,33 @@ public:
         return h;
     }
 
-    // The simulated step of what w holds decoded (infinite where its
-    // recomputations cannot run).
-    double score(Workspace &w) const {
-        try {
-            w.sched.run(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
-            return simulate_schedule(p_, w.schedule, w.end);
-        } catch (const RecomputeInfeasible &) {
-            return std::numeric_limits<double>::infinity();
-        }
+    // The simulated step of what w holds decoded from g (infinite where its
+    // recomputations cannot run even after max_repairs repairs, whose
+    // cleared bits go back into g: children stay feasible, near their parents).
+    double score(Genome &g, Workspace &w, int max_repairs = kRepairs) const {
+        w.cleared.clear();
+        const bool ok = schedule_repairing(w.sched, p_, w.order, p_.classes, w.layout, max_repairs, w.schedule,
+                                           &w.cleared);
+        for (int b : w.cleared) g.drop[drop_index_[b]] = 0;
+        return ok ? simulate_schedule(p_, w.schedule, w.end) : std::numeric_limits<double>::infinity();
     }
 
     // Sets g's fitness, from the cache or scored in w; `key` gets its key.
     // Returns whether the cache had it.
-    bool fitness(Genome &g, Workspace &w, uint64_t &key) const {
+    bool fitness(Genome &g, Workspace &w, uint64_t &key, int max_repairs = kRepairs) const {
         key = decode(g, w);
         auto it = cache_.find(key);
         if (it != cache_.end()) {
             g.fit = it->second;
             return true;
         }
-        g.fit = score(w);
+        g.fit = score(g, w, max_repairs);
         return false;
     }
 
-    double evaluate(Genome &g) {
+    double evaluate(Genome &g, int max_repairs = kRepairs) {
         uint64_t key = 0;
-        if (!fitness(g, ws_[0], key)) remember(key, g.fit);
+        if (!fitness(g, ws_[0], key, max_repairs)) remember(key, g.fit);
         return g.fit;
     }
 
@@ -206,19 +217,14 @@ public:
     // baselines' layouts), then perturbations of them, until `timed_out`.
     template <typename TimedOut>
     std::vector<Genome> seed_population(int pop_size, TimedOut timed_out) {
-        const int n = static_cast<int>(p_.order.size());
         const double fs[] = {0.0, 1.0, 0.5, 0.25, 0.75, 0.9, 0.0, 1.0, 0.5, 0.25, 0.75, 0.9};
         std::vector<Genome> pop;
         Layout tmp;
         bool out_of_time = false;
         for (int k = 0; k < pop_size && !out_of_time; k++) {
             Genome g;
-            g.prio.resize(n);
             bool exact = k < (host_bits() ? 12 : 6);
-            for (int i = 0; i < n; i++) {
-                g.prio[i] = 1.0 - static_cast<double>(i) / n;
-                if (!exact && o_.reorder) g.prio[i] += (rng_.uniform() - 0.5) * (k % 2 ? 0.02 : 0.2);
-            }
+            g.prio = seed_priorities(k, exact);
             g.f = exact ? fs[k] : rng_.uniform();
             g.host = seed_host(k);
             g.drop = seed_drop(k, exact);
@@ -226,7 +232,7 @@ public:
             g.weight = demand_weights(p_, p_.classes, tmp.pin);
             if (!exact)
                 for (double &w : g.weight) w *= std::exp((rng_.uniform() - 0.5) * 2);
-            evaluate(g);
+            evaluate(g, static_cast<int>(g.drop.size()));  // repaired as far as it takes
             pop.push_back(std::move(g));
             out_of_time = timed_out();
         }
@@ -295,7 +301,11 @@ public:
         const Genome &best = *std::min_element(pop.begin(), pop.end(), better);
         Workspace &w = ws_[0];
         decode(best, w);
-        w.sched.run(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
+        // A genome the cache scored still has the bits its repairs cleared
+        // (the exact seeds drop nothing, so the best is never infeasible).
+        const int all_bits = static_cast<int>(p_.recompute_bufs.size());
+        const bool ok = schedule_repairing(w.sched, p_, w.order, p_.classes, w.layout, all_bits, w.schedule, nullptr);
+        TESSERA_INTERNAL_ASSERT(ok, "the best candidate's recomputations cannot run");
         SwapPlan plan = make_plan(p_, w.order, p_.classes, w.layout, SwapPolicy::Advisor, w.schedule);
         plan.generations = gens;
         plan.candidates = candidates_;
@@ -337,14 +347,43 @@ private:
         }
     }
 
+    // Seed k's priorities: the given order, perturbed unless exact. In exact
+    // seeds 5 and 11 and in seeds 1 and 2 of every four others, each optimizer
+    // node runs as soon as its gradient is ready (as ZeRO-Offload overlaps
+    // the updates with the backward pass): the given order runs them all
+    // last, and the search would otherwise move them one mutation at a time.
+    std::vector<double> seed_priorities(int k, bool exact) {
+        const int n = static_cast<int>(p_.order.size());
+        const bool updates_early = o_.reorder && (exact ? k % 6 == 5 : k % 4 == 1 || k % 4 == 2);
+        std::vector<double> prio(n);
+        for (int i = 0; i < n; i++) {
+            prio[i] = 1.0 - static_cast<double>(i) / n;
+            if (!exact && o_.reorder) prio[i] += (rng_.uniform() - 0.5) * (k % 2 ? 0.02 : 0.2);
+            if (updates_early && p_.g->node(p_.order[i]).optimizer) prio[i] += 2;
+        }
+        return prio;
+    }
+
     // Recomputation bits: none in the exact seeds (they are the plans without
-    // recomputation), each set with probability 1/4 in the others.
+    // recomputation); in seeds 2 and 3 of every four others, every activation
+    // cheaper to recompute than to bring back over the link (repaired down to
+    // what can run), and in seed 0 of four each with probability 1/4.
     std::vector<uint8_t> seed_drop(int k, bool exact) {
         if (!o_.recompute || p_.recompute_bufs.empty()) return {};
         std::vector<uint8_t> bits(p_.recompute_bufs.size(), 0);
-        if (!exact && k % 2 == 0)
+        if (!exact && (k % 4 == 2 || k % 4 == 3)) {
+            for (size_t i = 0; i < bits.size(); i++) bits[i] = cheaper_to_recompute(p_.recompute_bufs[i]);
+        } else if (!exact && k % 4 == 0) {
             for (uint8_t &b : bits) b = rng_.uniform() < 0.25;
+        }
         return bits;
+    }
+
+    // Whether recomputing buffer b takes its producer less time than
+    // bringing it back over the link would.
+    bool cheaper_to_recompute(int b) const {
+        const Buffer &bf = p_.bufs[b];
+        return p_.node_time[bf.producer] < static_cast<double>(bf.raw_bytes) / p_.h2d;
     }
 
     // Whether the genome's host bits are searched (auto) rather than fixed.
@@ -367,10 +406,29 @@ private:
     Rng rng_;
     std::vector<Workspace> ws_;  // per thread (SwapOptions::threads)
     std::vector<int> succ_begin_, succ_;
+    std::vector<int> drop_index_;  // per buffer: its index in Prepared::recompute_bufs, or -1
     int64_t max_pin_ = 0;
     std::unordered_map<uint64_t, double> cache_;
     int64_t candidates_ = 0;
 };
+
+}  // namespace
+
+bool schedule_repairing(Scheduler &sched, const Prepared &p, const std::vector<NodeId> &order, const Classes &c,
+                        Layout &layout, int max_repairs, Schedule &out, std::vector<int> *cleared) {
+    for (int repairs = 0;; repairs++) {
+        try {
+            sched.run(p, order, c, layout, SwapPolicy::Advisor, out);
+            return true;
+        } catch (const RecomputeInfeasible &e) {
+            if (repairs == max_repairs || e.blame < 0 || !layout.recompute[e.blame]) return false;
+            layout.recompute[e.blame] = 0;
+            if (cleared) cleared->push_back(e.blame);
+        }
+    }
+}
+
+namespace {
 
 // The baselines' layout: demand-proportional pools, with the best of a few
 // pinned fractions, so that they are compared at their best.

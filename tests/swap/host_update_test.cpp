@@ -144,6 +144,36 @@ TEST(HostUpdates, UpdatesThatCannotFitGoToTheHost) {
     EXPECT_EQ(min_swap_budget(no_times, HostUpdates::Auto), on_device);
 }
 
+// The search's first population already overlaps host updates with the
+// backward pass: with no generations and only the exact seeds (no random
+// perturbation), a plan that may reorder runs some update before the last
+// backward operator, and beats the best plan of the given order (every
+// update after the backward pass, one after another on the host stream).
+TEST(HostUpdates, SeedsRunUpdatesAsTheirGradientsAreReady) {
+    AdamMlp m;
+    build_adam_mlp(m);
+    SwapProblem q = m.problem;
+    q.budget = min_swap_budget(m.problem, HostUpdates::All);
+    SwapOptions o;
+    o.host_updates = HostUpdates::All;
+    o.generations = 0;
+    o.population = 6;
+    o.reorder = false;
+    SwapPlan given = plan_swaps(q, o);
+    o.reorder = true;
+    SwapPlan seeded = plan_swaps(q, o);
+    EXPECT_EQ(check_message(m.g, seeded), "passed");
+    int last_backward = -1, first_update = -1;
+    for (size_t i = 0; i < seeded.steps.size(); i++) {
+        const SwapStep &s = seeded.steps[i];
+        if (s.kind == SwapStep::Kind::Compute && m.g.node(s.node).backward) last_backward = static_cast<int>(i);
+        if (s.kind == SwapStep::Kind::HostUpdate && first_update < 0) first_update = static_cast<int>(i);
+    }
+    ASSERT_GE(first_update, 0);
+    EXPECT_LT(first_update, last_backward);
+    EXPECT_LT(seeded.time_s, given.time_s);
+}
+
 // A host update that no longer waits for its gradient's swap-out, and one
 // whose gradient is never swapped out, are rejected, naming the step.
 TEST(HostUpdates, CheckRejectsRacesOnHostMemory) {

@@ -246,6 +246,40 @@ TEST(SwapSchedule, PiecesAndSpansPassTheCheckerAndSwapLess) {
                 static_cast<long long>(split_in), static_cast<long long>(whole_in));
 }
 
+// Random graphs whose every forward activation is dropped, at the fewest
+// slots: where the recomputations cannot run, the scheduler blames a buffer
+// that was dropped, and clearing what it blames (schedule_repairing) ends in
+// a plan that passes the independent checker.
+TEST(SwapSchedule, RepairsClearOnlyDroppedBuffersAndEndFeasible) {
+    std::mt19937 rng(11);
+    int repaired = 0;
+    for (int trial = 0; trial < 30; trial++) {
+        Graph g = random_uniform_graph(rng, 10 + trial % 7);
+        Prepared p = prepare(uniform_problem(g, 1 << 20), SwapPolicy::Advisor, true);
+        p.classes = make_classes(p, -1, 16);
+        Layout layout;
+        choose_pins(p, 0, layout);
+        layout.slots = min_slots(p, p.classes, layout.pin);
+        layout.split = true;
+        layout.recompute = p.recomputable;
+        const std::vector<uint8_t> dropped = layout.recompute;
+        Scheduler s;
+        Schedule out;
+        std::vector<int> cleared;
+        const int bits = static_cast<int>(p.recompute_bufs.size());
+        ASSERT_TRUE(schedule_repairing(s, p, p.order, p.classes, layout, bits, out, &cleared)) << "trial " << trial;
+        for (int b : cleared) {
+            EXPECT_TRUE(dropped[b]) << "trial " << trial << " cleared buffer " << b << ", which was not dropped";
+            EXPECT_FALSE(layout.recompute[b]);
+        }
+        check_swap_plan(g, make_plan(p, p.order, p.classes, layout, SwapPolicy::Advisor, out),
+                        "trial " + std::to_string(trial));
+        repaired += !cleared.empty();
+    }
+    EXPECT_GT(repaired, 0);  // else the cases test nothing
+    std::printf("%d of 30 layouts needed repairs\n", repaired);
+}
+
 // Three streams, hand-computed: compute a (1 s), a swap-out of 100 bytes at
 // 100 B/s (1 s) after it, a swap-in of 200 bytes (2 s) after the swap-out,
 // and compute b (1 s) after the swap-in.
