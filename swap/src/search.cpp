@@ -16,7 +16,8 @@
 //     activation: dropped and recomputed when evicted, instead of swapped.
 //     Where a candidate's recomputations cannot run, the bit the scheduler
 //     blames is cleared, in the candidate too, until they can (at most
-//     kRepairs bits; past that it scores as infinitely slow).
+//     kRepairs bits a child, as many as the time limit allows a seed; past
+//     that it scores as infinitely slow).
 // The fitness is the simulated iteration time of the schedule the swap
 // scheduler makes for it. A generation's children are made in turn (one
 // random stream) and then scored on SwapOptions::threads threads, each with
@@ -163,32 +164,37 @@ public:
     }
 
     // The simulated step of what w holds decoded from g (infinite where its
-    // recomputations cannot run even after max_repairs repairs, whose
-    // cleared bits go back into g: children stay feasible, near their parents).
-    double score(Genome &g, Workspace &w, int max_repairs = kRepairs) const {
+    // recomputations cannot run even after kRepairs repairs, whose cleared
+    // bits go back into g: children stay feasible, near their parents). A
+    // seed goes on repairing, kRepairs bits at a time, until the time limit.
+    double score(Genome &g, Workspace &w, bool seed) const {
         w.cleared.clear();
-        const bool ok = schedule_repairing(w.sched, p_, w.order, p_.classes, w.layout, max_repairs, w.schedule,
-                                           &w.cleared);
+        bool ok = false;
+        for (size_t before = 0;; before = w.cleared.size()) {
+            ok = schedule_repairing(w.sched, p_, w.order, p_.classes, w.layout, kRepairs, w.schedule, &w.cleared);
+            const bool more = w.cleared.size() - before == static_cast<size_t>(kRepairs);
+            if (ok || !seed || !more || seconds_since(t0_) >= o_.time_limit_s) break;
+        }
         for (int b : w.cleared) g.drop[drop_index_[b]] = 0;
         return ok ? simulate_schedule(p_, w.schedule, w.end) : std::numeric_limits<double>::infinity();
     }
 
     // Sets g's fitness, from the cache or scored in w; `key` gets its key.
     // Returns whether the cache had it.
-    bool fitness(Genome &g, Workspace &w, uint64_t &key, int max_repairs = kRepairs) const {
+    bool fitness(Genome &g, Workspace &w, uint64_t &key, bool seed = false) const {
         key = decode(g, w);
         auto it = cache_.find(key);
         if (it != cache_.end()) {
             g.fit = it->second;
             return true;
         }
-        g.fit = score(g, w, max_repairs);
+        g.fit = score(g, w, seed);
         return false;
     }
 
-    double evaluate(Genome &g, int max_repairs = kRepairs) {
+    double evaluate(Genome &g, bool seed) {
         uint64_t key = 0;
-        if (!fitness(g, ws_[0], key, max_repairs)) remember(key, g.fit);
+        if (!fitness(g, ws_[0], key, seed)) remember(key, g.fit);
         return g.fit;
     }
 
@@ -232,7 +238,7 @@ public:
             g.weight = demand_weights(p_, p_.classes, tmp.pin);
             if (!exact)
                 for (double &w : g.weight) w *= std::exp((rng_.uniform() - 0.5) * 2);
-            evaluate(g, static_cast<int>(g.drop.size()));  // repaired as far as it takes
+            evaluate(g, true);
             pop.push_back(std::move(g));
             out_of_time = timed_out();
         }
@@ -240,7 +246,8 @@ public:
     }
 
     SwapPlan run() {
-        auto t0 = Clock::now();
+        t0_ = Clock::now();
+        const Clock::time_point t0 = t0_;
         int n = static_cast<int>(p_.order.size());
         int nc = static_cast<int>(p_.classes.bytes.size());
         int pop_size = std::max(2, o_.population);
@@ -406,7 +413,8 @@ private:
     Rng rng_;
     std::vector<Workspace> ws_;  // per thread (SwapOptions::threads)
     std::vector<int> succ_begin_, succ_;
-    std::vector<int> drop_index_;  // per buffer: its index in Prepared::recompute_bufs, or -1
+    std::vector<int> drop_index_;
+    Clock::time_point t0_;  // when run() started  // per buffer: its index in Prepared::recompute_bufs, or -1
     int64_t max_pin_ = 0;
     std::unordered_map<uint64_t, double> cache_;
     int64_t candidates_ = 0;
