@@ -16,8 +16,8 @@
 //     activation: dropped and recomputed when evicted, instead of swapped.
 //     Where a candidate's recomputations cannot run, the bit the scheduler
 //     blames is cleared, in the candidate too, until they can (at most
-//     kRepairs bits a child, as many as the time limit allows a seed; past
-//     that it scores as infinitely slow).
+//     kRepairs bits a child, and a seed as many as half the time limit
+//     allows; past that it scores as infinitely slow).
 // The fitness is the simulated iteration time of the schedule the swap
 // scheduler makes for it. A generation's children are made in turn (one
 // random stream) and then scored on SwapOptions::threads threads, each with
@@ -166,14 +166,15 @@ public:
     // The simulated step of what w holds decoded from g (infinite where its
     // recomputations cannot run even after kRepairs repairs, whose cleared
     // bits go back into g: children stay feasible, near their parents). A
-    // seed goes on repairing, kRepairs bits at a time, until the time limit.
+    // seed goes on repairing, kRepairs bits at a time, until half the time
+    // limit has gone (the rest is the generations').
     double score(Genome &g, Workspace &w, bool seed) const {
         w.cleared.clear();
         bool ok = false;
         for (size_t before = 0;; before = w.cleared.size()) {
             ok = schedule_repairing(w.sched, p_, w.order, p_.classes, w.layout, kRepairs, w.schedule, &w.cleared);
             const bool more = w.cleared.size() - before == static_cast<size_t>(kRepairs);
-            if (ok || !seed || !more || seconds_since(t0_) >= o_.time_limit_s) break;
+            if (ok || !seed || !more || seconds_since(t0_) >= o_.time_limit_s / 2) break;
         }
         for (int b : w.cleared) g.drop[drop_index_[b]] = 0;
         return ok ? simulate_schedule(p_, w.schedule, w.end) : std::numeric_limits<double>::infinity();

@@ -570,6 +570,10 @@ void check_recomputation(const std::string &spec, int64_t batch, double link_byt
         pr.host_node_time_s = pr.node_time_s;
         if (min_swap_budget(pr, HostUpdates::Auto) > pr.budget) continue;
         SwapOptions o = recomputing(HostUpdates::Auto, 40, 16);
+        // The generations end the search, not quick()'s 5 s: under a
+        // sanitizer that cut it before the seeds that drop activations were
+        // repaired, and the lstm's plan then recomputed nothing.
+        o.time_limit_s = 600;
         SwapPlan plan = plan_swaps(pr, o);
         for (const SwapStep &st : plan.steps) {
             recomputed += st.kind == SwapStep::Kind::Recompute;
