@@ -414,8 +414,8 @@ private:
     Rng rng_;
     std::vector<Workspace> ws_;  // per thread (SwapOptions::threads)
     std::vector<int> succ_begin_, succ_;
-    std::vector<int> drop_index_;
-    Clock::time_point t0_;  // when run() started  // per buffer: its index in Prepared::recompute_bufs, or -1
+    std::vector<int> drop_index_;  // per buffer: its index in Prepared::recompute_bufs, or -1
+    Clock::time_point t0_;         // when run() started
     int64_t max_pin_ = 0;
     std::unordered_map<uint64_t, double> cache_;
     int64_t candidates_ = 0;
