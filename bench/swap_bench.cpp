@@ -28,7 +28,6 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -37,6 +36,7 @@
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/profile.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/host_threads.h"
 #include "tessera/models/zoo.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/size.h"
@@ -58,7 +58,7 @@ struct Args {
     HostUpdates host_updates = HostUpdates::Auto;  // for the advisor
     bool recompute = true;                         // for the advisor
     // The advisor's scoring threads: as tessera-plan, one per hardware thread, at most 8.
-    int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    int threads = tessera::host_planning_threads();
 };
 
 [[noreturn]] void usage(const std::string &msg) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/host_threads.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/pipeline/run_plan.h"
@@ -140,7 +141,7 @@ void simulate_into(const std::vector<RankRun> &runs, const Machine &machine, con
 // each rank writes only its own result, so the order of the threads changes
 // nothing in the output. The first exception a rank throws is rethrown.
 void for_each_rank(int n, const std::function<void(int)> &work, const std::function<void(int)> &progress) {
-    const int threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    const int threads = tessera::host_planning_threads();
     std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
     auto guarded = [&](int r) {
         try {

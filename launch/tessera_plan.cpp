@@ -16,7 +16,6 @@
 // report it).
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -24,7 +23,6 @@
 #include <functional>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -33,6 +31,7 @@
 #include "cli_exit.h"
 #include "partition_flags.h"
 #include "tessera/atomic_file.h"
+#include "tessera/host_threads.h"
 #include "tessera/error.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/lang/strategy.h"
@@ -133,7 +132,7 @@ TrainingGraph training_graph(const PlanRequest &r) {
 // them (SwapSpec::threads).
 tessera::SwapOptions with_search_threads() {
     tessera::SwapOptions o;
-    o.threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+    o.threads = tessera::host_planning_threads();
     return o;
 }
 

@@ -33,6 +33,28 @@ OpKind op_from_name(const std::string &name) {
     fail("unknown operator '", name, "'; valid operators are: ", valid.str());
 }
 
+bool op_may_overwrite_input(OpKind k, int input) {
+    switch (k) {
+    case OpKind::BiasAdd: return input == 0;
+    case OpKind::Add:
+    case OpKind::Sub:
+    case OpKind::Mul:
+    case OpKind::Scale:
+    case OpKind::Relu:
+    case OpKind::ReluGrad:
+    case OpKind::Gelu:
+    case OpKind::GeluGrad:
+    case OpKind::Tanh:
+    case OpKind::TanhGrad:
+    case OpKind::Sigmoid:
+    case OpKind::SigmoidGrad:
+    case OpKind::Erf:
+    case OpKind::ErfGrad:
+    case OpKind::Dropout: return input >= 0 && input < op_info(k).max_inputs;
+    default: return false;
+    }
+}
+
 std::string OpCall::who() const {
     std::string s = op_name(kind);
     if (!name.empty()) s += " '" + name + "'";

@@ -62,13 +62,17 @@ private:
     void close_stay(int k);
     void touch(int k, int i, int s);
     void check_overwrite(int i, int s, const Stay &old, const std::string &what) const;
-    int claim(int i, int s, TensorId r, int64_t offset, int64_t bytes, const std::vector<TensorId> &busy);
+    // `busy`: the instruction's operands, which it must not write over, but
+    // for `over`, an input its element-wise output may overwrite exactly.
+    int claim(int i, int s, TensorId r, int64_t offset, int64_t bytes, const std::vector<TensorId> &busy,
+              TensorId over = kNoTensor);
     void check_slot(int i, TensorId t, int64_t offset, int64_t bytes, const char *what) const;
     void check_written(int i, int s, const Point &writer, TensorId r, const char *verb, const char *what) const;
     void compute(int i, int s);
     void host_compute(int i, int s);
     void check_fresh(int i, int k, const char *verb) const;
     int compute_output(int i, int s, TensorId t, const std::vector<TensorId> &in_roots);
+    TensorId overwritable_input(int i, int64_t off) const;
     void swap_out(int i, int s);
     void swap_in(int i, int s);
     void check_swap(int i, TensorId r) const;
@@ -162,7 +166,8 @@ void Replay::check_overwrite(int i, int s, const Stay &old, const std::string &w
 }
 
 // A new stay of `r` at [offset, +bytes): what it overlaps is gone.
-int Replay::claim(int i, int s, TensorId r, int64_t offset, int64_t bytes, const std::vector<TensorId> &busy) {
+int Replay::claim(int i, int s, TensorId r, int64_t offset, int64_t bytes, const std::vector<TensorId> &busy,
+                  TensorId over) {
     if (stay_of_[r] >= 0) close_stay(stay_of_[r]);
     std::vector<int> hit;
     auto it = by_offset_.lower_bound(offset);
@@ -177,7 +182,8 @@ int Replay::claim(int i, int s, TensorId r, int64_t offset, int64_t bytes, const
         TESSERA_CHECK(old.born_at >= 0, where(i), " writes ", name(r), " at ", region, ", over the pinned ",
                       name(old.root), " at [", old.offset, ", ", old.offset + old.bytes,
                       "), which must keep its value all step");
-        bool same = old.born_at == i || std::find(busy.begin(), busy.end(), old.root) != busy.end();
+        const bool exact = old.root == over && old.offset == offset && old.bytes == bytes;
+        bool same = old.born_at == i || (!exact && std::find(busy.begin(), busy.end(), old.root) != busy.end());
         TESSERA_CHECK(!same, where(i), " writes ", name(r), " at ", region, ", over ", name(old.root), " at [",
                       old.offset, ", ", old.offset + old.bytes, "), which the same instruction uses");
         check_overwrite(i, s, old, detail::concat("writes ", name(r), " at ", region, ", over"));
@@ -200,6 +206,20 @@ void Replay::check_written(int i, int s, const Point &writer, TensorId r, const 
                   named(writer.instr), " writes with no ", between(), " them", race(i, writer));
 }
 
+// The input that instruction i's output, at arena offset `off`, may write
+// over (op_may_overwrite_input): the one that lives exactly there; kNoTensor
+// when none does.
+TensorId Replay::overwritable_input(int i, int64_t off) const {
+    const Node &node = g_.node(p_.instructions[i].node);
+    if (node.comm || node.outputs.size() != 1) return kNoTensor;
+    for (size_t k = 0; k < node.inputs.size(); k++) {
+        const TensorId r = storage_root(g_, node.inputs[k]);
+        if (!op_may_overwrite_input(node.call.kind, static_cast<int>(k)) || stay_of_[r] < 0) continue;
+        if (stays_[stay_of_[r]].offset == off) return r;
+    }
+    return kNoTensor;
+}
+
 // An output of a compute instruction: in place (the stay goes on, with new
 // contents) or a new stay where the program or the plan places it.
 int Replay::compute_output(int i, int s, TensorId t, const std::vector<TensorId> &in_roots) {
@@ -217,7 +237,7 @@ int Replay::compute_output(int i, int s, TensorId t, const std::vector<TensorId>
                   ", which has no storage: neither the program's place nor the memory plan gives it an arena offset");
     int64_t bytes = g_.tensor(t).type.bytes();
     check_slot(i, t, off, bytes, "writes");
-    return claim(i, s, r, off, bytes, in_roots);
+    return claim(i, s, r, off, bytes, in_roots, overwritable_input(i, off));
 }
 
 void Replay::compute(int i, int s) {
@@ -246,7 +266,8 @@ void Replay::compute(int i, int s) {
         v.touch_end = std::max(v.touch_end, stays_[k].offset + g_.tensor(t).type.bytes());
         written.push_back(k);
     }
-    for (TensorId r : in_roots) touch(stay_of_[r], i, s);
+    for (TensorId r : in_roots)
+        if (stay_of_[r] >= 0) touch(stay_of_[r], i, s);  // else an output wrote over it
     for (int k : written) {
         touch(k, i, s);
         stays_[k].writer = here(i, s);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -65,6 +66,10 @@ struct Prepared {
     // forward activations whose producer has that one output of its own.
     std::vector<int> recompute_bufs;
     std::vector<uint8_t> recomputable;  // per buffer: one of recompute_bufs
+    // Per NodeId: the buffers of inputs whose slot the node's output may
+    // take when the node reads them for the last time (an element-wise
+    // operator, input and output of one size); -1: none.
+    std::vector<std::array<int, 2>> overwrites;
     int64_t budget = 0;
     double h2d = 0, d2h = 0;
     std::vector<Buffer> bufs;
@@ -216,6 +221,7 @@ private:
     void unplace_for_restart(const Prepared &p, const Classes &c, int i, Schedule &out);
     int move_smaller(const Prepared &p, const Classes &c, int i, size_t q, int cls, Schedule &out);
     int slot_to_evict(int k, int protect_from, SwapPolicy policy) const;
+    void hand_over_slot(const Prepared &p, int i, Schedule &out);
     void wait_for_region(Schedule &out, int s, const std::vector<int> &history, std::vector<int> *into = nullptr);
     void occupy(int s, int b);
     void vacate(int s);
@@ -275,6 +281,8 @@ private:
     int last_swapin_key_ = 0;
     int n_ = 0;
     NodeId current_ = kNoNode;  // the operator being placed
+    int handed_to_ = -1;         // the current operator's output in the slot of an input it overwrites
+    bool overwrite_on_ = false;  // outputs may take their inputs' slots (the advisor's split layouts)
 };
 
 // Runs the advisor's scheduler; where the layout's recomputations cannot run,

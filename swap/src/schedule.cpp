@@ -18,6 +18,9 @@
 //     own previous residency, and never before an earlier swap-in (the
 //     swap-in stream is FIFO in operator need). Lru and Vdnn swap in on demand
 //     instead: before the operator, once the operator before it is done.
+//   * The advisor lets an element-wise operator's output take the slot of an
+//     input it reads for the last time (op_may_overwrite_input), so that the
+//     two need one slot between them, not two.
 //   * A buffer is freed after its last use in the step; host-homed persistent
 //     buffers that the step wrote are swapped out first, so that every
 //     host-homed buffer ends the step in host memory, up to date.
@@ -218,6 +221,24 @@ static void find_recomputable(Prepared &p) {
         if (node.comm || node.outputs.size() != 1 || node.outputs[0] != bf.root) continue;
         p.recompute_bufs.push_back(static_cast<int>(b));
         p.recomputable[b] = 1;
+    }
+}
+
+// Per node, the inputs whose slot its output may take (Prepared::overwrites).
+static void find_overwrites(Prepared &p) {
+    const Graph &g = *p.g;
+    p.overwrites.assign(g.num_nodes(), {-1, -1});
+    for (NodeId n : p.order) {
+        const Node &node = g.node(n);
+        if (node.comm || node.outputs.size() != 1) continue;
+        const int y = p.buf_of_tensor[node.outputs[0]];
+        if (y < 0 || p.bufs[y].persistent || p.bufs[y].root != node.outputs[0]) continue;
+        int found = 0;
+        for (int k = 0; k < static_cast<int>(node.inputs.size()) && found < 2; k++) {
+            const int x = p.buf_of_tensor[node.inputs[k]];
+            if (!op_may_overwrite_input(node.call.kind, k) || x < 0 || x == y || p.bufs[x].persistent) continue;
+            if (p.bufs[x].raw_bytes == p.bufs[y].raw_bytes && (found == 0 || p.overwrites[n][0] != x)) p.overwrites[n][found++] = x;
+        }
     }
 }
 
@@ -432,6 +453,7 @@ Prepared prepare(const SwapProblem &problem, SwapPolicy policy, bool check_budge
     build_buffers(p);
     find_host_nodes(problem, host != HostUpdates::Off && policy == SwapPolicy::Advisor, p);
     find_recomputable(p);
+    find_overwrites(p);
     for (NodeId n : p.host_nodes)
         p.host_fixed[n] = host == HostUpdates::All || !check_budget || working_set(p, n) > p.budget;
     if (problem.homes_from && policy != SwapPolicy::Ideal) take_homes(problem, p);
@@ -533,6 +555,12 @@ int Scheduler::swap_out(const Prepared &p, int b, Schedule &out) {
 
 void Scheduler::release(const Prepared &p, int b, Schedule &out) {
     int s = slot_of_[b];
+    if (occ_[s] != b) {  // an output overwrote it (hand_over_slot): dead, its slot no longer its own
+        if (!host_valid_[b] && recompute_on_ && p.recomputable[b]) dropped_[b] = kFreedDrop;
+        slot_of_[b] = -1;
+        resid_swapin_[b] = resid_swapout_[b] = resid_last_compute_[b] = -1;
+        return;
+    }
     // A dropped buffer's producer will read this one again.
     bool future = use_ptr_[b] < use_end_[b] || held_[b] > 0;
     if (!host_valid_[b] && future && may_drop_[b] && use_ptr_[b] < use_end_[b]) {
@@ -689,6 +717,7 @@ void Scheduler::reset(const Prepared &p, const std::vector<NodeId> &order, const
     dropped_.assign(nb, 0);
     held_.assign(nb, 0);
     recompute_on_ = !layout.recompute.empty();
+    overwrite_on_ = layout.split && policy == SwapPolicy::Advisor;
     recomputing_.clear();
     last_recomputed_ = -1;
     node_pos_.assign(p.g->num_nodes(), -1);
@@ -732,6 +761,7 @@ void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout
     const int ub = p.use_begin[n], ue = p.use_begin[n + 1];
     pending_deps_.clear();
     spans_off_ = false;
+    hand_over_slot(p, i, out);
     queue_operands(p, c);
     size_t q = 0;
     while (q < need_.size()) q = place_operand(p, c, layout, i, q, policy, out) ? q + 1 : 0;
@@ -741,6 +771,31 @@ void Scheduler::place_operands(const Prepared &p, const Classes &c, const Layout
         if (pinned_[b]) continue;
         if (resid_swapin_[b] >= 0) pending_deps_.push_back(std::exchange(resid_swapin_[b], -1));
         if (u.write && resid_swapout_[b] >= 0) pending_deps_.push_back(std::exchange(resid_swapout_[b], -1));
+    }
+}
+
+// An element-wise operator that reads an input for the last time may write
+// its output over it (Prepared::overwrites): the output takes the input's
+// slot, and the operator waits for a swap-out still reading it. The input
+// stays usable until the operator has run (release then only forgets it).
+void Scheduler::hand_over_slot(const Prepared &p, int i, Schedule &out) {
+    handed_to_ = -1;
+    const NodeId n = current_;
+    if (!overwrite_on_ || p.overwrites[n][0] < 0) return;
+    const int y = p.buf_of_tensor[p.g->node(n).outputs[0]];
+    if (slot_of_[y] >= 0 || pinned_[y]) return;
+    for (int x : p.overwrites[n]) {
+        if (x < 0 || pinned_[x]) continue;
+        const int s = slot_of_[x];
+        if (s < 0 || is_span(s) || use_ptr_[x] + 1 != use_end_[x] || held_[x] > 0) continue;
+        slot_of_[y] = s;
+        occ_[s] = y;
+        placed_at_[y] = i;
+        resid_swapin_[y] = resid_swapout_[y] = resid_last_compute_[y] = -1;
+        if (resid_swapout_[x] >= 0) pending_deps_.push_back(std::exchange(resid_swapout_[x], -1));
+        if (out.produce_at[y] < 0) out.produce_at[y] = slot_offset_[s];
+        handed_to_ = y;
+        return;
     }
 }
 
@@ -794,7 +849,7 @@ void Scheduler::unplace_for_restart(const Prepared &p, const Classes &c, int i, 
     spans_off_ = true;
     for (int k = p.use_begin[current_]; k < p.use_begin[current_ + 1]; k++) {
         const int a = p.uses[k].buf, s = slot_of_[a];
-        if (s < 0 || pinned_[a] || (placed_at_[a] != i && !is_span(s))) continue;
+        if (s < 0 || pinned_[a] || a == handed_to_ || (placed_at_[a] != i && !is_span(s))) continue;
         if (placed_at_[a] == i && !p.uses[k].read) {
             if (p.bufs[a].producer == current_ && out.produce_at[a] == slot_offset_[s]) out.produce_at[a] = -1;
             vacate(s);

@@ -214,7 +214,17 @@ void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &no
                 high = std::max(high, loc[r] + raw[r]);
             };
             for (TensorId t : n.inputs) touch(t);
-            for (TensorId t : n.outputs) touch(t);
+            for (TensorId t : n.outputs) {
+                // An output written over an input (hand_over_slot): the
+                // input's bytes become the output's when the step starts.
+                const TensorId r = storage_root(g, t);
+                auto it = loc[r] < 0 && plan.pinned[r] < 0 ? occ.find(plan.produce_at[r]) : occ.end();
+                if (it != occ.end() && std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId x) {
+                        return storage_root(g, x) == it->second;
+                    }))
+                    r_end[it->second] = s.start_s;
+                touch(t);
+            }
         }
     }
     for (TensorId r = 0; r < nt; r++) close(r);

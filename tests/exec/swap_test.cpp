@@ -18,6 +18,7 @@
 #include "tessera/exec/executor.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
+#include "tessera/program/verify.h"
 #include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
 
@@ -499,11 +500,33 @@ void expect_run_matches_plan(const std::vector<StepStats> &stats, const SwapPlan
     }
 }
 
+// How many compute instructions of `run`'s training program write their
+// output over one of their inputs (op_may_overwrite_input), as the verifier
+// places them.
+int overwrites_in(const Graph &g, const SwapRun &run) {
+    const std::vector<VerifiedInstruction> v = verify_program(g, run.train, run.memory);
+    int n = 0;
+    for (size_t i = 0; i < v.size(); i++) {
+        const Instruction &in = run.train.instructions[i];
+        if (in.kind != Instruction::Kind::Compute || v[i].outputs.size() != 1) continue;
+        for (size_t k = 0; k < v[i].inputs.size(); k++)
+            if (v[i].inputs[k] == v[i].outputs[0]) {
+                EXPECT_TRUE(op_may_overwrite_input(g.node(in.node).call.kind, static_cast<int>(k)))
+                    << g.node(in.node).call.who() << " writes over its input " << k;
+                n++;
+                break;
+            }
+    }
+    return n;
+}
+
 // Trains `spec` unswapped and at budgets of 1/2, 1/4, 1/8 and 1/12 of
 // plan_memory's arena (those down to 1/deepest_ratio must be feasible; the
 // others run when min_swap_budget allows), and at min_swap_budget itself,
 // with the given policy: losses and every persistent tensor must match bit for bit, and
-// the measured memory and swap traffic must be what the plan says.
+// the measured memory and swap traffic must be what the plan says. The
+// advisor's plans write element-wise outputs over inputs they read for the
+// last time; the baselines' never do.
 void check_model(const std::string &spec, int64_t batch, SwapPolicy policy, int deepest_ratio, int steps = 2) {
     for (auto opt : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam}) {
         Graph g = training_graph(spec, batch, opt);
@@ -511,7 +534,7 @@ void check_model(const std::string &spec, int64_t batch, SwapPolicy policy, int 
         Trace want = train_unswapped(g, steps);
         const int64_t full = plan_memory(g, default_order(g)).arena_bytes;
         const int64_t least = min_swap_budget(problem_for(g, default_order(g), full));
-        int planned = 0;
+        int planned = 0, overwrites = 0;
         // 0 stands for the tightest budget there is, min_swap_budget itself.
         for (int ratio : {2, 4, 8, 12, 0}) {
             int64_t budget = ratio ? align64(full / ratio) : least;
@@ -523,6 +546,7 @@ void check_model(const std::string &spec, int64_t batch, SwapPolicy policy, int 
             SwapPlan plan = plan_swaps(problem_for(g, default_order(g), budget), quick(policy));
             SwapRun run = build_swap_run(g, plan);
             ASSERT_EQ(run.memory.arena_bytes, budget) << what;
+            overwrites += overwrites_in(g, run);
             CpuDevice dev(budget);
             Executor ex(g, dev, run.memory);
             Trace got = train(ex, run.train, steps);
@@ -531,8 +555,11 @@ void check_model(const std::string &spec, int64_t batch, SwapPolicy policy, int 
             EXPECT_GT(got.stats[0].swap_in_bytes + got.stats[0].swap_out_bytes, 0) << what << ": nothing swapped";
             planned++;
         }
-        std::printf("%s: arena %lld, min_swap_budget %lld (1/%.1f), %d budgets run\n", name.c_str(),
-                    static_cast<long long>(full), static_cast<long long>(least), double(full) / double(least), planned);
+        if (policy == SwapPolicy::Advisor) EXPECT_GT(overwrites, 0) << name << ": no output written over an input";
+        else EXPECT_EQ(overwrites, 0) << name;
+        std::printf("%s: arena %lld, min_swap_budget %lld (1/%.1f), %d budgets run, %d outputs over inputs\n",
+                    name.c_str(), static_cast<long long>(full), static_cast<long long>(least),
+                    double(full) / double(least), planned, overwrites);
     }
 }
 
@@ -652,6 +679,46 @@ TEST(SwapPlanned, RecomputationRegeneratesFreedInputs) {
     }
     EXPECT_GT(chains, 0) << "no drop choice regenerated a freed input (" << infeasible << " of "
                          << p.recompute_bufs.size() << " were infeasible)";
+}
+
+// The verifier accepts an output written over an input only for an
+// element-wise operator, exactly over that input. An advisor's plan for the
+// mlp has such outputs; moving one 64 bytes up, or giving a matmul's output
+// the offset of an input of its size, is refused.
+TEST(SwapPlanned, OutputsOverInputsMustBeElementWiseAndExact) {
+    Graph g = training_graph("mlp:layers=16,hidden=64,input=64,classes=10", 16, OptimizerConfig::Kind::Adam);
+    const int64_t full = plan_memory(g, default_order(g)).arena_bytes;
+    SwapPlan plan = plan_swaps(problem_for(g, default_order(g), align64(full / 4)), quick(SwapPolicy::Advisor));
+    SwapRun run = build_swap_run(g, plan);
+    const std::vector<VerifiedInstruction> v = verify_program(g, run.train, run.memory);
+    auto expect_refused = [&](TensorId out, TensorId in, int64_t offset, const std::string &what) {
+        Program bad = run.train;
+        bad.place[static_cast<size_t>(out)] = offset;
+        std::string msg = error_of([&] { verify_program(g, bad, run.memory); });
+        EXPECT_NE(msg.find("writes '" + g.tensor(out).name + "' at arena [" + std::to_string(offset) + ", "),
+                  std::string::npos) << what << ": " << msg;
+        EXPECT_NE(msg.find("over '" + g.tensor(in).name + "' at ["), std::string::npos) << what << ": " << msg;
+        EXPECT_NE(msg.find("which the same instruction uses"), std::string::npos) << what << ": " << msg;
+    };
+    const std::vector<bool> persistent = persistent_tensors(g);
+    bool shifted = false, matmul = false;
+    for (size_t i = 0; i < v.size(); i++) {
+        const Instruction &in = run.train.instructions[i];
+        if (in.kind != Instruction::Kind::Compute || in.offset >= 0 || v[i].outputs.size() != 1) continue;
+        const Node &node = g.node(in.node);
+        for (size_t k = 0; k < v[i].inputs.size(); k++) {
+            const TensorId x = node.inputs[k], y = node.outputs[0];
+            if (g.tensor(x).type.bytes() != g.tensor(y).type.bytes() || persistent[x]) continue;
+            if (!shifted && v[i].outputs[0] == v[i].inputs[k]) {
+                expect_refused(y, x, v[i].inputs[k] + 64, node.call.who() + " 64 bytes up");
+                shifted = true;
+            } else if (!matmul && node.call.kind == OpKind::Matmul) {
+                expect_refused(y, x, v[i].inputs[k], node.call.who() + " over its input");
+                matmul = true;
+            }
+        }
+    }
+    EXPECT_TRUE(shifted && matmul);
 }
 
 // build_swap_run refuses plans that cannot share one memory plan, naming the tensor.

@@ -152,6 +152,53 @@ TEST(ElementwiseErrors, ShapeMismatch) {
                  "add 'res': input 0 has shape [2, 3] but input 1 has shape [3, 2]");
 }
 
+// The swap planner lets an element-wise operator's output take the slot of an
+// input it reads for the last time (op_may_overwrite_input). With the output
+// written over that input, every such operator must give the same bits as
+// into fresh memory: shapes long enough for the parallel split (8192-element
+// blocks) and a vector tail, and rank 4 for the other schedule.
+TEST(Elementwise, OutputOverwritingItsInputGivesTheSameBits) {
+    struct Case {
+        OpKind kind;
+        Attrs attrs;
+        std::vector<Shape> inputs;
+    };
+    const Shape flat = {40009}, rank4 = {3, 5, 7, 129};
+    std::vector<Case> cases = {{OpKind::BiasAdd, {{"axis", int64_t{3}}}, {rank4, {129}}},
+                               {OpKind::Scale, {{"alpha", -2.5}}, {flat}},
+                               {OpKind::Dropout, {{"rate", 0.3}, {"seed", int64_t{7}}}, {flat}}};
+    for (OpKind k : {OpKind::Relu, OpKind::Gelu, OpKind::Tanh, OpKind::Sigmoid, OpKind::Erf}) {
+        cases.push_back({k, {}, {flat}});
+        cases.push_back({k, {}, {rank4}});
+    }
+    for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::ReluGrad, OpKind::GeluGrad, OpKind::TanhGrad,
+                     OpKind::SigmoidGrad, OpKind::ErfGrad}) {
+        cases.push_back({k, {}, {flat, flat}});
+        cases.push_back({k, {}, {rank4, rank4}});
+    }
+    int checked = 0;
+    for (const Case &c : cases) {
+        const OpCall call{c.kind, op_name(c.kind), c.attrs};
+        std::vector<HostTensor> in;
+        for (size_t k = 0; k < c.inputs.size(); k++) in.push_back(random_tensor(c.inputs[k], 60 + k, -3, 3));
+        const std::vector<float> want = run(call, in)[0].f;
+        for (int k = 0; k < static_cast<int>(in.size()); k++) {
+            const bool may = op_may_overwrite_input(c.kind, k);
+            EXPECT_EQ(may, !(c.kind == OpKind::BiasAdd && k == 1)) << call.who() << " input " << k;
+            if (!may) continue;
+            std::vector<HostTensor> aliased = in;
+            std::vector<TensorRef> refs;
+            for (HostTensor &t : aliased) refs.push_back(t.ref());
+            run_op(call, refs, {refs[static_cast<size_t>(k)]});
+            EXPECT_EQ(aliased[static_cast<size_t>(k)].f, want) << call.who() << " written over input " << k;
+            checked++;
+        }
+    }
+    EXPECT_EQ(checked, 3 + 10 + 32);
+    for (OpKind k : {OpKind::BiasAddGrad, OpKind::Softmax, OpKind::Matmul, OpKind::LayerNorm, OpKind::Reshape})
+        EXPECT_FALSE(op_may_overwrite_input(k, 0)) << op_name(k);
+}
+
 TEST(ElementwiseErrors, BiasWrongLength) {
     expect_error(
         [] { infer_types({OpKind::BiasAdd, "fc1.bias", {{"axis", int64_t(1)}}}, {{DType::F32, {8, 64}}, {DType::F32, {32}}}); },

@@ -33,6 +33,16 @@ inline const char *op_name(OpKind k) { return op_info(k).name; }
 // Throws tessera::Error listing the valid names when `name` is unknown.
 OpKind op_from_name(const std::string &name);
 
+// Whether the output of `k` may be written over its input `input` (same
+// offset, same size): true for the element-wise operators, whose kernels
+// compute each output element from the inputs' elements at its own index and
+// read those before they write it (the CPU schedules guard vector tails with
+// an if, never recomputing elements; the GPU kernels take one element per
+// thread). bias_add only over x, not the bias. The swap planner uses it to
+// let such an output take the slot of an input read for the last time, and
+// the verifier to accept that write.
+bool op_may_overwrite_input(OpKind k, int input);
+
 // One use of an operator: what, the node's name (for errors), and its attributes.
 struct OpCall {
     OpKind kind;

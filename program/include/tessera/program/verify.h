@@ -12,7 +12,8 @@
 //   - a read, copy or overwrite that races with the instruction that wrote,
 //     or still uses, the same bytes (no event between them);
 //   - a write over a pinned persistent tensor, or over an operand of the same
-//     instruction;
+//     instruction (except an element-wise output exactly over an input it
+//     may overwrite, op_may_overwrite_input: that input is then gone);
 //   - a swap-in from a host region that does not hold the current value, or
 //     that a swap-out may still be writing;
 //   - placements and host regions outside the arena and the host area;

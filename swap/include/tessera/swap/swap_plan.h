@@ -16,7 +16,9 @@
 // update, a graph output such as the loss).
 //
 // Schedule. Given an operator order and a pool layout, the swap planner walks
-// the order. An operator needs its inputs and outputs resident. When a pool has
+// the order. An operator needs its inputs and outputs resident; the advisor
+// lets an element-wise operator write its output over an input it reads for
+// the last time (in that input's slot). When a pool has
 // no free slot, it evicts the resident buffer of that class whose next use is
 // furthest away (Belady); an evicted buffer whose host copy is stale is swapped
 // out first (its swap-out starts after its last write). A swap-in is issued as
