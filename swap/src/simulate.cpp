@@ -150,94 +150,129 @@ SwapPlan make_plan(const Prepared &p, const std::vector<NodeId> &order, const Cl
     return plan;
 }
 
+namespace {
+
+// The plan's residencies, replayed in step order: a buffer is resident from
+// its swap-in's (or producer's) start until its last use or swap-out ends,
+// whichever is later. `high` is the largest offset + raw bytes touched (the
+// device's high water); peak() the most aligned bytes resident at once.
+class Residencies {
+public:
+    Residencies(const Graph &g, const SwapPlan &plan) : g_(g), plan_(plan) {
+        const int nt = g.num_tensors();
+        bytes_.assign(nt, 0);
+        raw_.assign(nt, 0);
+        for (TensorId t = 0; t < nt; t++) {
+            TensorId r = storage_root(g, t);
+            bytes_[r] = std::max(bytes_[r], buffer_bytes(g.tensor(t).type.bytes()));
+            raw_[r] = std::max(raw_[r], g.tensor(t).type.bytes());
+        }
+        loc_.assign(nt, -1);
+        start_.assign(nt, 0);
+        end_.assign(nt, 0);
+    }
+
+    void swap_in(const SwapStep &s) {
+        open(s.tensor, s.offset, s.start_s);
+        end_[s.tensor] = s.end_s;
+        high = std::max(high, s.offset + raw_[s.tensor]);
+    }
+    void swap_out(const SwapStep &s) {
+        end_[s.tensor] = std::max(end_[s.tensor], s.end_s);
+        high = std::max(high, s.offset + raw_[s.tensor]);
+    }
+    // A compute or recomputation step (a recomputation's output: a new stay).
+    void compute(const SwapStep &s) {
+        const Node &n = g_.node(s.node);
+        if (s.kind == SwapStep::Kind::Recompute) open(s.tensor, s.offset, s.start_s);
+        for (TensorId t : n.inputs) touch(t, s);
+        for (TensorId t : n.outputs) {
+            // An output written over an input (hand_over_slot): the input's
+            // bytes become the output's when the step starts.
+            const TensorId r = storage_root(g_, t);
+            auto it = loc_[r] < 0 && plan_.pinned[r] < 0 ? occ_.find(plan_.produce_at[r]) : occ_.end();
+            if (it != occ_.end() && std::any_of(n.inputs.begin(), n.inputs.end(),
+                                                [&](TensorId x) { return storage_root(g_, x) == it->second; }))
+                end_[it->second] = s.start_s;
+            touch(t, s);
+        }
+    }
+    int64_t peak() {
+        for (TensorId r = 0; r < g_.num_tensors(); r++) close(r);
+        std::sort(events_.begin(), events_.end(), [](const auto &a, const auto &b) {
+            return a.first != b.first ? a.first < b.first : a.second < b.second;
+        });
+        int64_t cur = 0, most = 0;
+        for (const auto &e : events_) {
+            cur += e.second;
+            most = std::max(most, cur);
+        }
+        return most;
+    }
+
+    int64_t high = 0;
+
+private:
+    void close(TensorId r) {
+        if (loc_[r] < 0) return;
+        events_.push_back({start_[r], bytes_[r]});
+        events_.push_back({end_[r], -bytes_[r]});
+        auto it = occ_.find(loc_[r]);
+        if (it != occ_.end() && it->second == r) occ_.erase(it);
+        loc_[r] = -1;
+    }
+    void open(TensorId r, int64_t off, double start) {
+        auto it = occ_.find(off);
+        if (it != occ_.end()) close(it->second);
+        close(r);
+        loc_[r] = off;
+        occ_[off] = r;
+        start_[r] = end_[r] = start;
+    }
+    void touch(TensorId t, const SwapStep &s) {
+        TensorId r = storage_root(g_, t);
+        if (plan_.pinned[r] >= 0) {
+            high = std::max(high, plan_.pinned[r] + raw_[r]);
+            return;
+        }
+        if (loc_[r] < 0) {
+            if (plan_.produce_at[r] < 0) return;  // malformed; check_swap_plan says why
+            open(r, plan_.produce_at[r], s.start_s);
+        }
+        end_[r] = std::max(end_[r], s.end_s);
+        high = std::max(high, loc_[r] + raw_[r]);
+    }
+
+    const Graph &g_;
+    const SwapPlan &plan_;
+    // bytes_: what a buffer occupies (aligned); raw_: what kernels and copies
+    // touch, which is what the device measures as its high water.
+    std::vector<int64_t> bytes_, raw_, loc_;
+    std::vector<double> start_, end_;
+    std::map<int64_t, TensorId> occ_;
+    std::vector<std::pair<double, int64_t>> events_;
+};
+
+}  // namespace
+
 void finalize_plan(const Graph &g, SwapPlan &plan, const std::vector<double> &node_time, double h2d, double d2h) {
     std::vector<double> end;
     plan.time_s = run_streams(plan.steps, node_time, plan.host_node_time_s, h2d, d2h, true, end);
     plan.swap_in_bytes = plan.swap_out_bytes = 0;
-    int nt = g.num_tensors();
-    // bytes: what a buffer occupies (aligned); raw: what kernels and copies
-    // touch, which is what the device measures as its high water.
-    std::vector<int64_t> bytes(nt, 0), raw(nt, 0);
-    for (TensorId t = 0; t < nt; t++) {
-        TensorId r = storage_root(g, t);
-        bytes[r] = std::max(bytes[r], swap_detail::buffer_bytes(g.tensor(t).type.bytes()));
-        raw[r] = std::max(raw[r], g.tensor(t).type.bytes());
-    }
-    // Residencies: a buffer is resident from its swap-in's (or producer's)
-    // start until its last use or swap-out ends, whichever is later.
-    std::vector<int64_t> loc(nt, -1);
-    std::vector<double> r_start(nt, 0), r_end(nt, 0);
-    std::map<int64_t, TensorId> occ;
-    std::vector<std::pair<double, int64_t>> events;
-    auto close = [&](TensorId r) {
-        if (loc[r] < 0) return;
-        events.push_back({r_start[r], bytes[r]});
-        events.push_back({r_end[r], -bytes[r]});
-        auto it = occ.find(loc[r]);
-        if (it != occ.end() && it->second == r) occ.erase(it);
-        loc[r] = -1;
-    };
-    auto open = [&](TensorId r, int64_t off, double start) {
-        auto it = occ.find(off);
-        if (it != occ.end()) close(it->second);
-        close(r);
-        loc[r] = off;
-        occ[off] = r;
-        r_start[r] = start;
-        r_end[r] = start;
-    };
-    int64_t high = 0;
+    Residencies res(g, plan);
     for (const SwapStep &s : plan.steps) {
         if (s.kind == SwapStep::Kind::SwapIn) {
             plan.swap_in_bytes += s.bytes;
-            open(s.tensor, s.offset, s.start_s);
-            r_end[s.tensor] = s.end_s;
-            high = std::max(high, s.offset + raw[s.tensor]);
+            res.swap_in(s);
         } else if (s.kind == SwapStep::Kind::SwapOut) {
             plan.swap_out_bytes += s.bytes;
-            r_end[s.tensor] = std::max(r_end[s.tensor], s.end_s);
-            high = std::max(high, s.offset + raw[s.tensor]);
+            res.swap_out(s);
         } else if (s.kind == SwapStep::Kind::Compute || s.kind == SwapStep::Kind::Recompute) {
-            const Node &n = g.node(s.node);
-            if (s.kind == SwapStep::Kind::Recompute) open(s.tensor, s.offset, s.start_s);  // a new stay
-            auto touch = [&](TensorId t) {
-                TensorId r = storage_root(g, t);
-                if (plan.pinned[r] >= 0) {
-                    high = std::max(high, plan.pinned[r] + raw[r]);
-                    return;
-                }
-                if (loc[r] < 0) {
-                    if (plan.produce_at[r] < 0) return;  // malformed; check_swap_plan says why
-                    open(r, plan.produce_at[r], s.start_s);
-                }
-                r_end[r] = std::max(r_end[r], s.end_s);
-                high = std::max(high, loc[r] + raw[r]);
-            };
-            for (TensorId t : n.inputs) touch(t);
-            for (TensorId t : n.outputs) {
-                // An output written over an input (hand_over_slot): the
-                // input's bytes become the output's when the step starts.
-                const TensorId r = storage_root(g, t);
-                auto it = loc[r] < 0 && plan.pinned[r] < 0 ? occ.find(plan.produce_at[r]) : occ.end();
-                if (it != occ.end() && std::any_of(n.inputs.begin(), n.inputs.end(), [&](TensorId x) {
-                        return storage_root(g, x) == it->second;
-                    }))
-                    r_end[it->second] = s.start_s;
-                touch(t);
-            }
+            res.compute(s);
         }
     }
-    for (TensorId r = 0; r < nt; r++) close(r);
-    std::sort(events.begin(), events.end(), [](const auto &a, const auto &b) {
-        return a.first != b.first ? a.first < b.first : a.second < b.second;
-    });
-    int64_t cur = 0, peak = 0;
-    for (const auto &e : events) {
-        cur += e.second;
-        peak = std::max(peak, cur);
-    }
-    plan.high_water = high;
-    plan.peak_bytes = plan.pinned_bytes + peak;
+    plan.peak_bytes = plan.pinned_bytes + res.peak();
+    plan.high_water = res.high;
 }
 
 }  // namespace swap_detail
