@@ -34,25 +34,10 @@ OpKind op_from_name(const std::string &name) {
 }
 
 bool op_may_overwrite_input(OpKind k, int input) {
-    switch (k) {
-    case OpKind::BiasAdd: return input == 0;
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Scale:
-    case OpKind::Relu:
-    case OpKind::ReluGrad:
-    case OpKind::Gelu:
-    case OpKind::GeluGrad:
-    case OpKind::Tanh:
-    case OpKind::TanhGrad:
-    case OpKind::Sigmoid:
-    case OpKind::SigmoidGrad:
-    case OpKind::Erf:
-    case OpKind::ErfGrad:
-    case OpKind::Dropout: return input >= 0 && input < op_info(k).max_inputs;
-    default: return false;
-    }
+    if (input < 0 || input >= op_info(k).max_inputs) return false;
+    if (k == OpKind::BiasAdd) return input == 0;  // not over the bias
+    if (k == OpKind::BiasAddGrad) return false;   // a sum over rows
+    return k == OpKind::Dropout || std::string(op_info(k).family) == "elementwise";
 }
 
 std::string OpCall::who() const {

@@ -1,5 +1,6 @@
 // Element-wise operators and bias broadcast against plain loops; backward
 // operators against central finite differences of double-precision loops.
+#include <algorithm>
 #include <cmath>
 
 #include "test_util.h"
@@ -195,6 +196,12 @@ TEST(Elementwise, OutputOverwritingItsInputGivesTheSameBits) {
         }
     }
     EXPECT_EQ(checked, 3 + 10 + 32);
+    // Every operator that may overwrite an input is one checked above.
+    for (const OpInfo &op : all_ops()) {
+        const bool listed = std::any_of(cases.begin(), cases.end(), [&](const Case &c) { return c.kind == op.kind; });
+        for (int k = 0; k < op.max_inputs; k++)
+            EXPECT_TRUE(listed || !op_may_overwrite_input(op.kind, k)) << op.name << " input " << k << " is not checked";
+    }
     for (OpKind k : {OpKind::BiasAddGrad, OpKind::Softmax, OpKind::Matmul, OpKind::LayerNorm, OpKind::Reshape})
         EXPECT_FALSE(op_may_overwrite_input(k, 0)) << op_name(k);
 }
