@@ -43,7 +43,9 @@ StructMap structural_attrs(const OpCall &call, const std::vector<TensorType> &in
 const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs) {
     const Table &t = table();
     auto it = t.by_variant.find(variant_key(call.kind, structural_attrs(call, inputs)));
-    return it == t.by_variant.end() ? nullptr : &t.entries[it->second];
+    const OpStrategies *analysed = it == t.by_variant.end() ? nullptr : &t.entries[it->second];
+    if (call.kind != OpKind::Reshape) return analysed;
+    return reshape_strategies(analysed, inputs.at(0).shape, infer_types(call, inputs).at(0).shape);
 }
 
 SymEnv symbol_env(const OpCall &call, const std::vector<TensorType> &inputs) {

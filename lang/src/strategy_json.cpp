@@ -76,9 +76,11 @@ json to_json(const OpStrategies &s) {
             if (n.kind == NeedKind::Replicated) {
                 ins.push_back({{"kind", "replicated"}});
             } else {
-                ins.push_back({{"kind", "split"}, {"dim", n.dim}, {"scale", to_json(n.scale)},
-                               {"lo_offset", to_json(n.lo_offset)}, {"hi_offset", to_json(n.hi_offset)},
-                               {"halo", to_json(n.halo)}});
+                json ji = {{"kind", "split"}, {"dim", n.dim}, {"scale", to_json(n.scale)},
+                           {"lo_offset", to_json(n.lo_offset)}, {"hi_offset", to_json(n.hi_offset)},
+                           {"halo", to_json(n.halo)}};
+                if (n.divisor != InputNeed{}.divisor) ji["divisor"] = to_json(n.divisor);
+                ins.push_back(std::move(ji));
             }
         }
         for (const OutputResult &o : st.outputs) {
@@ -117,6 +119,7 @@ OpStrategies op_strategies_from_json(const json &j) {
                 n.lo_offset = poly_from_json(ji.at("lo_offset"));
                 n.hi_offset = poly_from_json(ji.at("hi_offset"));
                 n.halo = poly_from_json(ji.at("halo"));
+                if (ji.contains("divisor")) n.divisor = poly_from_json(ji.at("divisor"));
             }
             st.inputs.push_back(n);
         }
@@ -154,6 +157,7 @@ std::string strategy_str(const Strategy &s) {
             os << "split d" << n.dim;
             std::string h = n.halo.str();
             if (h != "0") os << " halo " << h;
+            if (n.divisor != InputNeed{}.divisor) os << " rows (" << n.scale.str() << ")/(" << n.divisor.str() << ")";
         }
     }
     os << " -> ";

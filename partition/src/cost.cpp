@@ -74,14 +74,22 @@ bool block_shapes_agree(const OpCall &call, const NodeOption &o, const std::vect
 
 }  // namespace
 
+std::pair<int64_t, int64_t> rows_wanted(const InputNeed &need, int64_t lo, int64_t hi) {
+    auto floor_div = [](int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); };
+    return {floor_div(need.scale * lo + need.lo_off, need.div),
+            floor_div(need.scale * (hi - 1) + need.hi_off, need.div) + 1};
+}
+
 std::pair<int64_t, int64_t> rows_read(const InputNeed &need, int64_t lo, int64_t hi, int64_t extent) {
-    return {std::max<int64_t>(need.scale * lo + need.lo_off, 0),
-            std::min<int64_t>(need.scale * (hi - 1) + need.hi_off, extent - 1)};
+    auto [want_lo, want_hi] = rows_wanted(need, lo, hi);
+    return {std::max<int64_t>(want_lo, 0), std::min<int64_t>(want_hi, extent) - 1};
 }
 
 InputNeed evaluate(const tessera::InputNeed &n, const SymEnv &env) {
     if (n.kind != NeedKind::Split) return {};
-    return {true, n.dim, n.scale.eval(env), n.lo_offset.eval(env), n.hi_offset.eval(env)};
+    const int64_t div = n.divisor.eval(env);
+    TESSERA_INTERNAL_ASSERT(div >= 1, "a strategy's divisor ", n.divisor.str(), " is ", div);
+    return {true, n.dim, n.scale.eval(env), n.lo_offset.eval(env), n.hi_offset.eval(env), false, div};
 }
 
 // The extent the split variable has in this strategy: the output dimension it
@@ -91,7 +99,8 @@ int64_t variable_extent(const Strategy &s, const std::vector<InputNeed> &needs, 
     for (size_t j = 0; j < s.outputs.size(); j++)
         if (s.outputs[j].kind == OutKind::Split) return out[j].shape[s.outputs[j].dim];
     for (size_t i = 0; i < needs.size(); i++)
-        if (needs[i].split && needs[i].scale == 1 && needs[i].lo_off == 0 && needs[i].hi_off == 0)
+        if (needs[i].split && needs[i].scale == 1 && needs[i].div == 1 && needs[i].lo_off == 0 &&
+            needs[i].hi_off == 0)
             return in[i].shape[needs[i].dim];
     for (size_t i = 0; i < needs.size(); i++)
         if (needs[i].split) return in[i].shape[needs[i].dim];

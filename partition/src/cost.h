@@ -16,14 +16,15 @@
 namespace tessera::part {
 
 // How an input must arrive: replicated, or split along `dim` where part p needs
-// the rows [scale*lo + lo_off, scale*hi + hi_off] of the op's split variable's
-// part [lo, hi] (clamped to the input's extent), or (`partial`) as the partial
-// sums it is held as.
+// the rows [(scale*lo + lo_off) / div, (scale*hi + hi_off) / div] (rounding
+// down) of the op's split variable's part [lo, hi] (clamped to the input's
+// extent), or (`partial`) as the partial sums it is held as.
 struct InputNeed {
     bool split = false;
     int dim = -1;
     int64_t scale = 1, lo_off = 0, hi_off = 0;
     bool partial = false;
+    int64_t div = 1;
 };
 
 enum class OutForm : uint8_t { Split, Partial, Replicated };
@@ -56,8 +57,11 @@ struct NodeOption {
     std::vector<std::string> stages;
 };
 
-// The rows [lo, hi] (clamped to [0, extent)) of an input that the block
-// [var_lo, var_hi) of the split variable reads; empty when hi < lo.
+// The rows [lo, hi) of an input that the block [var_lo, var_hi) of the split
+// variable reads, before clamping to the input (a window's padding reads rows
+// below 0).
+std::pair<int64_t, int64_t> rows_wanted(const InputNeed &need, int64_t var_lo, int64_t var_hi);
+// The same rows as [lo, hi], clamped to [0, extent); empty when hi < lo.
 std::pair<int64_t, int64_t> rows_read(const InputNeed &need, int64_t var_lo, int64_t var_hi, int64_t extent);
 // lang/'s symbolic need with the operator's sizes put in.
 InputNeed evaluate(const tessera::InputNeed &n, const SymEnv &env);

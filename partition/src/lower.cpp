@@ -260,8 +260,7 @@ Lowerer::InputBlocks Lowerer::input_blocks(NodeId n, const std::vector<const Str
                 const int d = need.dim;
                 // The rows before clamping (a later level's variable block
                 // lies inside an earlier one's, so its rows replace them).
-                const int64_t lo = need.scale * var.first + need.lo_off;
-                const int64_t hi = need.scale * (var.second - 1) + need.hi_off + 1;
+                const auto [lo, hi] = part::rows_wanted(need, var.first, var.second);
                 blocks.want[i][r].lo[d] = lo;
                 blocks.want[i][r].hi[d] = hi;
                 Box &b = blocks.block[i][r];

@@ -2,6 +2,8 @@
 // broadcast/reduce_sum, slices of a concat, the inverse permutation, the reverse
 // reshape) against central finite differences of the test's own loops.
 #include <algorithm>
+#include <climits>
+#include <map>
 #include <numeric>
 
 #include "tessera/lang/strategy.h"
@@ -205,7 +207,7 @@ TEST(Reshape, PrefixDimensionsAreSplittable) {
     std::vector<TensorType> in = {{DType::F32, {4, 6, 2, 8}}};
     const OpStrategies *s = strategies_for(reshape_call({4, 6, 16}), in);
     ASSERT_NE(s, nullptr);
-    EXPECT_EQ(s->variant, "reshape[in_rank=4,out_rank=3,prefix=2]");
+    EXPECT_EQ(s->variant, "reshape[in_rank=4,out_rank=3,prefix=2] [4, 6, 2, 8] -> [4, 6, 16]");
     for (int d = 0; d < 2; d++) {
         const Strategy *st = nullptr;
         for (const Strategy &x : s->strategies)
@@ -216,6 +218,117 @@ TEST(Reshape, PrefixDimensionsAreSplittable) {
         EXPECT_EQ(st->outputs[0].kind, OutKind::Split);
         EXPECT_EQ(st->outputs[0].dim, d);
     }
+}
+
+// Blocks of ceil and floor size, the longer first (graph/box.h's rule).
+int64_t block_size(int64_t extent, int k, int p) { return extent / k + (p < extent % k ? 1 : 0); }
+int64_t block_lo(int64_t extent, int k, int p) { return p * (extent / k) + std::min<int64_t>(p, extent % k); }
+
+// The input rows a split reads, by the strategy's formula (strategy.h):
+// [(scale*lo + lo_off) / div, (scale*(hi-1) + hi_off) / div], rounding down.
+std::pair<int64_t, int64_t> formula_rows(const InputNeed &n, const SymEnv &env, int64_t lo, int64_t hi) {
+    const int64_t scale = n.scale.eval(env), div = n.divisor.eval(env);
+    return {(scale * lo + n.lo_offset.eval(env)) / div, (scale * (hi - 1) + n.hi_offset.eval(env)) / div};
+}
+
+// Every split a reshape offers, checked against the elements themselves: for
+// each block of the split variable (k = 2, 3, 4 parts), walk the output
+// block's elements, find the input element each one is (the same row-major
+// position), and require the strategy's rows to be exactly the rows those
+// elements lie in. Where the block holds exactly whole input rows, it must
+// also be all of them: the input block, read row-major, is the output block.
+TEST(Reshape, EverySplitReadsTheRowsHoldingItsElements) {
+    const std::vector<std::pair<Shape, Ints>> cases = {
+        {{8, 6, 32}, {48, 32}},          // [B, S, D] -> [B*S, D]
+        {{48, 32}, {8, 6, 4, 8}},        // [B*S, D] -> [B, S, H, dh]
+        {{8, 4, 6, 8}, {32, 6, 8}},      // [B, H, S, dh] -> [B*H, S, dh]
+        {{8, 6, 4, 8}, {48, 32}},        // [B, S, H, dh] -> [B*S, D]
+        {{6, 4}, {4, 6}},                // a group that neither merges nor splits cleanly
+        {{3, 1, 10}, {30}},              // extent-1 dimensions inside a group
+        {{12}, {1, 3, 4}},               // and before one
+        {{6, 10}, {6, 2, 5}},            // a shared leading dimension (the analysis's)
+    };
+    int checked = 0;
+    for (const auto &[in_shape, target] : cases) {
+        const OpCall c = reshape_call(target);
+        const std::vector<TensorType> in = {{DType::F32, in_shape}};
+        const Shape out_shape = infer_types(c, in)[0].shape;
+        const OpStrategies *s = strategies_for(c, in);
+        ASSERT_NE(s, nullptr) << shape_str(in_shape);
+        const SymEnv env = symbol_env(c, in);
+        for (const Strategy &st : s->strategies) {
+            ASSERT_EQ(st.outputs[0].kind, OutKind::Split) << s->variant << " " << st.var;
+            if (st.inputs[0].kind == NeedKind::Replicated) continue;  // whole input, block kept
+            const int od = st.outputs[0].dim, id = st.inputs[0].dim;
+            for (int k = 2; k <= 4; k++) {
+                if (out_shape[od] < k) continue;
+                for (int p = 0; p < k; p++) {
+                    const int64_t lo = block_lo(out_shape[od], k, p), hi = lo + block_size(out_shape[od], k, p);
+                    int64_t row_lo = INT64_MAX, row_hi = -1, elements = 0;
+                    for (int64_t e = 0; e < num_elements(out_shape); e++) {
+                        const auto o = unravel(e, out_shape);
+                        if (o[od] < lo || o[od] >= hi) continue;
+                        const int64_t row = unravel(e, in_shape)[id];
+                        row_lo = std::min(row_lo, row);
+                        row_hi = std::max(row_hi, row);
+                        elements++;
+                    }
+                    const auto [f_lo, f_hi] = formula_rows(st.inputs[0], env, lo, hi);
+                    EXPECT_EQ(f_lo, row_lo) << s->variant << " " << st.var << " k=" << k << " p=" << p;
+                    EXPECT_EQ(f_hi, row_hi) << s->variant << " " << st.var << " k=" << k << " p=" << p;
+                    // k parts of both extents: the same k slices of the elements.
+                    const int64_t row_elements = num_elements(in_shape) / in_shape[id];
+                    if (out_shape[od] % k == 0 && in_shape[id] % k == 0)
+                        EXPECT_EQ((row_hi - row_lo + 1) * row_elements, elements) << s->variant << " " << st.var;
+                    checked++;
+                }
+            }
+        }
+    }
+    EXPECT_GT(checked, 100);
+}
+
+// The splits that carry a batch or a head through the transformer's reshapes.
+// A dimension inside a group ([B*S] -> [B, S]: S's blocks are not contiguous
+// in B*S) keeps the analysis's strategy: read the input whole (-1 below), keep
+// the block.
+TEST(Reshape, SplitsCarryTheBatchAndTheHeadsButNoInnerDimension) {
+    auto vars = [](const Shape &in, const Ints &target) {
+        std::map<std::string, std::pair<int, int64_t>> v;  // var -> (input dim, divisor)
+        const std::vector<TensorType> t = {{DType::F32, in}};
+        const SymEnv env = symbol_env(reshape_call(target), t);
+        for (const Strategy &s : strategies_for(reshape_call(target), t)->strategies)
+            v[s.var] = {s.inputs[0].kind == NeedKind::Split ? s.inputs[0].dim : -1, s.inputs[0].divisor.eval(env)};
+        return v;
+    };
+    using V = std::map<std::string, std::pair<int, int64_t>>;
+    EXPECT_EQ(vars({8, 6, 4, 8}, {8, 6, 32}), (V{{"d0", {0, 1}}, {"d1", {1, 1}}, {"d2", {2, 8}}}));
+    EXPECT_EQ(vars({48, 32}, {8, 6, 4, 8}), (V{{"d0", {0, 1}}, {"d1", {-1, 1}}, {"d2", {1, 1}}, {"d3", {-1, 1}}}));
+    EXPECT_EQ(vars({8, 4, 6, 8}, {32, 6, 8}), (V{{"d0", {0, 4}}, {"d1", {2, 1}}, {"d2", {3, 1}}}));
+    // Unequal element counts (a communication node carried as a reshape) get
+    // only what the analysis found.
+    EXPECT_TRUE(reshape_strategies(nullptr, {4, 6}, {5, 5})->strategies.empty());
+}
+
+// A permute moves a split with its dimension: splitting output dimension i
+// reads input dimension perm[i], one to one.
+TEST(Permute, SplitsMoveWithTheirDimension) {
+    const Shape s = {4, 6, 8, 10};
+    std::vector<int64_t> perm = {0, 1, 2, 3};
+    do {
+        const std::vector<TensorType> in = {{DType::F32, s}};
+        const OpStrategies *st = strategies_for(permute_call(perm), in);
+        ASSERT_NE(st, nullptr);
+        ASSERT_EQ(st->strategies.size(), 4u) << st->variant;
+        const SymEnv env = symbol_env(permute_call(perm), in);
+        for (const Strategy &x : st->strategies) {
+            const int i = std::stoi(x.var.substr(1));
+            EXPECT_EQ(x.outputs[0].dim, i) << st->variant;
+            EXPECT_EQ(x.inputs[0].dim, perm[i]) << st->variant;
+            EXPECT_EQ(x.inputs[0].scale.eval(env), 1) << st->variant;
+            EXPECT_EQ(x.inputs[0].halo.eval(env), 0) << st->variant;
+        }
+    } while (std::next_permutation(perm.begin(), perm.end()));
 }
 
 OpCall concat_call(int64_t axis) { return {OpKind::Concat, "cat", {{"axis", axis}}}; }

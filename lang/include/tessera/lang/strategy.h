@@ -6,8 +6,16 @@
 // input is needed. The runtime only reads the result; it never links libHalide.
 //
 // Regions are affine: along a split input dimension, [scale*lo + lo_offset,
-// scale*hi + hi_offset]. The coefficients are polynomials over symbols: attribute
-// names ("stride_h") and input extents ("in0.2" is input 0's dimension 2).
+// scale*hi + hi_offset], divided (rounding down) by `divisor`, which is 1 except
+// where rows of the input are longer than rows of the output (a reshape that
+// merges dimensions: output row m reads input row m / H). The coefficients are
+// polynomials over symbols: attribute names ("stride_h") and input extents
+// ("in0.2" is input 0's dimension 2).
+//
+// Halide's bounds inference cannot derive a reshape's splits (its index is a
+// division and a modulo of a linear index), so reshape's strategies are built
+// from its shapes at run time (reshape_strategies below) on top of what the
+// analysis found.
 #pragma once
 
 #include <map>
@@ -42,6 +50,7 @@ struct InputNeed {
     int dim = -1;             // Tessera dimension of the input, for Split
     SymPoly scale, lo_offset, hi_offset;
     SymPoly halo;             // overlap between neighbouring parts: hi_off - lo_off - scale + 1
+    SymPoly divisor = SymPoly{{{1, {}}}};  // the region's bounds are divided by it (floor)
     bool operator==(const InputNeed &) const = default;
 };
 
@@ -95,8 +104,22 @@ std::string variant_key(OpKind op, const StructMap &structural);
 StructMap structural_attrs(const OpCall &call, const std::vector<TensorType> &inputs);
 
 // The strategies of this call's variant; nullptr if that variant was not analysed
-// (an unusual rank, say), in which case the operator can only be replicated.
+// (an unusual rank, say), in which case the operator can only be replicated. A
+// reshape's come from reshape_strategies.
 const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs);
+
+// A reshape's strategies for these shapes: `analysed` (the table's, for the
+// leading dimensions the two shapes share; may be null) and, for every group of
+// dimensions the reshape merges or splits ([B, S, D] -> [B*S, D]: {B, S} and
+// {B*S}), the split of the group's leading output dimension, which reads the
+// rows of the group's leading input dimension that hold the same elements
+// ([B*S] rows [lo, hi) read B rows [lo/S, (hi-1)/S]). A block is then a
+// contiguous run of the input, so the kernel runs on it unchanged; where the
+// parts' rows do not line up (k does not divide B) the partitioner sees the
+// mismatch in the block shapes. Splitting any other dimension of a group
+// selects elements that are not a box of the input, so it is not offered.
+// The result lives as long as the process (cached per pair of shapes).
+const OpStrategies *reshape_strategies(const OpStrategies *analysed, const Shape &in, const Shape &out);
 
 // Every analysed variant, in table order.
 const std::vector<OpStrategies> &all_strategies();
