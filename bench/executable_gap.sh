@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What tessera-train runs against what the search finds: tessera-plan's
-# comm_bytes for each zoo model, unrestricted and as tessera-train runs it
+# search_bytes (the search's own count) for each zoo model, unrestricted and as tessera-train runs it
 # (--executable), and also with --no-staged-reductions (every operator that
 # reduces inside itself kept whole along its reduction), with the ratios.
 # A benchmark, not a test: it reports.
@@ -11,7 +11,7 @@ plan=$build/launch/tessera-plan
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 bytes() { "$plan" --devices "$devices" --batch "$batch" --format json -o "$work/p.json" "$@" >/dev/null &&
-          python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["comm_bytes"])' "$work/p.json"; }
+          python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["search_bytes"])' "$work/p.json"; }
 printf "%-28s %14s %14s %7s %14s %7s\n" model search executable ratio "-no-staged" ratio
 for m in "wresnet:depth=50" cnn lstm transformer mlp "wresnet:depth=50 --strategy data"; do
   read -r -a args <<<"$m"

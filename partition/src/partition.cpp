@@ -78,6 +78,7 @@ public:
         for (TensorId t = 0; t < g.num_tensors(); t++)
             if (is_persistent(g.tensor(t).role)) persistent_[co_.tensor_group[t]] = true;
         find_partial_groups();
+        find_weight_derived_groups();
         group_layouts_.resize(co_.num_tensor_groups);
         node_labels_.resize(g.num_nodes());
         slot_converted_.resize(g.num_nodes());
@@ -266,15 +267,16 @@ private:
     // Data parallelism as DDP runs it: an operator reads its batch-split
     // activations where they are (a weight gradient is then a partial sum,
     // all-reduced), rather than gathering the batch to compute it whole. Only
-    // where no option reads them in place do the others stay.
+    // where no option reads them in place do the others stay. Weights and
+    // values derived from them alone may be held whole, so they do not count.
     void keep_in_place(NodeId n, std::vector<NodeOption> &options, const std::vector<Layout> &lay, int k) const {
         const Node &node = g_.node(n);
         std::vector<NodeOption> kept;
         for (const NodeOption &o : options) {
             bool in_place = true;
             each_conversion(n, o, lay, k, [&](size_t slot, const part::Conversion &conv) {
-                if (slot < node.inputs.size() && !persistent_[co_.tensor_group[node.inputs[slot]]])
-                    in_place = in_place && conv.bytes == 0;
+                const int gid = slot < node.inputs.size() ? co_.tensor_group[node.inputs[slot]] : -1;
+                if (gid >= 0 && !persistent_[gid] && !weight_derived_[gid]) in_place = in_place && conv.bytes == 0;
             });
             if (in_place) kept.push_back(o);
         }
@@ -328,7 +330,8 @@ private:
             }
             const bool replicable =
                 opts_.replicate_weights || weight_fix_[gid] == std::optional{WeightLayout::Replicate};
-            if (!inside_partial && persistent_[gid] && replicable) all.push_back(Layout::replicated());
+            if (!inside_partial && (persistent_[gid] || weight_derived_[gid]) && replicable)
+                all.push_back(Layout::replicated());
             if (level == 0 && partial_ok_[gid] && replicable) all.push_back(Layout::partial());
             all = keep_fixed(gid, std::move(all));
             std::vector<Layout> kept;
@@ -352,6 +355,7 @@ private:
     bool allowed(int gid, const Layout &lay, const TensorType &t, int level) const {
         switch (opts_.strategy) {
         case PartitionStrategy::DataParallel:
+            if (weight_derived_[gid] && lay == Layout::replicated()) return true;
             return persistent_[gid] || partial_ok_[gid] ? !lay.is_split() : lay == Layout::split(0);
         case PartitionStrategy::Owt:
             if (owt_matmul_weight_[gid]) return lay == Layout::split(t.rank() - 1);
@@ -364,6 +368,27 @@ private:
             return lay == group_layouts_[gid][0];
         default: return true;
         }
+    }
+
+    // Groups of a value the forward pass computes from weights and constants
+    // alone (an imported model's transposed weight, W^T, which its matmul
+    // reads), with that value's gradient: like a weight, they may be
+    // replicated. Data parallelism may too, as DDP computes W^T on every
+    // replica and all-reduces its gradient once; where the value is read
+    // beside the batch (a broadcast position embedding), split(0) stays the
+    // cheaper choice.
+    void find_weight_derived_groups() {
+        std::vector<bool> derived(g_.num_tensors(), false);
+        for (const Node &n : g_.nodes()) {
+            if (n.backward || n.optimizer) continue;
+            bool from_weights = !n.inputs.empty();
+            for (TensorId t : n.inputs)
+                from_weights = from_weights && (is_persistent(g_.tensor(t).role) || derived[t]);
+            for (TensorId t : n.outputs) derived[t] = from_weights && !is_persistent(g_.tensor(t).role);
+        }
+        weight_derived_.assign(co_.num_tensor_groups, false);
+        for (TensorId t = 0; t < g_.num_tensors(); t++)
+            if (derived[t]) weight_derived_[co_.tensor_group[t]] = true;
     }
 
     // Groups that may be held as partial sums: those of a weight's gradients,
@@ -546,6 +571,7 @@ private:
     std::vector<std::vector<TensorType>> in_min_, out_min_;
     std::vector<std::vector<TensorId>> members_;
     std::vector<bool> persistent_, partial_ok_, owt_matmul_weight_, owt_fc_activation_, owt_fc_param_;
+    std::vector<bool> weight_derived_;  // per tensor group: see find_weight_derived_groups
     std::vector<std::vector<Layout>> group_layouts_;
     std::vector<std::vector<std::string>> node_labels_;
     std::vector<std::vector<bool>> slot_converted_;
@@ -686,7 +712,8 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
     plan.ops_after_coarsening = co.num_op_groups;
     plan.tensors_before_coarsening = g.num_tensors();
     plan.tensors_after_coarsening = co.num_tensor_groups;
-    for (int64_t b : plan.level_bytes) plan.comm_bytes += b;
+    for (int64_t b : plan.level_bytes) plan.search_bytes += b;
+    plan.comm_bytes = plan.search_bytes;
     for (const CommStep &s : plan.comm) plan.predicted_comm_time_s += s.time_s;
     if (search.notes_dropped() > 0)
         plan.notes.push_back("... and " + std::to_string(search.notes_dropped()) + " more like these");
@@ -725,6 +752,7 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
     if (options.executable) {
         plan.executable = true;
         plan.rank_comm_bytes = lowered_comm_bytes(g, plan);
+        plan.comm_bytes = plan.lowered_comm_bytes();
     }
     plan.search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return plan;

@@ -271,6 +271,7 @@ std::string plan_to_json(const Plan &p, int indent) {
               {"tensors", tensors},
               {"comm", comm},
               {"level_bytes", p.level_bytes},
+              {"search_bytes", p.search_bytes},
               {"comm_bytes", p.comm_bytes},
               {"predicted_comm_time_s", double_json(p.predicted_comm_time_s)},
               {"executable", p.executable},
@@ -322,6 +323,7 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     p.level_bytes = r.list(r.at(j, "", "level_bytes"), "level_bytes",
                            [&](const json &e, const std::string &path) { return r.bytes(e, path); });
     p.comm_bytes = r.bytes(r.at(j, "", "comm_bytes"), "comm_bytes");
+    p.search_bytes = j.contains("search_bytes") ? r.bytes(j.at("search_bytes"), "search_bytes") : p.comm_bytes;
     p.predicted_comm_time_s = r.number(r.at(j, "", "predicted_comm_time_s"), "predicted_comm_time_s");
     if (j.contains("executable")) {
         if (!j.at("executable").is_boolean()) r.bad("executable", "must be true or false");

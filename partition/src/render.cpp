@@ -226,13 +226,13 @@ std::string table_summary(const Plan &p) {
     s += "cuts         " + cuts_str(p) + "\n";
     s += strf("coarsening   %d ops -> %d groups, %d tensors -> %d groups\n", p.ops_before_coarsening,
               p.ops_after_coarsening, p.tensors_before_coarsening, p.tensors_after_coarsening);
+    const std::string levels = p.level_bytes.empty() ? "" : "; " + level_bytes_text(p);
     s += "comm bytes   " + format_bytes(p.comm_bytes) + " per iteration (" + with_commas(p.comm_bytes) + " bytes" +
-         (p.level_bytes.empty() ? "" : "; " + level_bytes_text(p)) + ")\n";
+         (p.executable ? ", as lowered" : levels) + ")\n";
     if (p.executable) {
-        const int64_t sum = p.lowered_comm_bytes();
         const int64_t most = *std::max_element(p.rank_comm_bytes.begin(), p.rank_comm_bytes.end());
-        s += "lowered      " + format_bytes(sum) + " per iteration sent by all ranks (" + with_commas(sum) +
-             " bytes; the busiest rank sends " + with_commas(most) + ")\n";
+        s += "lowered      the busiest rank sends " + with_commas(most) + " bytes; the search counted " +
+             with_commas(p.search_bytes) + levels + "\n";
     }
     s += "comm time    " + format_duration(p.predicted_comm_time_s) + " per iteration (predicted)\n";
     s += "search time  " + format_duration(p.search_time_s) + "\n";

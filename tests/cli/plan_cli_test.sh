@@ -55,8 +55,16 @@ expect plan-no-coarsen 0 "26 ops -> 26 groups" -- "$PLAN" --model mlp --devices 
 # shape is the longest), and the estimate (2,045,808 bytes) is exact, as lowered.
 expect plan-odd-devices 0 "input            data        [32, 784]     split(0)    [5, 784]" -- \
     "$PLAN" --model mlp --batch 32 --devices 7 --strategy data
-expect plan-odd-lowered 0 "lowered      1.95 MiB per iteration sent by all ranks (2,045,808 bytes;" -- \
+expect plan-odd-lowered 0 "comm bytes   1.95 MiB per iteration (2,045,808 bytes, as lowered)" -- \
     "$PLAN" --model mlp --batch 32 --devices 7 --executable
+expect plan-odd-search 0 "the search counted 2,045,808; level 1 1.95 MiB" -- \
+    "$PLAN" --model mlp --batch 32 --devices 7 --executable
+# Over two cuts the search's count is an estimate; an executable plan reports
+# what lowering sends, and the estimate beside it.
+expect plan-two-cuts-lowered 0 "comm bytes   2.15 MiB per iteration (2,251,528 bytes, as lowered)" -- \
+    "$PLAN" --model mlp --batch 64 --devices 4 --executable
+expect plan-two-cuts-search 0 "the search counted 1,596,168; level 1 776 KiB, level 2 783 KiB" -- \
+    "$PLAN" --model mlp --batch 64 --devices 4 --executable
 
 # A machine file: two nodes of four GPUs; --devices may repeat its count.
 cat >"$TMP/machine.json" <<'EOF'
@@ -74,7 +82,8 @@ expect machine-devices-agree 0 "devices      8" -- "$PLAN" --model mlp --machine
 python3 - "$TMP/plan.json" <<'PY' || fail=1
 import json, sys
 p = json.load(open(sys.argv[1]))
-for key in ["format", "version", "model", "strategy", "devices", "machine", "cuts", "comm_bytes", "level_bytes",
+for key in ["format", "version", "model", "strategy", "devices", "machine", "cuts", "comm_bytes", "search_bytes",
+            "level_bytes",
             "per_device_peak_bytes", "single_device_peak_bytes", "predicted_comm_time_s", "search_time_s",
             "ops_before_coarsening", "ops_after_coarsening", "tensors_before_coarsening",
             "tensors_after_coarsening", "memory", "ops", "tensors", "comm", "notes"]:
@@ -89,7 +98,8 @@ assert isinstance(p["search_time_s"], float) and p["search_time_s"] >= 0
 assert p["ops_after_coarsening"] < p["ops_before_coarsening"] == len(p["ops"]), "coarsening counts"
 assert p["tensors_before_coarsening"] == len(p["tensors"])
 # The total is summed over all devices, level by level, and the steps add up to it.
-assert p["comm_bytes"] == sum(p["level_bytes"]) == sum(s["bytes"] for s in p["comm"]), "comm bytes"
+# (Not made to run, the plan reports the search's count.)
+assert p["comm_bytes"] == p["search_bytes"] == sum(p["level_bytes"]) == sum(s["bytes"] for s in p["comm"]), "comm bytes"
 m = p["memory"]
 assert m["total"] == sum(m[k] for k in ["weights", "gradients", "optimizer_state", "activations", "comm_buffers"])
 assert p["per_device_peak_bytes"] < p["single_device_peak_bytes"], "4 devices need less than one"

@@ -5,7 +5,7 @@
 # step, weights within 1e-4 after 20 steps, and the bytes each step sends equal
 # the plan's count.
 #   equivalence_test.sh TESSERA_TRAIN TESSERA_PLAN MODEL "2 3 4 8" "tofu data owt equalchop" [TRAIN FLAGS]
-# (batch 24 unless the flags say --batch).
+# (batch 24 and 20 steps unless the flags say --batch or --steps).
 set -euo pipefail
 train=$1 plan=$2 model=$3 nps=$4 strategies=$5
 shift 5
@@ -17,18 +17,24 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 plan_flags=()
 data=(--data auto)
 batch=24
+steps=20
 args=("$@")
 train_flags=()
 for ((i = 0; i < ${#args[@]}; i++)); do
-  [ "${args[i]}" = --batch ] || [ "${args[i - 1]:-}" = --batch ] || train_flags+=("${args[i]}")
+  case "${args[i]}" in --batch | --steps) continue ;; esac
+  case "${args[i - 1]:-}" in --batch | --steps) continue ;; esac
+  train_flags+=("${args[i]}")
+done
+for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[i]}" in
     --batch) batch=${args[i + 1]} ;;
+    --steps) steps=${args[i + 1]} ;;
     --force) plan_flags+=(--force "${args[i + 1]}") ;;
     --no-staged-reductions) plan_flags+=(--no-staged-reductions) ;;
     --data) data=() ;;
   esac
 done
-common=(--model "$model" "${data[@]}" --synthetic-size 960 --batch "$batch" --steps 20 --lr-schedule constant
+common=(--model "$model" "${data[@]}" --synthetic-size 960 --batch "$batch" --steps "$steps" --lr-schedule constant
         --progress none --no-eval "${train_flags[@]}")
 
 "$train" "${common[@]}" --metrics "$work/single.jsonl" --checkpoint "$work/single" >/dev/null

@@ -12,6 +12,10 @@
                 of its checkpoint; and partitioned with --device-mem a quarter of
                 each rank's footprint: bit-identical to partitioned without a
                 budget.
+  gpt_ddp N     the GPT (Linear weights transposed by Transpose nodes) under
+                mpirun -np N --partition data: the plan sends DDP's bytes,
+                2(N-1) x (weights + the loss), rank 0 sends what the plan
+                says, and the losses stay within 1e-5 of one process.
   budget        the CNN with --device-mem a quarter of its footprint: losses
                 bit-identical to the unconstrained run.
   resume        the MLP stopped after 10 steps and resumed from its checkpoint:
@@ -345,6 +349,34 @@ def old_checkpoint_without_running_statistics(build, work, spec):
         sys.exit("FAIL: a checkpoint without running statistics")
 
 
+def gpt_ddp_mode(build, work, ranks):
+    """The imported GPT (Linear weights transposed by a Transpose node) under
+    --partition data is DDP: its plan sends 2(N-1) x (the weights' bytes + the
+    4-byte loss), no activation, and training matches one process."""
+    M.export("gpt", work)
+    n = int(ranks)
+    plan = json.loads(subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices",
+                                      ranks, "--batch", str(M.BATCH), "--strategy", "data", "--executable",
+                                      "--format", "json"], check=True, stdout=subprocess.PIPE).stdout)
+    weights = sum(t["bytes"] for t in plan["tensors"] if t["role"] == "param")
+    form = 2 * (n - 1) * (weights + 4)
+    print(f"gpt: --strategy data on {n} devices sends {plan['comm_bytes']} bytes a step; DDP's ring all-reduce of "
+          f"the gradients and the loss: {form}")
+    if plan["comm_bytes"] != form:
+        sys.exit("FAIL: data parallelism on the imported GPT is not DDP's bytes")
+    run(tessera_args(build, work, "gpt", f"{work}/single.jsonl", "--no-eval"))
+    mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
+    run([mpiexec, "-np", ranks] + tessera_args(build, work, "gpt", f"{work}/ranks.jsonl", "--no-eval",
+                                               "--partition", "data"))
+    single, _, _ = read_metrics(f"{work}/single.jsonl")
+    ranked, _, lines = read_metrics(f"{work}/ranks.jsonl")
+    sent = [line["comm_bytes"] for line in lines if "loss" in line]
+    print(f"gpt: rank 0 sent {sorted(set(sent))} bytes a step; the plan says {plan['rank_comm_bytes'][0]}")
+    if set(sent) != {plan["rank_comm_bytes"][0]}:
+        sys.exit("FAIL: rank 0 did not send what the plan says")
+    compare(f"gpt: mpirun -np {ranks} --partition data against one process", ranked, single, 1e-5)
+
+
 def main():
     build, work, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -352,6 +384,8 @@ def main():
         torch_mode(build, work, sys.argv[4])
     elif mode == "mpi":
         mpi_mode(build, work, sys.argv[4])
+    elif mode == "gpt_ddp":
+        gpt_ddp_mode(build, work, sys.argv[4])
     elif mode == "budget":
         budget_mode(build, work)
     elif mode == "resume":

@@ -15,6 +15,7 @@
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
+#include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
 
 namespace tessera {
@@ -352,6 +353,31 @@ TEST(PartitionClosedForm, DataParallelTransformerIsDdp) {
             for (int64_t b : p->rank_comm_bytes) lowered += b;
             EXPECT_EQ(lowered, p->comm_bytes) << p->strategy << " n=" << n;
         }
+    }
+}
+
+// What a plan made to run reports as its bytes is what lowering sends, at
+// every N, beside the search's own count; the two agree over one cut (and for
+// data parallelism, whose conversions never nest).
+TEST(PartitionBytes, ExecutablePlansReportWhatLoweringSends) {
+    for (const char *spec : {"mlp", "cnn", "lstm:hidden=64,seq=4", "transformer:layers=1,d_model=64,heads=4,seq=8"}) {
+        Model m = build_model(spec, 32);
+        make_training_graph(m.graph, m.loss, OptimizerConfig{});
+        for (int n : {2, 4, 8})
+            for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel}) {
+                PartitionOptions o;
+                o.strategy = s;
+                o.executable = true;
+                const Plan p = partition(m.graph, flat_machine(n), o);
+                const std::vector<int64_t> lowered = lowered_comm_bytes(m.graph, p);
+                int64_t sent = 0, levels = 0;
+                for (int64_t b : lowered) sent += b;
+                for (int64_t b : p.level_bytes) levels += b;
+                const std::string where = std::string(spec) + " " + p.strategy + " n=" + std::to_string(n);
+                EXPECT_EQ(p.comm_bytes, sent) << where;
+                EXPECT_EQ(p.search_bytes, levels) << where;
+                if (n == 2 || s == PartitionStrategy::DataParallel) EXPECT_EQ(p.search_bytes, sent) << where;
+            }
     }
 }
 

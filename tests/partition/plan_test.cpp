@@ -73,7 +73,8 @@ Plan sample_plan() {
               CommStep{1, CommKind::AllGather, "act<&>", "fc1", "input 0: split(1) -> replicated", 3 * 1024, 2e-6},
               CommStep{1, CommKind::Halo, "fc1", "fc1.w", "stage row_sum", 100, 0}};
     p.level_bytes = {1572864, 3172};
-    p.comm_bytes = 1572864 + 3172;
+    p.search_bytes = 1572864 + 3172;
+    p.comm_bytes = 1572864 + 3172;  // not made to run: the search's count
     p.predicted_comm_time_s = 1.0 / 7 + 2e-6;
     p.search_time_s = 0.0123456789;
     p.memory = MemoryFootprint{100, 200, 300, 400, 500};
@@ -93,6 +94,11 @@ TEST(PlanJson, RoundTripsEveryField) {
         EXPECT_EQ(q.comm[0].time_s, 1.0 / 7);
     }
     EXPECT_EQ(plan_from_json(plan_to_json(Plan{}), "empty"), Plan{});
+    // Made to run over two cuts: what lowering sends, beside the search's count.
+    p.executable = true;
+    p.rank_comm_bytes = {400000, 410000, 390000, 380000};
+    p.comm_bytes = p.lowered_comm_bytes();
+    EXPECT_EQ(plan_from_json(plan_to_json(p), "plan.json"), p);
 }
 
 TEST(PlanJson, RoundTripsASearchedPlan) {
@@ -126,13 +132,15 @@ TEST(PlanJson, HasTheDocumentedKeysAndUnits) {
     json j = json::parse(plan_to_json(sample_plan()));
     for (const char *key :
          {"format", "version", "model", "strategy", "devices", "machine", "cuts", "ops_before_coarsening",
-          "ops_after_coarsening", "tensors_before_coarsening", "tensors_after_coarsening", "comm_bytes", "level_bytes",
+          "ops_after_coarsening", "tensors_before_coarsening", "tensors_after_coarsening", "comm_bytes",
+          "search_bytes", "level_bytes",
           "predicted_comm_time_s", "search_time_s", "per_device_peak_bytes", "single_device_peak_bytes", "memory",
           "ops", "tensors", "comm", "notes"})
         EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_EQ(j["format"], "tessera-plan");
     EXPECT_EQ(j["version"], 1);
     EXPECT_EQ(j["comm_bytes"], 1572864 + 3172);
+    EXPECT_EQ(j["search_bytes"], 1572864 + 3172);
     EXPECT_EQ(j["memory"]["total"], 1500);
     EXPECT_EQ(j["memory"]["comm_buffers"], 500);
     EXPECT_EQ(j["cuts"][1], json({{"k", 2}, {"link", 1}}));

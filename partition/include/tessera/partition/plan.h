@@ -73,15 +73,20 @@ struct Plan {
     std::vector<CommStep> comm;         // level, then node order
 
     std::vector<int64_t> level_bytes;   // per level: c_l times the number of groups
-    int64_t comm_bytes = 0;             // per iteration, all devices: c1 + k1 c2 + k1 k2 c3 + ...
+    // Tofu's recursive count, per iteration, all devices: c1 + k1 c2 + k1 k2 c3
+    // + ... Exact for one cut; over several it can differ from what lowering
+    // sends (a level's conversion of a block another level splits again).
+    int64_t search_bytes = 0;
+    // Per iteration, all devices: what lowering sends for a plan made to run
+    // (the sum of rank_comm_bytes), else search_bytes.
+    int64_t comm_bytes = 0;
     double predicted_comm_time_s = 0;
     // Plans made to run (PartitionOptions::executable): the bytes each rank
-    // sends per step once lowered (lower.h), exact; their sum equals
-    // comm_bytes for a single cut. Empty otherwise.
+    // sends per step once lowered (lower.h), exact. Empty otherwise.
     bool executable = false;
     std::vector<int64_t> rank_comm_bytes;
-    // Their sum: what every rank together sends per step, next to comm_bytes,
-    // Tofu's recursive estimate (0 for a plan not made to run).
+    // Their sum: what every rank together sends per step (0 for a plan not
+    // made to run).
     int64_t lowered_comm_bytes() const {
         int64_t sum = 0;
         for (int64_t b : rank_comm_bytes) sum += b;
