@@ -235,8 +235,9 @@ BenchRow predict_plan(const std::string &model, const Graph &training, const Mac
     row.strategy = name;
     row.devices = n;
     const bool built = build_runs(ctx, row, [&] {
+        const PlanLowering lowering(training, plan);
         for_each_rank(n, [&](int r) {
-            DeviceGraph dg = lower(training, plan, r);
+            DeviceGraph dg = lowering.rank(r);
             runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx, arenas);
         }, [&](int done) { say(ctx, fmt::format("{} on {} devices: lowered {} of {} ranks", name, n, done, n)); });
     });

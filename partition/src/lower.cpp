@@ -49,6 +49,17 @@ Box box_in(const Shape &s, const State &st, const std::vector<int> &cuts, const 
     return b;
 }
 
+// Whether two states cut a tensor into the same boxes: the same splits on
+// every level (whole and partial sums both leave a level's box whole).
+bool same_cuts(const State &a, const State &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t l = 0; l < a.size(); l++) {
+        const bool sa = a[l].kind == Form::Split, sb = b[l].kind == Form::Split;
+        if (sa != sb || (sa && a[l].dim != b[l].dim)) return false;
+    }
+    return true;
+}
+
 // One rank's part of a redistribution: boxes in whole-tensor coordinates.
 struct Moves {
     std::vector<std::pair<int, Box>> sends, recvs;  // by peer, ascending
@@ -62,9 +73,33 @@ std::string var_of_label(const std::string &label) {
     return rest.substr(0, rest.find(' '));
 }
 
+}  // namespace
+
+// What every rank's lowering of one plan computes alike: each operator's
+// strategies, and for each of its inputs the block every rank reads. One
+// rank's lowering needs all ranks' blocks (a redistribution pairs senders and
+// receivers), so lowering N ranks one by one computes these N times over.
+struct PlanLowering::Shared {
+    std::vector<std::vector<const Strategy *>> choices;  // per node, per level
+    struct InputBlocks {
+        std::vector<std::vector<Box>> block, want;  // per input, per rank
+    };
+    std::vector<InputBlocks> blocks;  // per node
+    std::vector<std::vector<int64_t>> stage_counts;  // per node, per rank: a staged operator's reduced elements
+    std::vector<std::vector<Box>> held;  // per tensor, per rank: the box its planned layout gives the rank
+    // Per node, per input: whether every rank's block of the input is the one
+    // it holds (no redistribution), which a rank alone would compare for all.
+    std::vector<std::vector<char>> reads_held;
+};
+
+namespace {
+
+using InputBlocks = PlanLowering::Shared::InputBlocks;
+
 class Lowerer {
 public:
-    Lowerer(const Graph &g, const Plan &plan) : g_(g), plan_(plan) {
+    Lowerer(const Graph &g, const Plan &plan, const PlanLowering::Shared *shared = nullptr)
+        : g_(g), plan_(plan), shared_(shared) {
         for (const Cut &c : plan.cuts) cuts_.push_back(c.k);
         n_ = 1;
         for (int k : cuts_) n_ *= k;
@@ -108,14 +143,24 @@ private:
         return box_in(g_.tensor(t).type.shape, held_state_[t], cuts_, coords_[r], held_what_[t]);
     }
 
+    // The node's strategy per level, and per input, per rank: the block its
+    // strategies read (`block`), and the same before clamping to the tensor
+    // (`want`: rows a window's padding covers lie outside it). From the shared
+    // part when there is one.
+    const std::vector<const Strategy *> &choices_of(NodeId n);
+    const InputBlocks &blocks_of(NodeId n, const std::vector<const Strategy *> &choice);
+    const std::vector<int64_t> &stage_counts_of(NodeId n, const std::vector<std::vector<Box>> &in_boxes);
+    const std::vector<Box> &held_all(TensorId t);
+
+public:
     std::vector<const Strategy *> choices(NodeId n) const;
-    // Per input, per rank: the block its strategies read (`block`), and the
-    // same before clamping to the tensor (`want`: rows a window's padding
-    // covers lie outside it).
-    struct InputBlocks {
-        std::vector<std::vector<Box>> block, want;
-    };
     InputBlocks input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const;
+    // Per rank, the elements of a staged operator's reduced stage on the
+    // blocks `in_boxes` (per input, per rank).
+    std::vector<int64_t> stage_counts(NodeId n, const std::vector<std::vector<Box>> &in_boxes) const;
+    std::vector<Box> held_boxes(TensorId t) const;
+
+private:
     TensorId add_lowest_rows(TensorId in, const Box &block, int d, int64_t before, int64_t after, const Node &node,
                              const std::string &name);
     std::vector<Box> made_blocks(const Node &node, const std::vector<const Strategy *> &choice,
@@ -133,14 +178,17 @@ private:
                            size_t elem) const;
     bool holds_for(const State &from, int src, int dst) const;
     TensorId add_fed_block(TensorId whole, const Box &box);
+    // `held_is_target`: whether the boxes of the tensor's own layout are
+    // `target` (1 or 0), or -1 when not known; it decides only where `from`
+    // cuts as the layout does.
     TensorId add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
-                              TensorId whole, TensorRole role, const std::string &why);
+                              TensorId whole, TensorRole role, const std::string &why, int held_is_target = -1);
     TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
                            size_t elem, TensorId whole, TensorRole role, const std::string &why);
     TensorId reduce_partials(TensorId src, State &st, const std::vector<bool> &keep, const std::vector<Box> &target,
                              TensorId whole, TensorRole role, const std::string &why);
     TensorId read_input(TensorId src, TensorId t, const std::vector<bool> &keep, const std::vector<Box> &target,
-                        TensorRole role, const std::string &why);
+                        TensorRole role, const std::string &why, int held_is_target = -1);
     std::vector<bool> adds_partial_sums(NodeId n) const;
     TensorId keep_on_one_member(TensorId cur, State &st, const std::vector<bool> &held_partial, const Node &node,
                                 TensorId t, const Box &box);
@@ -161,6 +209,12 @@ private:
 
     const Graph &g_;
     const Plan &plan_;
+    const PlanLowering::Shared *shared_ = nullptr;
+    // What the *_of accessors return without a shared part.
+    std::vector<const Strategy *> choice_scratch_;
+    InputBlocks blocks_scratch_;
+    std::vector<int64_t> counts_scratch_;
+    std::vector<Box> held_scratch_;
     std::vector<int> cuts_;
     int n_ = 1;
     std::vector<std::vector<int>> coords_;
@@ -227,7 +281,50 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
 // the variable is an input's own dimension one-to-one this is the input's own
 // block; where it is scaled (a strided window) on an uneven split it is not,
 // and step 1 of lower_node moves the difference.
-Lowerer::InputBlocks Lowerer::input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const {
+const std::vector<const Strategy *> &Lowerer::choices_of(NodeId n) {
+    if (shared_) return shared_->choices[n];
+    choice_scratch_ = choices(n);
+    return choice_scratch_;
+}
+
+const InputBlocks &Lowerer::blocks_of(NodeId n, const std::vector<const Strategy *> &choice) {
+    if (shared_) return shared_->blocks[n];
+    blocks_scratch_ = input_blocks(n, choice);
+    return blocks_scratch_;
+}
+
+const std::vector<int64_t> &Lowerer::stage_counts_of(NodeId n, const std::vector<std::vector<Box>> &in_boxes) {
+    if (shared_) return shared_->stage_counts[n];
+    counts_scratch_ = stage_counts(n, in_boxes);
+    return counts_scratch_;
+}
+
+const std::vector<Box> &Lowerer::held_all(TensorId t) {
+    if (shared_) return shared_->held[t];
+    held_scratch_ = held_boxes(t);
+    return held_scratch_;
+}
+
+std::vector<int64_t> Lowerer::stage_counts(NodeId n, const std::vector<std::vector<Box>> &in_boxes) const {
+    const Node &node = g_.node(n);
+    std::vector<TensorType> whole_in;
+    for (TensorId t : node.inputs) whole_in.push_back(g_.tensor(t).type);
+    std::vector<int64_t> counts(n_);
+    for (int r = 0; r < n_; r++) {
+        std::vector<TensorType> local = whole_in;
+        for (size_t i = 0; i < local.size(); i++) local[i].shape = in_boxes[i][r].extents();
+        counts[r] = stage_type(node.call, local).elements();
+    }
+    return counts;
+}
+
+std::vector<Box> Lowerer::held_boxes(TensorId t) const {
+    std::vector<Box> boxes(n_);
+    for (int r = 0; r < n_; r++) boxes[r] = held(t, r);
+    return boxes;
+}
+
+InputBlocks Lowerer::input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const {
     const Node &node = g_.node(n);
     std::vector<TensorType> in, out;
     for (TensorId t : node.inputs) in.push_back(g_.tensor(t).type);
@@ -355,11 +452,16 @@ TensorId Lowerer::add_fed_block(TensorId whole, const Box &box) {
 
 // Every rank takes the same branch: the decisions depend on all ranks' boxes.
 TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
-                                   TensorId whole, TensorRole role, const std::string &why) {
+                                   TensorId whole, TensorRole role, const std::string &why, int held_is_target) {
     const Shape &s = g_.tensor(whole).type.shape;
-    std::vector<Box> have(n_);
-    for (int r = 0; r < n_; r++) have[r] = box_in(s, from, cuts_, coords_[r], why);
-    if (have == target) return src;
+    std::vector<Box> computed;
+    const bool as_held = same_cuts(from, held_state_[whole]);
+    if (!as_held) {
+        computed.resize(n_);
+        for (int r = 0; r < n_; r++) computed[r] = box_in(s, from, cuts_, coords_[r], why);
+    }
+    const std::vector<Box> &have = as_held ? held_all(whole) : computed;
+    if (as_held && held_is_target >= 0 ? held_is_target == 1 : have == target) return src;
     if (!build_) {
         std::vector<Moves> moves = redistribute(have, from, target, elem);
         for (int r = 0; r < n_; r++) bytes_[r] += moves[r].bytes;
@@ -494,13 +596,14 @@ TensorId Lowerer::reduce_partials(TensorId src, State &st, const std::vector<boo
 // its partial sums are summed first, but at the levels `keep` (where the node
 // adds partial sums as they are).
 TensorId Lowerer::read_input(TensorId src, TensorId t, const std::vector<bool> &keep, const std::vector<Box> &target,
-                             TensorRole role, const std::string &why) {
+                             TensorRole role, const std::string &why, int held_is_target) {
     State st = held_state_[t];
     for (size_t l = 0; l < st.size(); l++)
         TESSERA_CHECK(!keep[l] || st[l].kind == Form::Partial, "lowering: at level ", l + 1, " the plan adds ",
                       held_what_[t], " as partial sums, but holds it as ", plan_.tensors[t].layout[l].str());
     TensorId cur = reduce_partials(src, st, keep, target, t, role, why);
-    if (!st.empty()) cur = add_redistribute(cur, st, target, dtype_size(g_.tensor(t).type.dtype), t, role, why);
+    if (!st.empty())
+        cur = add_redistribute(cur, st, target, dtype_size(g_.tensor(t).type.dtype), t, role, why, held_is_target);
     return cur;
 }
 
@@ -739,13 +842,8 @@ std::vector<TensorId> Lowerer::add_staged(const Node &node, const std::vector<co
     std::vector<TensorType> whole_in;
     for (TensorId t : node.inputs) whole_in.push_back(g_.tensor(t).type);
     const std::vector<std::string> stages = op_stages(node.call, whole_in);
-    std::vector<int64_t> counts(n_);
+    const std::vector<int64_t> &counts = stage_counts_of(static_cast<NodeId>(&node - g_.nodes().data()), in_boxes);
     const DType stage_dtype = stage_type(node.call, whole_in).dtype;
-    for (int r = 0; r < n_; r++) {
-        std::vector<TensorType> local = whole_in;
-        for (size_t i = 0; i < local.size(); i++) local[i].shape = in_boxes[i][r].extents();
-        counts[r] = stage_type(node.call, local).elements();
-    }
     std::vector<Shape> whole, origin;
     for (size_t i = 0; i < node.inputs.size(); i++) {
         whole.push_back(whole_in[i].shape);
@@ -778,7 +876,7 @@ std::vector<TensorId> Lowerer::add_staged(const Node &node, const std::vector<co
 
 void Lowerer::lower_node(NodeId n) {
     const Node &node = g_.node(n);
-    const std::vector<const Strategy *> choice = choices(n);
+    const std::vector<const Strategy *> &choice = choices_of(n);
     const size_t levels = cuts_.size();
     const std::string who = node.call.who();
 
@@ -799,7 +897,7 @@ void Lowerer::lower_node(NodeId n) {
     // 1. Inputs into the blocks the strategy reads.
     std::vector<TensorId> local_in;
     std::vector<Box> in_box;
-    const InputBlocks blocks = input_blocks(n, choice);
+    const InputBlocks &blocks = blocks_of(n, choice);
     const std::vector<std::vector<Box>> &in_boxes = blocks.block;  // [input][rank]
     for (size_t i = 0; i < node.inputs.size(); i++) {
         TensorId t = node.inputs[i];
@@ -807,8 +905,10 @@ void Lowerer::lower_node(NodeId n) {
         const std::vector<Box> &target = in_boxes[i];
         TensorId src = build_ ? dg_.local[t] : kNoTensor;
         const TensorRole role = info.role == TensorRole::Gradient ? TensorRole::Gradient : TensorRole::Activation;
+        const int held_is_target = shared_ ? shared_->reads_held[n][i] : -1;
         TensorId got = is_fed(info) ? add_fed_block(t, target[std::max(rank_, 0)])
-                                    : read_input(src, t, adds_partials, target, role, info.name + ">" + node.call.name);
+                                    : read_input(src, t, adds_partials, target, role, info.name + ">" + node.call.name,
+                                                 held_is_target);
         local_in.push_back(got);
         in_box.push_back(target[std::max(rank_, 0)]);
     }
@@ -833,14 +933,13 @@ void Lowerer::lower_node(NodeId n) {
         TensorId t = node.outputs[j];
         const TensorInfo &info = g_.tensor(t);
         const size_t elem = dtype_size(info.type.dtype);
-        std::vector<Box> target(n_);
-        for (int r = 0; r < n_; r++) target[r] = held(t, r);
+        const std::vector<Box> &target = held_all(t);
         State st = out_state[j];
         std::vector<bool> held_partial(levels);
         for (size_t l = 0; l < levels; l++) held_partial[l] = held_state_[t][l].kind == Form::Partial;
         TensorId cur = keep_on_one_member(raw[j], st, held_partial, node, t, out_box[j]);
         cur = reduce_partials(cur, st, held_partial, target, t, info.role, info.name);
-        if (!st.empty()) cur = add_redistribute(cur, st, target, elem, t, info.role, info.name + ">layout");
+        if (!st.empty()) cur = add_redistribute(cur, st, target, elem, t, info.role, info.name + ">layout", 1);
         if (build_) dg_.local[t] = cur;
     }
 }
@@ -915,6 +1014,35 @@ TensorId DeviceGraph::local_named(const Graph &whole, const std::string &name) c
     auto t = whole.find_tensor(name);
     TESSERA_CHECK(t.has_value() && local[*t] != kNoTensor, "rank ", rank, " holds no tensor named '", name, "'");
     return local[*t];
+}
+
+PlanLowering::PlanLowering(const Graph &g, const Plan &plan) : g_(g), plan_(plan), shared_(new Shared) {
+    Lowerer l(g, plan);
+    for (NodeId n = 0; n < g.num_nodes(); n++) {
+        const std::vector<const Strategy *> choice = l.choices(n);
+        shared_->blocks.push_back(l.input_blocks(n, choice));
+        bool staged = false;
+        for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
+        shared_->stage_counts.push_back(staged ? l.stage_counts(n, shared_->blocks.back().block)
+                                               : std::vector<int64_t>{});
+        shared_->choices.push_back(choice);
+    }
+    for (TensorId t = 0; t < g.num_tensors(); t++) shared_->held.push_back(l.held_boxes(t));
+    for (NodeId n = 0; n < g.num_nodes(); n++) {
+        std::vector<char> same;
+        for (size_t i = 0; i < g.node(n).inputs.size(); i++)
+            same.push_back(shared_->held[g.node(n).inputs[i]] == shared_->blocks[n].block[i]);
+        shared_->reads_held.push_back(std::move(same));
+    }
+}
+
+PlanLowering::~PlanLowering() = default;
+
+DeviceGraph PlanLowering::rank(int r) const {
+    TESSERA_CHECK(r >= 0 && r < plan_.devices, "lowering: rank ", r, " is outside the plan's ", plan_.devices,
+                  " devices");
+    Lowerer l(g_, plan_, shared_.get());
+    return l.run(r);
 }
 
 DeviceGraph lower(const Graph &g, const Plan &plan, int rank) {

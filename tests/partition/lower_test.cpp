@@ -55,6 +55,31 @@ TEST(Lower, OneCutSendsExactlyWhatTheSearchCounted) {
     }
 }
 
+// Lowering every rank of a plan at once (PlanLowering, what the benchmark
+// does) shares the work all ranks compute alike; each rank's graph is the one
+// lower() builds alone, node for node and byte for byte.
+TEST(Lower, AllRanksAtOnceEqualEachRankAlone) {
+    for (const char *spec : kModels) {
+        Graph g = training_graph(spec, 24);
+        for (int n : {3, 4, 8})
+            for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel}) {
+                Plan p = executable_plan(g, n, s);
+                const PlanLowering all(g, p);
+                for (int r = 0; r < n; r++) {
+                    const DeviceGraph a = all.rank(r), b = lower(g, p, r);
+                    const std::string where = std::string(spec) + " n=" + std::to_string(n) + " rank " +
+                                              std::to_string(r) + " " + p.strategy;
+                    EXPECT_TRUE(a.graph == b.graph) << where;
+                    EXPECT_EQ(a.source, b.source) << where;
+                    EXPECT_EQ(a.box, b.box) << where;
+                    EXPECT_EQ(a.local, b.local) << where;
+                    EXPECT_EQ(a.comm_bytes, b.comm_bytes) << where;
+                    EXPECT_EQ(a.comm_nodes, b.comm_nodes) << where;
+                }
+            }
+    }
+}
+
 TEST(Lower, EachRanksGraphRecordsItsBytesAndTheCollectivesMatchUp) {
     for (const char *spec : kModels) {
         Graph g = training_graph(spec, 24);

@@ -42,6 +42,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,27 @@ struct DeviceGraph {
 // lowering cannot run (a dropout block, a partial maximum; plan with
 // PartitionOptions::executable).
 DeviceGraph lower(const Graph &g, const Plan &plan, int rank);
+
+// Lowering every rank of one plan (a benchmark predicting each rank's step):
+// what all ranks' lowerings compute alike (each operator's strategies, every
+// rank's input blocks) is computed once, here, so N ranks cost O(N) of it
+// rather than O(N^2). rank(r) equals lower(g, plan, r); it only reads the
+// shared part, so threads may build ranks at once. `g` and `plan` must
+// outlive it.
+class PlanLowering {
+public:
+    PlanLowering(const Graph &g, const Plan &plan);
+    ~PlanLowering();
+    PlanLowering(const PlanLowering &) = delete;
+    PlanLowering &operator=(const PlanLowering &) = delete;
+    DeviceGraph rank(int r) const;
+    struct Shared;
+
+private:
+    const Graph &g_;
+    const Plan &plan_;
+    std::unique_ptr<Shared> shared_;
+};
 
 // The bytes each rank sends per step, for every rank (index = rank).
 std::vector<int64_t> lowered_comm_bytes(const Graph &g, const Plan &plan);
