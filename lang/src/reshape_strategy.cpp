@@ -41,8 +41,9 @@ std::pair<int, int64_t> lead_and_inner(const Shape &s, int begin, int end) {
 }
 
 // The groups of dimensions whose products agree, in order; empty when the two
-// shapes do not hold the same number of elements (a communication node carried
-// as a reshape) or some extent is 0.
+// shapes do not hold the same number of elements or some extent is 0 (shape
+// inference refuses both before strategies_for gets here; kept for callers
+// that pass shapes directly).
 std::vector<Group> dimension_groups(const Shape &in, const Shape &out) {
     const int ni = static_cast<int>(in.size()), no = static_cast<int>(out.size());
     for (int64_t e : in)

@@ -37,8 +37,9 @@ bool runs_on_blocks(const OpCall &call, const NodeOption &o) {
 }
 
 // Every split input is read without a halo or an offset: part p of the
-// variable reads rows [scale lo, scale hi) of the input. (Lowering moves those
-// rows where they are not the input's own block, as with an uneven split.)
+// variable reads rows [scale lo, scale hi) of the input, divided by `div`
+// (a reshape's merged rows). (Lowering moves those rows where they are not
+// the input's own block, as with an uneven split.)
 bool aligned(const NodeOption &o) {
     for (const InputNeed &n : o.inputs)
         if (n.split && (n.lo_off != 0 || n.hi_off != n.scale - 1)) return false;

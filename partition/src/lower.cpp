@@ -199,7 +199,7 @@ private:
     double mean_rescale(const Node &node, const Box &in) const;
     std::vector<TensorId> add_op(const OpCall &call, const std::vector<TensorId> &in, const Node &node,
                                  const std::vector<Box> &boxes);
-    std::vector<TensorId> add_staged(const Node &node, const std::vector<const Strategy *> &choice,
+    std::vector<TensorId> add_staged(NodeId n, const std::vector<const Strategy *> &choice,
                                      const std::vector<TensorId> &local_in,
                                      const std::vector<std::vector<Box>> &in_boxes,
                                      const std::vector<Box> &out_box);
@@ -274,13 +274,9 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
     return out;
 }
 
-// Per input of node n, per rank: the block the rank's strategies read. Each
-// level whose strategy splits a variable cuts that variable's range (nested
-// cuts of one variable cut its block again); a split input reads the rows its
-// variable's block maps to (rows_read: scaled, clamped to the input). Where
-// the variable is an input's own dimension one-to-one this is the input's own
-// block; where it is scaled (a strided window) on an uneven split it is not,
-// and step 1 of lower_node moves the difference.
+// The accessors below return the shared part's values, or compute them into
+// a scratch member that the next call of the same accessor overwrites: a
+// caller keeps a reference only until it asks again.
 const std::vector<const Strategy *> &Lowerer::choices_of(NodeId n) {
     if (shared_) return shared_->choices[n];
     choice_scratch_ = choices(n);
@@ -324,6 +320,13 @@ std::vector<Box> Lowerer::held_boxes(TensorId t) const {
     return boxes;
 }
 
+// Per input of node n, per rank: the block the rank's strategies read. Each
+// level whose strategy splits a variable cuts that variable's range (nested
+// cuts of one variable cut its block again); a split input reads the rows its
+// variable's block maps to (rows_read: scaled, clamped to the input). Where
+// the variable is an input's own dimension one-to-one this is the input's own
+// block; where it is scaled (a strided window) on an uneven split it is not,
+// and step 1 of lower_node moves the difference.
 InputBlocks Lowerer::input_blocks(NodeId n, const std::vector<const Strategy *> &choice) const {
     const Node &node = g_.node(n);
     std::vector<TensorType> in, out;
@@ -835,14 +838,15 @@ TensorId Lowerer::add_stage_reduction(TensorId stage, DType dtype, const std::ve
 
 // An operator whose strategy splits a reduction inside it, run as its staged
 // kernels (tessera/lang/staged.h) with each crossing stage combined between them.
-std::vector<TensorId> Lowerer::add_staged(const Node &node, const std::vector<const Strategy *> &choice,
+std::vector<TensorId> Lowerer::add_staged(NodeId n, const std::vector<const Strategy *> &choice,
                                           const std::vector<TensorId> &local_in,
                                           const std::vector<std::vector<Box>> &in_boxes,
                                           const std::vector<Box> &out_box) {
+    const Node &node = g_.node(n);
     std::vector<TensorType> whole_in;
     for (TensorId t : node.inputs) whole_in.push_back(g_.tensor(t).type);
     const std::vector<std::string> stages = op_stages(node.call, whole_in);
-    const std::vector<int64_t> &counts = stage_counts_of(static_cast<NodeId>(&node - g_.nodes().data()), in_boxes);
+    const std::vector<int64_t> &counts = stage_counts_of(n, in_boxes);
     const DType stage_dtype = stage_type(node.call, whole_in).dtype;
     std::vector<Shape> whole, origin;
     for (size_t i = 0; i < node.inputs.size(); i++) {
@@ -921,7 +925,7 @@ void Lowerer::lower_node(NodeId n) {
                             who + " output " + std::to_string(j));
     bool staged = false;
     for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
-    if (staged) raw = add_staged(node, choice, local_in, in_boxes, out_box);
+    if (staged) raw = add_staged(n, choice, local_in, in_boxes, out_box);
     if (build_) {
         if (!staged) raw = add_block_op(node, choice, local_in, blocks, out_box);
         const double alpha = mean_rescale(node, in_box[0]);

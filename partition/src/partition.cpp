@@ -372,11 +372,13 @@ private:
 
     // Groups of a value the forward pass computes from weights and constants
     // alone (an imported model's transposed weight, W^T, which its matmul
-    // reads), with that value's gradient: like a weight, they may be
+    // reads), and of that value's gradients: like a weight, they may be
     // replicated. Data parallelism may too, as DDP computes W^T on every
     // replica and all-reduces its gradient once; where the value is read
     // beside the batch (a broadcast position embedding), split(0) stays the
-    // cheaper choice.
+    // cheaper choice. A group qualifies only when all its members do: an
+    // RNN's steps share a group, and one step's value computed from weights
+    // alone must not let the others be held whole.
     void find_weight_derived_groups() {
         std::vector<bool> derived(g_.num_tensors(), false);
         for (const Node &n : g_.nodes()) {
@@ -386,9 +388,19 @@ private:
                 from_weights = from_weights && (is_persistent(g_.tensor(t).role) || derived[t]);
             for (TensorId t : n.outputs) derived[t] = from_weights && !is_persistent(g_.tensor(t).role);
         }
+        auto qualifies = [&](TensorId t) {  // derived, or a gradient of a derived value
+            TensorId primal = t;
+            while (g_.tensor(primal).grad_of != kNoTensor) primal = g_.tensor(primal).grad_of;
+            return derived[primal] && (primal == t || g_.tensor(t).role == TensorRole::Gradient);
+        };
         weight_derived_.assign(co_.num_tensor_groups, false);
-        for (TensorId t = 0; t < g_.num_tensors(); t++)
-            if (derived[t]) weight_derived_[co_.tensor_group[t]] = true;
+        std::vector<bool> all(co_.num_tensor_groups, true);
+        for (TensorId t = 0; t < g_.num_tensors(); t++) {
+            const int gid = co_.tensor_group[t];
+            if (qualifies(t)) weight_derived_[gid] = true;
+            else if (!is_persistent(g_.tensor(t).role)) all[gid] = false;
+        }
+        for (int gid = 0; gid < co_.num_tensor_groups; gid++) weight_derived_[gid] = weight_derived_[gid] && all[gid];
     }
 
     // Groups that may be held as partial sums: those of a weight's gradients,

@@ -323,7 +323,7 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     p.level_bytes = r.list(r.at(j, "", "level_bytes"), "level_bytes",
                            [&](const json &e, const std::string &path) { return r.bytes(e, path); });
     p.comm_bytes = r.bytes(r.at(j, "", "comm_bytes"), "comm_bytes");
-    p.search_bytes = j.contains("search_bytes") ? r.bytes(j.at("search_bytes"), "search_bytes") : p.comm_bytes;
+
     p.predicted_comm_time_s = r.number(r.at(j, "", "predicted_comm_time_s"), "predicted_comm_time_s");
     if (j.contains("executable")) {
         if (!j.at("executable").is_boolean()) r.bad("executable", "must be true or false");
@@ -332,6 +332,9 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     if (j.contains("rank_comm_bytes"))
         p.rank_comm_bytes = r.list(r.at(j, "", "rank_comm_bytes"), "rank_comm_bytes",
                                    [&](const json &e, const std::string &path) { return r.bytes(e, path); });
+    // A plan written before search_bytes: its comm_bytes was the search's count.
+    p.search_bytes = j.contains("search_bytes") ? r.bytes(j.at("search_bytes"), "search_bytes") : p.comm_bytes;
+    if (!j.contains("search_bytes") && p.executable) p.comm_bytes = p.lowered_comm_bytes();
     p.search_time_s = r.number(r.at(j, "", "search_time_s"), "search_time_s");
     p.memory = read_memory(r, r.at(j, "", "memory"), "memory");
     p.per_device_peak_bytes = r.bytes(r.at(j, "", "per_device_peak_bytes"), "per_device_peak_bytes");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Partitioned training equals single-process training (issue 5's equivalence
-# and bytes bars): for one model, 20 steps on one process, then under
+# Partitioned training equals single-process training (the equivalence and
+# bytes bars): for one model, 20 steps (or --steps) on one process, then under
 # mpirun -np N for each N and strategy; losses within 1e-5 relative at every
-# step, weights within 1e-4 after 20 steps, and the bytes each step sends equal
+# step, weights within 1e-4 after the last step, and the bytes each step sends equal
 # the plan's count.
 #   equivalence_test.sh TESSERA_TRAIN TESSERA_PLAN MODEL "2 3 4 8" "tofu data owt equalchop" [TRAIN FLAGS]
 # (batch 24 and 20 steps unless the flags say --batch or --steps).

@@ -351,7 +351,7 @@ TEST(PartitionClosedForm, DataParallelTransformerIsDdp) {
             if (p == &tofu && n != 2) continue;
             int64_t lowered = 0;
             for (int64_t b : p->rank_comm_bytes) lowered += b;
-            EXPECT_EQ(lowered, p->comm_bytes) << p->strategy << " n=" << n;
+            EXPECT_EQ(lowered, p->search_bytes) << p->strategy << " n=" << n;
         }
     }
 }
