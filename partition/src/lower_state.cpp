@@ -1,0 +1,65 @@
+#include "lower_state.h"
+
+#include "tessera/error.h"
+
+namespace tessera::lowering {
+
+State state_of(const std::vector<Layout> &layout) {
+    State s;
+    for (const Layout &l : layout)
+        s.push_back(l.is_split() ? Form{Form::Split, l.dim} : l.is_partial() ? Form{Form::Partial, -1} : Form{});
+    return s;
+}
+
+// `b` becomes its part `part` of k along `dim` (Box::part's blocks: ceil and
+// floor size, the longer first), in place: lowering cuts boxes by the million.
+void cut(Box &b, int dim, int k, int part, const std::string &what) {
+    const int64_t extent = b.hi[dim] - b.lo[dim];
+    TESSERA_CHECK(extent >= k, "lowering: ", what, ": extent ", extent, " of dimension ", dim,
+                  " is shorter than its ", k, " parts");
+    b.lo[dim] += block_lo(extent, k, part);
+    b.hi[dim] = b.lo[dim] + block_size(extent, k, part);
+}
+
+Box box_in(const Shape &s, const State &st, const std::vector<int> &cuts, const std::vector<int> &coords,
+           const std::string &what) {
+    Box b = Box::whole(s);
+    for (size_t l = 0; l < st.size(); l++)
+        if (st[l].kind == Form::Split) cut(b, st[l].dim, cuts[l], coords[l], what);
+    return b;
+}
+
+// Whether two states cut a tensor into the same boxes: the same splits on
+// every level (whole and partial sums both leave a level's box whole).
+bool same_cuts(const State &a, const State &b) {
+    if (a.size() != b.size()) return false;
+    for (size_t l = 0; l < a.size(); l++) {
+        const bool sa = a[l].kind == Form::Split, sb = b[l].kind == Form::Split;
+        if (sa != sb || (sa && a[l].dim != b[l].dim)) return false;
+    }
+    return true;
+}
+
+// The ranks that differ from r only on the levels in `levels`.
+std::vector<int64_t> group_of(const std::vector<std::vector<int>> &coords, int r, const std::vector<bool> &levels) {
+    std::vector<int64_t> g;
+    for (size_t q = 0; q < coords.size(); q++) {
+        bool same = true;
+        for (size_t l = 0; l < levels.size(); l++)
+            if (!levels[l] && coords[q][l] != coords[r][l]) same = false;
+        if (same) g.push_back(static_cast<int64_t>(q));
+    }
+    return g;
+}
+
+// Elements member `i` of comm/'s ring all-reduce over k members sends for
+// `count` elements: chunk j has count/k elements, one more for j < count % k;
+// the reduce-scatter pass sends every chunk but i, the all-gather pass every
+// chunk but (i+1) mod k (Communicator::all_reduce).
+int64_t all_reduce_sent(int64_t count, int k, int i) {
+    if (k < 2) return 0;
+    auto chunk = [&](int j) { return count / k + (j < count % k ? 1 : 0); };
+    return 2 * count - chunk(i) - chunk((i + 1) % k);
+}
+
+}  // namespace tessera::lowering
