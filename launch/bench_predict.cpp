@@ -203,12 +203,14 @@ BenchRow predict_single(const std::string &model, const Graph &training, const B
     return row;
 }
 
-PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy) {
+PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy,
+                                         const BenchContext &ctx) {
     PartitionOptions o;
     o.strategy = strategy;
     o.model = model;
     o.executable = true;
     o.replicate_weights = true;
+    o.bucket_bytes = bucket_bytes_within(ctx.bucket_bytes, ctx.device_mem);
     return o;
 }
 
@@ -221,7 +223,7 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
         return row;
     }
     say(ctx, fmt::format("{} on {} devices: partitioning", name, machine.devices()));
-    const Plan plan = partition(training, machine, bench_partition_options(model, strategy));
+    const Plan plan = partition(training, machine, bench_partition_options(model, strategy, ctx));
     return predict_plan(model, training, machine, plan, name, ctx);
 }
 

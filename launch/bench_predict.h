@@ -62,6 +62,9 @@ struct BenchContext {
     // budget: the memory-aware comparison of strategies (issue 19).
     int64_t device_mem = 0;
     double search_s = 2;
+    // Plans fuse all-reduces into buckets of this many bytes (0: none),
+    // within device_mem (bucket_bytes_within).
+    int64_t bucket_bytes = PartitionOptions::kDefaultBucketBytes;
 };
 
 // The model's training graph (models/ and graph/: the model, its backward pass
@@ -79,8 +82,10 @@ BenchRow predict_partitioned(const std::string &model, const Graph &training, co
 
 // The partition options every prediction plans with: executable (so that it
 // lowers), and weights replicable (so that `data` keeps whole weights and
-// all-reduces their gradients, and Tofu may choose to).
-PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy);
+// all-reduces their gradients, and Tofu may choose to), with the context's
+// buckets.
+PartitionOptions bench_partition_options(const std::string &model, PartitionStrategy strategy,
+                                         const BenchContext &ctx);
 
 // N = machine.devices() > 1 devices running `plan` (made by partition() for
 // `training` on `machine`, executable), named `name` in the row.

@@ -28,6 +28,7 @@ BenchContext context_of(const PartitionQuestion &q) {
     ctx.batch = q.batch;
     ctx.device_mem = q.budget;
     ctx.search_s = q.search_s;
+    ctx.bucket_bytes = q.bucket_bytes;
     return ctx;
 }
 
@@ -64,7 +65,7 @@ public:
 
     // The plan of `weights` fixed, or the reason there is none.
     std::variant<Plan, std::string> plan(const WeightLayouts &weights) const {
-        PartitionOptions o = bench_partition_options(q_.model, base_);
+        PartitionOptions o = bench_partition_options(q_.model, base_, ctx_);
         o.weights = weights;
         try {
             Plan p = partition(training_, q_.machine, o);

@@ -46,6 +46,7 @@ struct PartitionQuestion {
     double search_s = 2;          // the swap planner's search per rank and prediction
     double weights_s = 30;        // the per-weight search, at most (0: none)
     int max_weights = 12;         // the largest weights it chooses for
+    int64_t bucket_bytes = PartitionOptions::kDefaultBucketBytes;  // fused all-reduces (0: none)
     std::function<void(const std::string &)> progress;  // one line per step of the search; may be empty
 };
 

@@ -1,6 +1,7 @@
 #include "partition_flags.h"
 
 #include <cctype>
+#include <cmath>
 
 namespace tessera {
 
@@ -9,6 +10,8 @@ void PartitionFlags::apply(PartitionOptions &o) const {
     if (!weights.empty()) o.weights = parse_weights(weights);
     o.staged_reductions = !no_staged_reductions;
     o.replicate_weights = !no_replicate_weights;
+    o.bucket_bytes = std::llround(bucket_mb * double(int64_t{1} << 20));
+    o.sync_batch_norm = sync_batch_norm;
 }
 
 void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string &when) {
@@ -33,6 +36,16 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
     app.add_flag("--no-replicate-weights", flags.no_replicate_weights,
                  help("do not let the search replicate weights, so that each device holds 1/N of the model "
                       "(this excludes data parallelism from Tofu's space)"));
+    app.add_option("--bucket-mb", flags.bucket_mb,
+                   help("fuse each device's all-reduces of one group into buckets of this many MiB, each one "
+                        "collective issued as soon as its last tensor is made (as PyTorch DDP's bucket_cap_mb); 0 "
+                        "runs one collective per tensor"))
+        ->check(CLI::Range(0.0, 1e6))
+        ->capture_default_str();
+    app.add_flag("--sync-batch-norm", flags.sync_batch_norm,
+                 help("with the ddp and fsdp strategies: synchronise batch norm's statistics over the global "
+                      "batch (SyncBatchNorm; ddp is then the data strategy); by default each device normalises by "
+                      "its own block's statistics, as PyTorch DDP does (every other strategy synchronises)"));
 }
 
 std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations, int &patience,

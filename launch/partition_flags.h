@@ -1,5 +1,5 @@
 // The flags both programs take, and the check they share (no empty values): the partition flags (--force,
-// --weights, --no-staged-reductions, --no-replicate-weights) and the swap search's, registered in one place so that their names and
+// --weights, --no-staged-reductions, --no-replicate-weights, --bucket-mb, --sync-batch-norm) and the swap search's, registered in one place so that their names and
 // meanings cannot drift apart between tessera-plan and tessera-train.
 #pragma once
 
@@ -17,8 +17,10 @@ struct PartitionFlags {
     std::string weights;             // PartitionOptions::weights, as parse_weights() reads it
     bool no_staged_reductions = false;  // !PartitionOptions::staged_reductions
     bool no_replicate_weights = false;
+    double bucket_mb = 25;  // PartitionOptions::bucket_bytes, in MiB
+    bool sync_batch_norm = false;
     // Sets force and weights (parsed: throws tessera::Error naming a malformed entry),
-    // staged_reductions and replicate_weights.
+    // staged_reductions, replicate_weights, bucket_bytes and sync_batch_norm.
     void apply(PartitionOptions &o) const;
 };
 

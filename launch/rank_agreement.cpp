@@ -90,9 +90,11 @@ std::vector<std::string> run_arguments(const TrainOptions &o) {
         "--checkpoint " + o.checkpoint_dir, "--checkpoint-every " + std::to_string(o.checkpoint_every),
         fmt::format("--resume {} --eval {} --simulate-steps {}", o.resume, o.eval, o.simulate_steps),
         "--partition " + o.partition,
-        fmt::format("--force {} --weights {} --no-staged-reductions {} --no-replicate-weights {}",
+        fmt::format("--force {} --weights {} --no-staged-reductions {} --no-replicate-weights {} --bucket-mb {} "
+                    "--sync-batch-norm {}",
                     o.partition_flags.force, o.partition_flags.weights, o.partition_flags.no_staged_reductions,
-                    o.partition_flags.no_replicate_weights),
+                    o.partition_flags.no_replicate_weights, o.partition_flags.bucket_mb,
+                    o.partition_flags.sync_batch_norm),
         "--plan " + o.plan_path, "--nodes " + std::to_string(o.nodes), "--machine " + o.machine_path,
         "--comm " + o.comm_backend,
     };

@@ -27,7 +27,9 @@ void ShardedStore::read(TensorId t, void *host, size_t bytes) {
         TESSERA_INTERNAL_ASSERT(theirs.elements() <= mine.elements(), "rank ", r, "'s block of '", info.name,
                                 "' is longer than rank 0's");
         comm_.recv(block_.data(), static_cast<size_t>(theirs.elements()) * elem, r);
-        copy_box(block_.data(), theirs, host, whole, theirs, elem);
+        // A replicated tensor keeps rank 0's copy (ddp's running statistics
+        // differ by rank; every other replicated tensor is the same on all).
+        if (!(theirs == whole && mine == whole)) copy_box(block_.data(), theirs, host, whole, theirs, elem);
     }
 }
 

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <iostream>
@@ -67,6 +68,7 @@ struct BenchArgs {
     double timeout_s = 600;
     bool oversubscribe = false;
     std::string device_mem;  // scaling, models: per-device memory; empty: unlimited
+    double bucket_mb = 25;   // scaling, models: fused all-reduces' bucket (PartitionOptions::bucket_bytes)
 };
 
 int parse_positive(const std::string &text, const std::string &flag) {
@@ -138,6 +140,7 @@ tessera::BenchContext bench_context(const BenchArgs &a, BenchProgress &progress)
     tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
     if (!a.device_mem.empty()) ctx.device_mem = tessera::parse_size(a.device_mem, "--device-mem");
     ctx.search_s = a.search_s;
+    ctx.bucket_bytes = std::llround(a.bucket_mb * double(int64_t{1} << 20));
     return ctx;
 }
 
@@ -177,6 +180,7 @@ tessera::BenchRow per_weight_row(const BenchArgs &a, const tessera::BenchContext
     q.budget = ctx.device_mem;
     q.device = ctx.device;
     q.search_s = ctx.search_s;
+    q.bucket_bytes = ctx.bucket_bytes;
     q.weights_s = a.per_weight_s;
     q.progress = ctx.progress;
     return tessera::choose_weights(q, training, tessera::partition_strategy_from_name(best->strategy), *best).second;
@@ -439,6 +443,11 @@ void add_memory_flags(CLI::App &app, BenchArgs &a) {
                    "host to fit (the swap planner), and the strategies compare on their steps under it");
     app.add_option("--search-time", a.search_s, "With --device-mem: seconds the swap planner may search, per rank")
         ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    app.add_option("--bucket-mb", a.bucket_mb,
+                   "Fuse each device's all-reduces into buckets of this many MiB (as tessera-train --bucket-mb); 0: "
+                   "one collective per tensor")
+        ->check(CLI::Range(0.0, 1e6))
         ->capture_default_str();
 }
 

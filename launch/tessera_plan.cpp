@@ -471,7 +471,9 @@ void add_plan_flags(CLI::App &app, PlanArgs &a) {
     app.add_option("--optimizer", a.req.optimizer, "sgd or adam: the optimizer whose state the plan holds")
         ->capture_default_str();
     auto *strategy_opt = app.add_option("--strategy", a.strategy,
-                                        "tofu (the search), data, owt (one weird trick), equalchop, or brute")
+                                        "tofu (the search), data, ddp (data with batch norm per device, as PyTorch DDP), fsdp (ddp with "
+                                        "weights, gradients and optimizer state sharded, as FSDP), owt (one weird "
+                                        "trick), equalchop, or brute")
                              ->capture_default_str();
     app.add_option("--compare", a.compare, "Plan with each of these strategies (comma separated) and compare them")
         ->excludes(strategy_opt);

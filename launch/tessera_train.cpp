@@ -133,10 +133,12 @@ int export_and_exit(const tessera::TrainOptions &o, const std::string &out) {
 // How the run is split over the ranks of a launch.
 void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--partition", o.partition,
-                   "Under mpirun: how to split the model over the ranks: tofu (the search), data, owt, equalchop, or "
+                   "Under mpirun: how to split the model over the ranks: tofu (the search), data (data parallelism, "
+                   "batch norm synchronised), ddp (PyTorch DDP: batch norm per device), fsdp (FSDP FULL_SHARD, "
+                   "ZeRO-3: ddp with each weight, gradient and optimizer state sharded), owt, equalchop, or "
                    "auto (the one whose step tessera-bench's simulator predicts least, under --device-mem after "
                    "swapping, then each of the largest weights replicated or split where that predicts less)")
-        ->check(CLI::IsMember({"tofu", "data", "owt", "equalchop", "auto"}))
+        ->check(CLI::IsMember({"tofu", "data", "ddp", "fsdp", "owt", "equalchop", "auto"}))
         ->capture_default_str();
     app.add_option("--partition-search-time", o.partition_search_s,
                    "With --partition auto: seconds the per-weight search may take after the four strategies are "

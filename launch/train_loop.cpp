@@ -116,6 +116,9 @@ PartitionPick resolve_partition(const TrainOptions &o, const Machine &machine,
         q.device = roofline_device(cuda ? "h100" : "cpu");
         q.search_s = std::min(2.0, o.swap_search.time_limit_s);
         q.weights_s = o.partition_search_s;
+        PartitionOptions flags;
+        o.partition_flags.apply(flags);
+        q.bucket_bytes = flags.bucket_bytes;
         q.progress = [](const std::string &line) { std::cout << line << "\n" << std::flush; };
         const PartitionChoice choice = choose_partition(q);
         std::cout << partition_choice_line(choice) << "\n" << std::flush;
@@ -248,11 +251,14 @@ std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profi
 
 std::string partition_banner(const JobMachine &machine, const RunPlan &run, const DeviceChoice &choice, bool nccl) {
     std::string s = machine.description + "\n";
-    s += fmt::format("partition {} over {} ranks (cuts {}) | {} communication nodes | rank 0 sends {} per step, all "
-                     "ranks {}\n",
-                     run.partition->strategy, run.partition->devices, cuts_str(*run.partition),
-                     run.lowered->comm_nodes, format_bytes(run.lowered->comm_bytes),
-                     format_bytes(run.partition->lowered_comm_bytes()));
+    const int collectives = run.lowered->comm_nodes;
+    const int64_t bucket = run.partition->bucket_bytes;
+    s += fmt::format("partition {} over {} ranks (cuts {}) | {} collective{} per step ({}) | rank 0 sends {} per "
+                     "step, all ranks {}\n",
+                     run.partition->strategy, run.partition->devices, cuts_str(*run.partition), collectives,
+                     collectives == 1 ? "" : "s",
+                     bucket > 0 ? "all-reduces fused in buckets of " + format_bytes(bucket) : "one per tensor",
+                     format_bytes(run.lowered->comm_bytes), format_bytes(run.partition->lowered_comm_bytes()));
     if (choice.cuda)
         s += nccl ? "collectives: on the GPU through NCCL\n" : "collectives: staged through pinned host memory over MPI\n";
     return s;

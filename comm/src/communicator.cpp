@@ -232,30 +232,88 @@ void Communicator::sendrecv(const void *send_buf, size_t send_bytes, int dst, vo
 
 // ---- Collectives ---------------------------------------------------------------
 
+namespace {
+
+// The ring's chunks of one buffer of `count` elements: k + 1 offsets.
+std::vector<size_t> even_chunks(size_t count, int k) {
+    std::vector<size_t> offsets(static_cast<size_t>(k) + 1);
+    for (int c = 0; c <= k; c++) offsets[c] = c == k ? count : chunk_offset(count, k, c);
+    return offsets;
+}
+
+}  // namespace
+
 void Communicator::all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce) {
-    if (reduce == ReduceOp::Max) ring_all_reduce(data, count, g, [](float a, float b) { return std::max(a, b); });
-    else ring_all_reduce(data, count, g, [](float a, float b) { return a + b; });
+    const std::vector<size_t> offsets = even_chunks(count, std::max(g.size(), 1));
+    if (reduce == ReduceOp::Max) ring_all_reduce(data, offsets, g, [](float a, float b) { return std::max(a, b); });
+    else ring_all_reduce(data, offsets, g, [](float a, float b) { return a + b; });
 }
 
 void Communicator::all_reduce_f64(double *data, size_t count, const Group &g) {
-    ring_all_reduce(data, count, g, [](double a, double b) { return a + b; });
+    ring_all_reduce(data, even_chunks(count, std::max(g.size(), 1)), g, [](double a, double b) { return a + b; });
+}
+
+void Communicator::all_reduce_many(const std::vector<float *> &bufs, const std::vector<size_t> &counts,
+                                   const Group &g, ReduceOp reduce) {
+    if (reduce == ReduceOp::Max)
+        ring_all_reduce_many(bufs, counts, g, [](float a, float b) { return std::max(a, b); });
+    else ring_all_reduce_many(bufs, counts, g, [](float a, float b) { return a + b; });
+}
+
+void Communicator::all_reduce_many_f64(const std::vector<double *> &bufs, const std::vector<size_t> &counts,
+                                       const Group &g) {
+    ring_all_reduce_many(bufs, counts, g, [](double a, double b) { return a + b; });
 }
 
 template <typename T, typename Combine>
-void Communicator::ring_all_reduce(T *data, size_t count, const Group &g, Combine combine) {
+void Communicator::ring_all_reduce_many(const std::vector<T *> &bufs, const std::vector<size_t> &counts,
+                                        const Group &g, Combine combine) {
+    TESSERA_CHECK(bufs.size() == counts.size(), "rank ", rank_, ": all_reduce_many got ", bufs.size(),
+                  " buffers but ", counts.size(), " counts");
+    const int k = std::max(g.size(), 1);
+    // Chunk c of the packed buffer: chunk c of every buffer, in buffer order.
+    std::vector<size_t> offsets(static_cast<size_t>(k) + 1, 0);
+    for (int c = 0; c < k; c++) {
+        offsets[c + 1] = offsets[c];
+        for (size_t count : counts) offsets[c + 1] += chunk_size(count, k, c);
+    }
+    const size_t total = offsets[k];
+    if (packed_.size() * sizeof(double) < total * sizeof(T)) packed_.resize((total * sizeof(T) + 7) / 8);
+    T *packed = reinterpret_cast<T *>(packed_.data());
+    auto move_chunks = [&](bool pack) {
+        size_t at = 0;
+        for (int c = 0; c < k; c++)
+            for (size_t i = 0; i < bufs.size(); i++) {
+                const size_t n = chunk_size(counts[i], k, c);
+                T *mine = bufs[i] + chunk_offset(counts[i], k, c);
+                if (n > 0) std::memcpy(pack ? packed + at : mine, pack ? mine : packed + at, n * sizeof(T));
+                at += n;
+            }
+    };
+    move_chunks(true);
+    ring_all_reduce(packed, offsets, g, combine);
+    move_chunks(false);
+}
+
+template <typename T, typename Combine>
+void Communicator::ring_all_reduce(T *data, const std::vector<size_t> &offsets, const Group &g, Combine combine) {
     const CommOp op = CommOp::AllReduce;
     check_group(g, op);
     count_call(op);
     const int k = g.size();
+    const size_t count = offsets.back();
     if (k == 1 || count == 0) return;
     TESSERA_CHECK(data != nullptr, "rank ", rank_, ": all_reduce of ", count,
                   sizeof(T) == sizeof(double) ? " doubles" : " floats", " over ranks ", g.str(), " got a null buffer");
     const int me = g.index_of(rank_);
     const int next = g.ranks[(me + 1) % k], prev = g.ranks[mod(me - 1, k)];
     static_assert(sizeof(T) % sizeof(float) == 0);
-    T *incoming = reinterpret_cast<T *>(scratch(chunk_size(count, k, 0) * (sizeof(T) / sizeof(float))));
-    auto at = [&](int c) { return data + chunk_offset(count, k, c); };
-    auto bytes = [&](int c) { return chunk_size(count, k, c) * sizeof(T); };
+    auto size = [&](int c) { return offsets[c + 1] - offsets[c]; };
+    size_t longest = 0;
+    for (int c = 0; c < k; c++) longest = std::max(longest, size(c));
+    T *incoming = reinterpret_cast<T *>(scratch(longest * (sizeof(T) / sizeof(float))));
+    auto at = [&](int c) { return data + offsets[c]; };
+    auto bytes = [&](int c) { return size(c) * sizeof(T); };
 
     // Reduce-scatter: at step s pass on the partial sum of chunk me-s-1 and add
     // our values to the partial sum of chunk me-s-2; after k-1 steps chunk me is whole.
@@ -264,7 +322,7 @@ void Communicator::ring_all_reduce(T *data, size_t count, const Group &g, Combin
         step(at(sc), bytes(sc), next, incoming, bytes(rc), prev, op, g);
         this->count(op, static_cast<int64_t>(bytes(sc)));
         T *d = at(rc);
-        const size_t n = chunk_size(count, k, rc);
+        const size_t n = size(rc);
         for (size_t i = 0; i < n; i++) d[i] = combine(incoming[i], d[i]);
     }
     // All-gather: pass finished chunks around, received straight into place.

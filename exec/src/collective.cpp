@@ -11,8 +11,8 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     const Node &node = g.node(n);
     const OpCall &c = node.call;
     name_ = c.name;
-    TESSERA_CHECK(node.comm && node.inputs.size() == 1 && node.outputs.size() == 1, "node '", c.name,
-                  "' is not a communication node with one input and one output");
+    TESSERA_CHECK(node.comm && !node.inputs.empty() && node.inputs.size() == node.outputs.size(), "node '", c.name,
+                  "' is not a communication node with an output per input");
     const TensorInfo &in = g.tensor(node.inputs[0]), &out = g.tensor(node.outputs[0]);
     TESSERA_CHECK(in.type.dtype == out.type.dtype, "communication node '", c.name, "' changes the dtype");
     elem_ = dtype_size(in.type.dtype);
@@ -20,6 +20,8 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     out_box_ = Box::whole(out.type.shape);
     const CommAttrs a = read_comm_attrs(c, in_box_.rank());
     bytes_ = a.bytes;
+    TESSERA_CHECK(node.inputs.size() == 1 || a.kind == CommNodeKind::AllReduce, "communication node '", c.name,
+                  "': only an all-reduce may have several inputs (a fused bucket)");
     if (a.kind == CommNodeKind::Redistribute) {
         read_redistribute(a);
         return;
@@ -35,6 +37,14 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
         f64_ = in.type.dtype == DType::F64;
         TESSERA_CHECK(!f64_ || reduce_ == ReduceOp::Sum, "communication node '", c.name,
                       "': an f64 all-reduce is a sum");
+        for (size_t m = 0; m < node.inputs.size(); m++) {
+            const TensorType &ti = g.tensor(node.inputs[m]).type, &to = g.tensor(node.outputs[m]).type;
+            TESSERA_CHECK(ti == to && ti.dtype == in.type.dtype, "communication node '", c.name, "': member ", m,
+                          " changes its type or differs in dtype from the first");
+            member_counts_.push_back(static_cast<size_t>(ti.elements()));
+        }
+        if (f64_) doubles_.resize(member_counts_.size());
+        else floats_.resize(member_counts_.size());
         return;
     }
     read_reduce_scatter(a);
@@ -116,28 +126,38 @@ void Collective::read_reduce_scatter(const CommAttrs &a) {
     send_buf_.resize(packed * elem_);
 }
 
-void Collective::run(Communicator &comm, const std::byte *in, std::byte *out) {
+void Collective::run(Communicator &comm, const Inputs &in, const Outputs &out) {
     switch (kind_) {
-    case Kind::Redistribute: redistribute(comm, in, out); return;
-    case Kind::AllReduce: {
-        size_t n = static_cast<size_t>(in_box_.elements());
-        if (in != out) std::memcpy(out, in, n * elem_);
-        if (f64_) comm.all_reduce_f64(reinterpret_cast<double *>(out), n, group_);
-        else comm.all_reduce(reinterpret_cast<float *>(out), n, group_, reduce_);
-        return;
-    }
+    case Kind::Redistribute: redistribute(comm, in[0], out[0]); return;
+    case Kind::AllReduce: all_reduce(comm, in, out); return;
     case Kind::ReduceScatter: {
         // The chunks, packed in group order (an uneven split's differ in size),
         // each into a dense run holding exactly that chunk.
         size_t offset = 0;
         for (size_t j = 0; j < chunks_.size(); j++) {
-            copy_box(in, in_box_, send_buf_.data() + offset * elem_, chunks_[j], chunks_[j], elem_);
+            copy_box(in[0], in_box_, send_buf_.data() + offset * elem_, chunks_[j], chunks_[j], elem_);
             offset += chunk_counts_[j];
         }
-        comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out),
+        comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out[0]),
                             chunk_counts_, group_);
         return;
     }
+    }
+}
+
+void Collective::all_reduce(Communicator &comm, const Inputs &in, const Outputs &out) {
+    for (size_t m = 0; m < member_counts_.size(); m++) {
+        if (in[m] != out[m]) std::memcpy(out[m], in[m], member_counts_[m] * elem_);
+        if (f64_) doubles_[m] = reinterpret_cast<double *>(out[m]);
+        else floats_[m] = reinterpret_cast<float *>(out[m]);
+    }
+    if (member_counts_.size() > 1) {
+        if (f64_) comm.all_reduce_many_f64(doubles_, member_counts_, group_);
+        else comm.all_reduce_many(floats_, member_counts_, group_, reduce_);
+    } else if (f64_) {
+        comm.all_reduce_f64(doubles_[0], member_counts_[0], group_);
+    } else {
+        comm.all_reduce(floats_[0], member_counts_[0], group_, reduce_);
     }
 }
 
@@ -181,25 +201,30 @@ std::vector<Group> Collective::groups() const {
     return {group_};
 }
 
-void Collective::enqueue(Device &dev, StreamKind s, Communicator &comm, const std::byte *in, std::byte *out) const {
+void Collective::enqueue(Device &dev, StreamKind s, Communicator &comm, const Inputs &in, const Outputs &out) const {
     switch (kind_) {
     case Kind::AllReduce: enqueue_all_reduce(dev, s, comm, in, out); return;
-    case Kind::ReduceScatter: enqueue_reduce_scatter(dev, s, comm, in, out); return;
-    case Kind::Redistribute: enqueue_redistribute(dev, s, comm, in, out); return;
+    case Kind::ReduceScatter: enqueue_reduce_scatter(dev, s, comm, in[0], out[0]); return;
+    case Kind::Redistribute: enqueue_redistribute(dev, s, comm, in[0], out[0]); return;
     }
 }
 
-void Collective::enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
-                                    std::byte *out) const {
-    const size_t n = static_cast<size_t>(in_box_.elements());
-    if (in != out) dev.copy_in_arena_async(s, out, in, n * elem_);
+void Collective::enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const Inputs &in,
+                                    const Outputs &out) const {
     void *stream = dev.native_stream(s);
-    if (f64_) issued(comm.enqueue_all_reduce_f64(reinterpret_cast<double *>(out), n, group_, stream), comm, name_,
-                     "all-reduce doubles");
-    else if (reduce_ == ReduceOp::Max)
-        issued(comm.enqueue_all_reduce_max(reinterpret_cast<float *>(out), n, group_, stream), comm, name_,
-               "all-reduce by maximum");
-    else issued(comm.enqueue_all_reduce(reinterpret_cast<float *>(out), n, group_, stream), comm, name_, "all-reduce");
+    for (size_t m = 0; m < member_counts_.size(); m++) {
+        const size_t n = member_counts_[m];
+        if (in[m] != out[m]) dev.copy_in_arena_async(s, out[m], in[m], n * elem_);
+        if (f64_)
+            issued(comm.enqueue_all_reduce_f64(reinterpret_cast<double *>(out[m]), n, group_, stream), comm, name_,
+                   "all-reduce doubles");
+        else if (reduce_ == ReduceOp::Max)
+            issued(comm.enqueue_all_reduce_max(reinterpret_cast<float *>(out[m]), n, group_, stream), comm, name_,
+                   "all-reduce by maximum");
+        else
+            issued(comm.enqueue_all_reduce(reinterpret_cast<float *>(out[m]), n, group_, stream), comm, name_,
+                   "all-reduce");
+    }
 }
 
 // In rounds: round r packs elements [r*c, (r+1)*c) of every member's chunk

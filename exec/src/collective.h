@@ -22,15 +22,22 @@ public:
     // they are malformed or do not fit its tensors.
     Collective(const Graph &g, NodeId n, int rank, int world);
 
-    // `in` and `out` are the node's input and output buffers (host memory).
-    void run(Communicator &comm, const std::byte *in, std::byte *out);
+    // The node's input and output buffers, one of each per member (several
+    // only for a fused bucket of all-reduces, lower.h's fuse_collectives).
+    using Inputs = std::vector<const std::byte *>;
+    using Outputs = std::vector<std::byte *>;
+
+    // On host memory. A bucket is one all_reduce_many: the bits each member
+    // would get alone.
+    void run(Communicator &comm, const Inputs &in, const Outputs &out);
     // The same on device memory, issued onto `stream` of `dev` without
     // waiting, through a communicator that runs collectives on streams
     // (NCCL): all-reduces in place in the output; redistributions and
     // reduce-scatters pack their pieces into the device's comm workspace with
     // box copies, in chunks of at most half of it each way, and unpack what
-    // arrives. Throws tessera::Error when `comm` cannot issue onto a stream.
-    void enqueue(Device &dev, StreamKind stream, Communicator &comm, const std::byte *in, std::byte *out) const;
+    // arrives. A bucket's members are issued one after another. Throws
+    // tessera::Error when `comm` cannot issue onto a stream.
+    void enqueue(Device &dev, StreamKind stream, Communicator &comm, const Inputs &in, const Outputs &out) const;
     // The communicator groups enqueue() uses beyond the world (sub-groups),
     // for the communicator to make before the first step.
     std::vector<Group> groups() const;
@@ -40,7 +47,8 @@ public:
 private:
     enum class Kind : uint8_t { Redistribute, AllReduce, ReduceScatter };
     void redistribute(Communicator &comm, const std::byte *in, std::byte *out);
-    void enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const std::byte *in, std::byte *out) const;
+    void all_reduce(Communicator &comm, const Inputs &in, const Outputs &out);
+    void enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const Inputs &in, const Outputs &out) const;
     void enqueue_reduce_scatter(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
                                 std::byte *out) const;
     void enqueue_redistribute(Device &dev, StreamKind s, Communicator &comm, const std::byte *in,
@@ -61,6 +69,9 @@ private:
     Group group_;                           // all_reduce, reduce_scatter
     ReduceOp reduce_ = ReduceOp::Sum;       // all_reduce
     bool f64_ = false;                      // all_reduce of doubles (batch norm's statistics)
+    std::vector<size_t> member_counts_;     // all_reduce: elements per member (one, or a bucket's)
+    std::vector<float *> floats_;           // all_reduce: the members' outputs, reused each run
+    std::vector<double *> doubles_;
     std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
     std::vector<size_t> chunk_counts_;      // reduce_scatter: elements per chunk
     std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1

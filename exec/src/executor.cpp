@@ -61,6 +61,29 @@ struct Executor::Prepared {
         // input is copied to `stage_in`, the collective runs on host memory,
         // and `stage_out` is copied back (pinned, allocated once per program).
         PinnedBuffer stage_in, stage_out;
+        // Collectives: each member's input and output buffer, in the arena or,
+        // staged, in stage_in and stage_out (members packed in order).
+        Collective::Inputs in_bufs, staged_in;
+        Collective::Outputs out_bufs, staged_out;
+        // A collective whose buffers the host cannot address runs on host
+        // copies: every member's input packed into stage_in, its output into
+        // stage_out.
+        void stage_on_host(Device &device) {
+            auto total = [](const std::vector<TensorRef> &refs) {
+                size_t bytes = 0;
+                for (const TensorRef &r : refs) bytes += static_cast<size_t>(r.type.bytes());
+                return bytes;
+            };
+            stage_in = device.allocate_host(total(inputs));
+            stage_out = device.allocate_host(total(outputs));
+            size_t in_at = 0, out_at = 0;
+            for (size_t m = 0; m < inputs.size(); m++) {
+                staged_in.push_back(stage_in.data() + in_at);
+                staged_out.push_back(stage_out.data() + out_at);
+                in_at += static_cast<size_t>(inputs[m].type.bytes());
+                out_at += static_cast<size_t>(outputs[m].type.bytes());
+            }
+        }
         bool on_device = false;  // a collective on device memory through the device communicator
         std::chrono::steady_clock::time_point started{};  // set on the stream thread when timing
     };
@@ -233,10 +256,9 @@ void Executor::resolve_step(const Program &p, size_t i, const VerifiedInstructio
         for (const Group &g : step.collective->groups()) device_comm_->prepare_group(g);
         device_.comm_workspace();
     }
-    if (!device_.host_can_address_arena() && !step.on_device) {
-        step.stage_in = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.inputs[0]).type.bytes()));
-        step.stage_out = device_.allocate_host(static_cast<size_t>(graph_.tensor(node.outputs[0]).type.bytes()));
-    }
+    for (const TensorRef &r : step.inputs) step.in_bufs.push_back(static_cast<const std::byte *>(r.data));
+    for (const TensorRef &r : step.outputs) step.out_bufs.push_back(static_cast<std::byte *>(r.data));
+    if (!device_.host_can_address_arena() && !step.on_device) step.stage_on_host(device_);
 }
 
 StepStats Executor::run(const Program &p) {
@@ -310,29 +332,27 @@ void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
     case Kind::Collective:
         if (st.on_device) {
             arrive();
-            st.collective->enqueue(device_, st.stream, *device_comm_, static_cast<const std::byte *>(st.inputs[0].data),
-                                   static_cast<std::byte *>(st.outputs[0].data));
+            st.collective->enqueue(device_, st.stream, *device_comm_, st.in_bufs, st.out_bufs);
         } else if (st.stage_in.data() == nullptr) {
             arrive();
             s.enqueue([this, i, comm = comm_, step = &st, out = timed_transfer(i)] {
                 if (out) note_start(i, step->stream, std::chrono::steady_clock::now());
-                run_timed(out, [&] {
-                    step->collective->run(*comm, static_cast<const std::byte *>(step->inputs[0].data),
-                                          static_cast<std::byte *>(step->outputs[0].data));
-                });
+                run_timed(out, [&] { step->collective->run(*comm, step->in_bufs, step->out_bufs); });
                 if (out) note_end(step->stream);
             });
         } else {
-            device_.copy_async(st.stream, st.stage_in.data(), st.inputs[0].data, st.stage_in.size(),
-                               CopyDirection::DeviceToHost);
+            for (size_t m = 0; m < st.inputs.size(); m++)
+                device_.copy_async(st.stream, const_cast<std::byte *>(st.staged_in[m]), st.inputs[m].data,
+                                   static_cast<size_t>(st.inputs[m].type.bytes()), CopyDirection::DeviceToHost);
             arrive();
             s.enqueue([this, i, comm = comm_, step = &st, out = timed_transfer(i)] {
                 if (out) note_start(i, step->stream, std::chrono::steady_clock::now());
-                run_timed(out, [&] { step->collective->run(*comm, step->stage_in.data(), step->stage_out.data()); });
+                run_timed(out, [&] { step->collective->run(*comm, step->staged_in, step->staged_out); });
                 if (out) note_end(step->stream);
             });
-            device_.copy_async(st.stream, st.outputs[0].data, st.stage_out.data(), st.stage_out.size(),
-                               CopyDirection::HostToDevice);
+            for (size_t m = 0; m < st.outputs.size(); m++)
+                device_.copy_async(st.stream, st.outputs[m].data, st.staged_out[m],
+                                   static_cast<size_t>(st.outputs[m].type.bytes()), CopyDirection::HostToDevice);
         }
         break;
     case Kind::SwapOut:

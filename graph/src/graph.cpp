@@ -118,8 +118,14 @@ std::vector<TensorId> Graph::add_node(OpCall call, const std::vector<TensorId> &
 
 TensorId Graph::add_comm_node(const std::string &name, Attrs attrs, const std::vector<TensorId> &inputs,
                               TensorType out, TensorRole output_role) {
+    return add_comm_node(name, std::move(attrs), inputs, {CommOutput{name, std::move(out), output_role}})[0];
+}
+
+std::vector<TensorId> Graph::add_comm_node(const std::string &name, Attrs attrs, const std::vector<TensorId> &inputs,
+                                           const std::vector<CommOutput> &outputs) {
     TESSERA_CHECK(!name.empty(), "a communication node needs a name");
     TESSERA_CHECK(!has_name(name), "the graph already has a tensor or node named '", name, "'");
+    TESSERA_CHECK(!outputs.empty(), "communication node '", name, "' needs an output");
     for (TensorId t : inputs)
         TESSERA_CHECK(t >= 0 && t < num_tensors(), "communication node '", name, "': input ", t,
                       " is not a tensor of this graph");
@@ -128,15 +134,64 @@ TensorId Graph::add_comm_node(const std::string &name, Attrs attrs, const std::v
     n.call = OpCall{kCommCarrierKind, name, std::move(attrs)};
     n.comm = true;
     n.inputs = inputs;
-    TensorInfo t;
-    t.name = name;
-    t.type = std::move(out);
-    t.role = output_role;
-    t.producer = id;
-    n.outputs.push_back(add_tensor(std::move(t)));
+    for (const CommOutput &o : outputs) {
+        TensorInfo t;
+        t.name = o.name;
+        t.type = o.type;
+        t.role = o.role;
+        t.producer = id;
+        n.outputs.push_back(add_tensor(std::move(t)));
+    }
     node_names_[name] = id;
     nodes_.push_back(std::move(n));
-    return nodes_.back().outputs[0];
+    return nodes_.back().outputs;
+}
+
+namespace {
+
+// Tensor t's producer under `nodes`, checked: produced once, by a node after
+// every producer of its inputs.
+void check_replacement(const std::vector<Node> &nodes, const std::vector<TensorInfo> &tensors,
+                       std::vector<NodeId> &producer) {
+    for (NodeId i = 0; i < static_cast<NodeId>(nodes.size()); i++) {
+        const Node &n = nodes[i];
+        for (TensorId t : n.inputs)
+            TESSERA_CHECK(t >= 0 && t < static_cast<TensorId>(tensors.size()) &&
+                              (tensors[t].producer == kNoNode || (producer[t] != kNoNode && producer[t] < i)),
+                          "replacing the graph's nodes: node '", n.call.name, "' reads tensor ", t,
+                          " before a node produces it");
+        for (TensorId t : n.outputs) {
+            TESSERA_CHECK(t >= 0 && t < static_cast<TensorId>(tensors.size()) && tensors[t].producer != kNoNode &&
+                              producer[t] == kNoNode,
+                          "replacing the graph's nodes: node '", n.call.name, "' produces tensor ", t,
+                          " which is a graph input or produced twice");
+            producer[t] = i;
+        }
+    }
+    for (TensorId t = 0; t < static_cast<TensorId>(tensors.size()); t++)
+        TESSERA_CHECK(tensors[t].producer == kNoNode || producer[t] != kNoNode, "replacing the graph's nodes: no node ",
+                      "produces tensor '", tensors[t].name, "'");
+}
+
+}  // namespace
+
+void Graph::replace_nodes(std::vector<Node> nodes) {
+    std::vector<NodeId> producer(tensors_.size(), kNoNode);
+    check_replacement(nodes, tensors_, producer);
+    std::map<std::string, NodeId> names;
+    for (NodeId i = 0; i < static_cast<NodeId>(nodes.size()); i++) {
+        Node &n = nodes[i];
+        TESSERA_CHECK(names.emplace(n.call.name, i).second, "replacing the graph's nodes: two nodes are named '",
+                      n.call.name, "'");
+        if (n.forward == kNoNode) continue;
+        TESSERA_CHECK(n.forward >= 0 && n.forward < num_nodes() && !nodes_[n.forward].outputs.empty(),
+                      "replacing the graph's nodes: node '", n.call.name, "' names forward node ", n.forward);
+        n.forward = producer[nodes_[n.forward].outputs[0]];
+    }
+    for (TensorId t = 0; t < num_tensors(); t++)
+        if (tensors_[t].producer != kNoNode) tensors_[t].producer = producer[t];
+    nodes_ = std::move(nodes);
+    node_names_ = std::move(names);
 }
 
 void Graph::set_output(const std::string &key, TensorId t) {

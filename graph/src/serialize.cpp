@@ -227,10 +227,14 @@ void add_node_from_json(Graph &g, const json &e, std::string where, std::map<std
                                    : role_from_name(field<std::string>(outs[0], "role", where));
     std::vector<TensorId> got;
     if (comm) {
-        TESSERA_CHECK(outs.size() == 1, where, ": a communication node has one output");
-        TensorType type{dtype_from(field<std::string>(outs[0], "dtype", where), where),
-                        field<Shape>(outs[0], "shape", where)};
-        got.push_back(g.add_comm_node(call.name, call.attrs, in, type, role));
+        TESSERA_CHECK(!outs.empty(), where, ": a communication node has an output");
+        std::vector<Graph::CommOutput> types;
+        for (const json &o : outs)
+            types.push_back({field<std::string>(o, "name", where),
+                             TensorType{dtype_from(field<std::string>(o, "dtype", where), where),
+                                        field<Shape>(o, "shape", where)},
+                             role_from_name(field<std::string>(o, "role", where))});
+        got = g.add_comm_node(call.name, call.attrs, in, types);
     } else {
         got = g.add_node(call, in, role);
     }

@@ -1,5 +1,7 @@
 #include "tessera/lang/strategy.h"
 
+#include <map>
+#include <mutex>
 #include <unordered_map>
 
 #include "family.h"
@@ -46,6 +48,39 @@ const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorT
     const OpStrategies *analysed = it == t.by_variant.end() ? nullptr : &t.entries[it->second];
     if (call.kind != OpKind::Reshape) return analysed;
     return reshape_strategies(analysed, inputs.at(0).shape, infer_types(call, inputs).at(0).shape);
+}
+
+namespace {
+
+bool is_batch_norm(OpKind k) {
+    return k == OpKind::BatchNorm || k == OpKind::BatchNormGrad || k == OpKind::BatchNormStats;
+}
+
+// The batch split of a batch norm with its statistics per block.
+OpStrategies with_local_statistics(const OpStrategies &staged, OpKind kind) {
+    OpStrategies local = staged;
+    const size_t x = kind == OpKind::BatchNormGrad ? 1 : 0;
+    for (Strategy &s : local.strategies) {
+        if (s.reductions.empty() || s.inputs.at(x).kind != NeedKind::Split || s.inputs[x].dim != 0) continue;
+        s.reductions.clear();
+        if (kind != OpKind::BatchNormGrad) continue;
+        for (size_t o = 1; o < s.outputs.size(); o++) s.outputs[o] = OutputResult{OutKind::Partial, -1, "sum"};
+    }
+    return local;
+}
+
+}  // namespace
+
+const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs,
+                                   bool local_batch_norm) {
+    const OpStrategies *staged = strategies_for(call, inputs);
+    if (!local_batch_norm || !staged || !is_batch_norm(call.kind)) return staged;
+    static std::mutex mu;
+    static std::map<std::string, OpStrategies> cache;  // node-stable: pointers stay valid
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(staged->variant);
+    if (it == cache.end()) it = cache.emplace(staged->variant, with_local_statistics(*staged, call.kind)).first;
+    return &it->second;
 }
 
 SymEnv symbol_env(const OpCall &call, const std::vector<TensorType> &inputs) {

@@ -1,4 +1,5 @@
 #include "tessera/partition/lower.h"
+#include "tessera/partition/partition.h"
 
 #include <algorithm>
 #include <limits>
@@ -47,6 +48,7 @@ struct PlanLowering::Shared {
     // Per node, per input: whether every rank's block of the input is the one
     // it holds (no redistribution), which a rank alone would compare for all.
     std::vector<std::vector<char>> reads_held;
+    BucketPlan buckets;  // decided on rank 0's graph (Plan::bucket_bytes)
 };
 
 namespace {
@@ -190,7 +192,7 @@ std::vector<const Strategy *> Lowerer::choices(NodeId n) const {
     const Node &node = g_.node(n);
     std::vector<TensorType> in;
     for (TensorId t : node.inputs) in.push_back(g_.tensor(t).type);
-    const OpStrategies *table = strategies_for(node.call, in);
+    const OpStrategies *table = strategies_for(node.call, in, plan_.local_batch_norm);
     std::vector<const Strategy *> out;
     const OpPlan &op = plan_.ops[n];
     TESSERA_CHECK(op.strategy.size() == cuts_.size(), "lowering: operator '", op.node, "' has ",
@@ -955,6 +957,12 @@ TensorId DeviceGraph::local_named(const Graph &whole, const std::string &name) c
     return local[*t];
 }
 
+namespace {
+
+bool prefetches(const Plan &plan) { return plan.strategy == partition_strategy_name(PartitionStrategy::Fsdp); }
+
+}  // namespace
+
 PlanLowering::PlanLowering(const Graph &g, const Plan &plan) : g_(g), plan_(plan), shared_(new Shared) {
     Lowerer l(g, plan);
     for (NodeId n = 0; n < g.num_nodes(); n++) {
@@ -973,6 +981,8 @@ PlanLowering::PlanLowering(const Graph &g, const Plan &plan) : g_(g), plan_(plan
             same.push_back(shared_->held[g.node(n).inputs[i]] == shared_->blocks[n].block[i]);
         shared_->reads_held.push_back(std::move(same));
     }
+    if (plan.bucket_bytes > 0)
+        shared_->buckets = decide_buckets(Lowerer(g, plan, shared_.get()).run(0).graph, plan.bucket_bytes);
 }
 
 PlanLowering::~PlanLowering() = default;
@@ -980,15 +990,24 @@ PlanLowering::~PlanLowering() = default;
 DeviceGraph PlanLowering::rank(int r) const {
     TESSERA_CHECK(r >= 0 && r < plan_.devices, "lowering: rank ", r, " is outside the plan's ", plan_.devices,
                   " devices");
-    Lowerer l(g_, plan_, shared_.get());
-    return l.run(r);
+    DeviceGraph dg = Lowerer(g_, plan_, shared_.get()).run(r);
+    fuse_collectives(dg, shared_->buckets);
+    if (prefetches(plan_)) prefetch_weight_gathers(dg);
+    return dg;
 }
 
 DeviceGraph lower(const Graph &g, const Plan &plan, int rank) {
     TESSERA_CHECK(rank >= 0 && rank < plan.devices, "lowering: rank ", rank, " is outside the plan's ",
                   plan.devices, " devices");
-    Lowerer l(g, plan);
-    return l.run(rank);
+    DeviceGraph dg = Lowerer(g, plan).run(rank);
+    if (plan.bucket_bytes > 0) {
+        // Every rank fuses the buckets rank 0's graph gives.
+        const BucketPlan buckets = rank == 0 ? decide_buckets(dg.graph, plan.bucket_bytes)
+                                             : decide_buckets(Lowerer(g, plan).run(0).graph, plan.bucket_bytes);
+        fuse_collectives(dg, buckets);
+    }
+    if (prefetches(plan)) prefetch_weight_gathers(dg);
+    return dg;
 }
 
 std::vector<int64_t> lowered_comm_bytes(const Graph &g, const Plan &plan) {

@@ -22,7 +22,7 @@ using part::NodeOption;
 
 namespace {
 
-constexpr const char *kStrategyNames[] = {"tofu", "data", "owt", "equalchop", "brute"};
+constexpr const char *kStrategyNames[] = {"tofu", "data", "owt", "equalchop", "brute", "ddp", "fsdp"};
 
 bool matmul_like(OpKind k) { return k == OpKind::Matmul || k == OpKind::BatchMatmul; }
 
@@ -55,6 +55,10 @@ bool is_weight_gradient(const Graph &g, TensorId t) {
     return g.tensor(t).role == TensorRole::Gradient && g.tensor(primal_of(g, t)).role == TensorRole::Param;
 }
 
+bool local_batch_norm(const PartitionOptions &o) {
+    return (o.strategy == PartitionStrategy::Ddp || o.strategy == PartitionStrategy::Fsdp) && !o.sync_batch_norm;
+}
+
 // Everything the recursion tracks between cuts.
 class Search {
 public:
@@ -66,7 +70,7 @@ public:
             std::vector<TensorType> in, out;
             for (TensorId t : n.inputs) in.push_back(g.tensor(t).type);
             for (TensorId t : n.outputs) out.push_back(g.tensor(t).type);
-            strategies_.push_back(strategies_for(n.call, in));
+            strategies_.push_back(strategies_for(n.call, in, local_batch_norm(opts)));
             in_.push_back(in);
             out_.push_back(out);
         }
@@ -106,7 +110,7 @@ public:
                                                 staged);
                 drop_too_short(n, options[n], k);
                 if (!forced_[n].empty()) keep_forced(n, options[n], k, static_cast<int>(l));
-                else if (opts_.strategy == PartitionStrategy::DataParallel) keep_in_place(n, options[n], data_layouts, k);
+                else if (data_parallel()) keep_in_place(n, options[n], data_layouts, k);
             }
             CutProblem problem = build_problem(domains, options, k);
             CutSolution sol = solve(problem);
@@ -269,13 +273,20 @@ private:
     // all-reduced), rather than gathering the batch to compute it whole. Only
     // where no option reads them in place do the others stay. Weights and
     // values derived from them alone may be held whole, so they do not count.
+    // FSDP also keeps the outputs in place, so that an operator reading a
+    // sharded weight in place (a matmul split by the weight's columns, its
+    // input free to read whole from the host) cannot stand in for gathering it.
     void keep_in_place(NodeId n, std::vector<NodeOption> &options, const std::vector<Layout> &lay, int k) const {
         const Node &node = g_.node(n);
+        const bool outputs_too = opts_.strategy == PartitionStrategy::Fsdp;
         std::vector<NodeOption> kept;
         for (const NodeOption &o : options) {
             bool in_place = true;
             each_conversion(n, o, lay, k, [&](size_t slot, const part::Conversion &conv) {
-                const int gid = slot < node.inputs.size() ? co_.tensor_group[node.inputs[slot]] : -1;
+                const size_t ni = node.inputs.size();
+                const int gid = slot < ni ? co_.tensor_group[node.inputs[slot]]
+                                : outputs_too ? co_.tensor_group[node.outputs[slot - ni]]
+                                              : -1;
                 if (gid >= 0 && !persistent_[gid] && !weight_derived_[gid]) in_place = in_place && conv.bytes == 0;
             });
             if (in_place) kept.push_back(o);
@@ -345,6 +356,11 @@ private:
         return domains;
     }
 
+    bool data_parallel() const {
+        return opts_.strategy == PartitionStrategy::DataParallel || opts_.strategy == PartitionStrategy::Ddp ||
+               opts_.strategy == PartitionStrategy::Fsdp;
+    }
+
     bool all_replicated(NodeId n, const std::vector<Layout> &lay) const {
         for (TensorId t : g_.node(n).inputs)
             if (lay[co_.tensor_group[t]].is_split()) return false;
@@ -355,8 +371,16 @@ private:
     bool allowed(int gid, const Layout &lay, const TensorType &t, int level) const {
         switch (opts_.strategy) {
         case PartitionStrategy::DataParallel:
+        case PartitionStrategy::Ddp:
             if (weight_derived_[gid] && lay == Layout::replicated()) return true;
             return persistent_[gid] || partial_ok_[gid] ? !lay.is_split() : lay == Layout::split(0);
+        case PartitionStrategy::Fsdp:
+            // Weight groups (a weight, its gradient and state) sharded along
+            // any dimension long enough; the operators, batch-split as
+            // data's, read them gathered (keep_in_place).
+            if (partial_ok_[gid]) return lay.is_split();
+            if (persistent_[gid] || (weight_derived_[gid] && lay == Layout::replicated())) return !lay.is_split();
+            return lay == Layout::split(0);
         case PartitionStrategy::Owt:
             if (owt_matmul_weight_[gid]) return lay == Layout::split(t.rank() - 1);
             if (owt_fc_param_[gid]) return lay.is_split();
@@ -670,9 +694,9 @@ const char *partition_strategy_name(PartitionStrategy s) { return kStrategyNames
 std::vector<std::string> partition_strategy_names() { return {std::begin(kStrategyNames), std::end(kStrategyNames)}; }
 
 PartitionStrategy partition_strategy_from_name(const std::string &name) {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < static_cast<int>(std::size(kStrategyNames)); i++)
         if (name == kStrategyNames[i]) return static_cast<PartitionStrategy>(i);
-    fail("unknown partition strategy '", name, "' (valid: tofu, data, owt, equalchop, brute)");
+    fail("unknown partition strategy '", name, "' (valid: tofu, data, ddp, fsdp, owt, equalchop, brute)");
 }
 
 std::vector<std::pair<std::string, std::string>> parse_force(const std::string &text) {
@@ -761,6 +785,10 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
     }
     plan.per_device_peak_bytes = plan.memory.total();
     plan.single_device_peak_bytes = footprint(g, whole).total();
+    TESSERA_CHECK(options.bucket_bytes >= 0, "the bucket size for fused collectives is ", options.bucket_bytes,
+                  " bytes; it must be at least 0 (0: no fusion)");
+    plan.bucket_bytes = options.bucket_bytes;
+    plan.local_batch_norm = local_batch_norm(options);
     if (options.executable) {
         plan.executable = true;
         plan.rank_comm_bytes = lowered_comm_bytes(g, plan);
@@ -768,6 +796,12 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
     }
     plan.search_time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return plan;
+}
+
+int64_t bucket_bytes_within(int64_t bucket_bytes, int64_t device_bytes) {
+    constexpr int64_t kDevicePerBucket = 16;
+    if (bucket_bytes <= 0 || device_bytes <= 0) return bucket_bytes;
+    return std::max<int64_t>(1, std::min(bucket_bytes, device_bytes / kDevicePerBucket));
 }
 
 }  // namespace tessera

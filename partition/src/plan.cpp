@@ -276,6 +276,8 @@ std::string plan_to_json(const Plan &p, int indent) {
               {"predicted_comm_time_s", double_json(p.predicted_comm_time_s)},
               {"executable", p.executable},
               {"rank_comm_bytes", p.rank_comm_bytes},
+              {"bucket_bytes", p.bucket_bytes},
+              {"local_batch_norm", p.local_batch_norm},
               {"search_time_s", double_json(p.search_time_s)},
               {"memory", memory_json(p.memory)},
               {"per_device_peak_bytes", p.per_device_peak_bytes},
@@ -332,6 +334,12 @@ Plan plan_from_json(const std::string &text, const std::string &source) {
     if (j.contains("rank_comm_bytes"))
         p.rank_comm_bytes = r.list(r.at(j, "", "rank_comm_bytes"), "rank_comm_bytes",
                                    [&](const json &e, const std::string &path) { return r.bytes(e, path); });
+    // A plan written before fused collectives ran one collective per tensor.
+    if (j.contains("bucket_bytes")) p.bucket_bytes = r.bytes(j.at("bucket_bytes"), "bucket_bytes");
+    if (j.contains("local_batch_norm")) {
+        if (!j.at("local_batch_norm").is_boolean()) r.bad("local_batch_norm", "must be true or false");
+        p.local_batch_norm = j.at("local_batch_norm").get<bool>();
+    }
     // A plan written before search_bytes: its comm_bytes was the search's count.
     p.search_bytes = j.contains("search_bytes") ? r.bytes(j.at("search_bytes"), "search_bytes") : p.comm_bytes;
     if (!j.contains("search_bytes") && p.executable) p.comm_bytes = p.lowered_comm_bytes();

@@ -144,6 +144,7 @@ Model build_training_model(const RunSpec &spec) {
 Plan plan_partition(const RunSpec &spec, const Graph &training_graph) {
     PartitionOptions po = spec.partition;
     po.model = model_spec_str(parse_model_spec(spec.model));
+    if (spec.budget) po.bucket_bytes = bucket_bytes_within(po.bucket_bytes, *spec.budget);
     Plan p = partition(training_graph, spec.machine, po);
     if (spec.log_stages) log_stage("partition", plan_table(p));
     return p;

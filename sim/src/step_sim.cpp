@@ -197,7 +197,7 @@ std::vector<int> collective_members(const CommAttrs &a, int r, int world, const 
 void add_member(Sim &sim, std::map<std::string, int> &index, int r, int i) {
     SimRank &rk = sim.ranks[r];
     const Node &node = rk.g->node(rk.p->instructions[i].node);
-    TESSERA_CHECK(node.comm && node.inputs.size() == 1, "step simulator: rank ", r, " instruction ", i,
+    TESSERA_CHECK(node.comm && !node.inputs.empty(), "step simulator: rank ", r, " instruction ", i,
                   " runs node '", node.call.name, "' as a collective, but it is not a communication node");
     const TensorType &type = rk.g->tensor(node.inputs[0]).type;
     const CommAttrs a = read_comm_attrs(node.call, static_cast<int>(type.shape.size()));

@@ -162,7 +162,7 @@ done
 
 # ---- user errors (exit 1) and usage errors (exit 2) ----
 expect unknown-model 1 "unknown model 'nosuch'" -- "$PLAN" --model nosuch --devices 4
-expect unknown-strategy 1 "--strategy: unknown partition strategy 'magic' (valid: tofu, data, owt" -- \
+expect unknown-strategy 1 "--strategy: unknown partition strategy 'magic' (valid: tofu, data, ddp, fsdp, owt, equalchop, brute)" -- \
     "$PLAN" --model mlp --devices 4 --strategy magic
 expect unknown-compare 1 "--compare: unknown partition strategy 'nope'" -- "$PLAN" --model mlp --devices 4 --compare tofu,nope
 expect unknown-optimizer 1 "unknown optimizer 'rmsprop'" -- "$PLAN" --model mlp --devices 4 --optimizer rmsprop

@@ -502,6 +502,67 @@ TEST_P(Collectives, CountersAccumulateAcrossCallsUntilReset) {
     }));
 }
 
+// Values whose float sum depends on the order of its terms: mixed signs and
+// magnitudes 1 to 1e4.
+float unordered_value(int rank, size_t i) {
+    const uint32_t h = static_cast<uint32_t>(rank * 2654435761u + i * 40503u + 12345u) * 2246822519u;
+    const float unit = static_cast<float>(h % 200001) / 100000.0f - 1.0f;
+    return unit * std::pow(10.0f, static_cast<float>((h >> 20) % 5));
+}
+
+// A fused bucket (all_reduce_many) against one all_reduce per buffer: the same
+// bits on every member, one call, the bytes of the separate calls together.
+// The same buffers packed end to end and all-reduced as one must differ
+// somewhere for k >= 3, or these values could not tell the orders apart.
+TEST_P(Collectives, AllReduceManyEqualsOneAllReducePerBufferBitForBit) {
+    const int n = GetParam();
+    const std::vector<size_t> counts = {5, 0, 1, 37, 1000, 3};
+    Comms comms = make_thread_communicators(n);
+    std::vector<std::vector<std::vector<float>>> alone(n), fused(n);
+    std::vector<std::vector<float>> concatenated(n);
+    std::vector<int64_t> alone_bytes(n), fused_bytes(n), fused_calls(n);
+    auto fill = [&](int rank) {
+        std::vector<std::vector<float>> bufs;
+        for (size_t b = 0; b < counts.size(); b++) {
+            bufs.emplace_back(counts[b]);
+            for (size_t i = 0; i < counts[b]; i++) bufs.back()[i] = unordered_value(rank, 1000 * b + i);
+        }
+        return bufs;
+    };
+    expect_no_errors(run_ranks(comms, [&](Communicator &c) {
+        const Group g = c.world_group();
+        const int r = c.rank();
+        alone[r] = fill(r);
+        for (std::vector<float> &b : alone[r]) c.all_reduce(b.data(), b.size(), g);
+        alone_bytes[r] = c.counters().total();
+        c.reset_counters();
+        fused[r] = fill(r);
+        std::vector<float *> ptrs;
+        for (std::vector<float> &b : fused[r]) ptrs.push_back(b.data());
+        c.all_reduce_many(ptrs, counts, g);
+        fused_bytes[r] = c.counters().total();
+        fused_calls[r] = c.counters().calls[static_cast<int>(CommOp::AllReduce)];
+        for (const std::vector<float> &b : fill(r)) concatenated[r].insert(concatenated[r].end(), b.begin(), b.end());
+        c.all_reduce(concatenated[r].data(), concatenated[r].size(), g);
+    }));
+    bool order_shows = false;
+    for (int r = 0; r < n; r++) {
+        EXPECT_EQ(fused_bytes[r], alone_bytes[r]) << "rank " << r;
+        EXPECT_EQ(fused_calls[r], 1) << "rank " << r;
+        size_t at = 0;
+        for (size_t b = 0; b < counts.size(); b++)
+            for (size_t i = 0; i < counts[b]; i++, at++) {
+                ASSERT_EQ(std::memcmp(&fused[r][b][i], &alone[r][b][i], sizeof(float)), 0)
+                    << "rank " << r << " buffer " << b << " element " << i << ": fused " << fused[r][b][i]
+                    << ", alone " << alone[r][b][i];
+                order_shows |= concatenated[r][at] != alone[r][b][i];
+            }
+    }
+    if (n >= 3) {
+        EXPECT_TRUE(order_shows) << "these inputs sum to the same bits in any order";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(comm, Collectives, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const ::testing::TestParamInfo<int> &info) { return "n" + std::to_string(info.param); });
 

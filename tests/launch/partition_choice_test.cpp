@@ -34,11 +34,11 @@ PartitionQuestion question(const Machine &machine, int64_t budget = 0, double we
 
 BenchRow predict_fixed(const Graph &training, const Machine &machine, PartitionStrategy base,
                        const WeightLayouts &weights) {
-    PartitionOptions o = bench_partition_options(kLstm, base);
-    o.weights = weights;
     BenchContext ctx;
     ctx.device = roofline_device("cpu");
     ctx.batch = 32;
+    PartitionOptions o = bench_partition_options(kLstm, base, ctx);
+    o.weights = weights;
     return predict_plan(kLstm, training, machine, partition(training, machine, o), "fixed", ctx);
 }
 

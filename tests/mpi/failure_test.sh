@@ -50,7 +50,7 @@ rc=$?
 end=$(date +%s.%N)
 took=$(python3 -c "print(f'{$end - $start:.1f}')")
 if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then echo "FAIL idle hang: exit code $rc after ${took}s"; failed=1; fi
-if grep -q " 0 communication nodes" "$work/idle.log" && grep -qE "(barrier|all_gather) over ranks \[0,1,2\] timed out after 3 s waiting for rank 0" "$work/idle.log"; then
+if grep -q " 0 collectives per step" "$work/idle.log" && grep -qE "(barrier|all_gather) over ranks \[0,1,2\] timed out after 3 s waiting for rank 0" "$work/idle.log"; then
   echo "ok   rank 0 hangs with no communication: exit $rc after ${took}s"
 else
   echo "FAIL idle hang: no timeout naming rank 0 (or the plan communicates):"; cat "$work/idle.log"; failed=1

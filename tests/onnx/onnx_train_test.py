@@ -16,6 +16,13 @@
                 mpirun -np N --partition data: the plan sends DDP's bytes,
                 2(N-1) x (weights + the loss), rank 0 sends what the plan
                 says, and the losses stay within 1e-5 of one process.
+  cnn_ddp N     the CNN (batch norm) under mpirun -np N --partition ddp, each
+                rank normalising by its own block's statistics, as PyTorch DDP
+                does without SyncBatchNorm: the plan sends only the gradients
+                and the loss, 2(N-1) x (weights + 4) bytes, and the losses are
+                within 1e-4 at every step of PyTorch's, computed here on the
+                same batches cut into N blocks, each through the module alone
+                (train mode: its own statistics), the loss the blocks' mean.
   budget        the CNN with --device-mem a quarter of its footprint: losses
                 bit-identical to the unconstrained run.
   resume        the MLP stopped after 10 steps and resumed from its checkpoint:
@@ -377,6 +384,54 @@ def gpt_ddp_mode(build, work, ranks):
     compare(f"gpt: mpirun -np {ranks} --partition data against one process", ranked, single, 1e-5)
 
 
+def pytorch_ddp_training(kind, work, ranks):
+    """PyTorch's losses with the batch cut into `ranks` blocks, each block's
+    batch norm normalising by its own statistics (DDP without SyncBatchNorm):
+    the step's loss and gradient are the blocks' mean, as DDP averages them."""
+    torch.manual_seed(0)
+    model, x, y = M.make(kind)
+    model.load_state_dict(torch.load(f"{work}/initial.pt"), strict=True)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr_for(kind), momentum=MOMENTUM)
+    rows = M.BATCH // ranks
+    losses = []
+    for step in range(M.STEPS):
+        opt.zero_grad()
+        first = step * M.BATCH
+        blocks = [loss_of(model, x[first + r * rows:first + (r + 1) * rows], y[first + r * rows:first + (r + 1) * rows])
+                  for r in range(ranks)]
+        loss = sum(blocks) / ranks
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def cnn_ddp_mode(build, work, ranks):
+    M.export("cnn", work)
+    n = int(ranks)
+    plan = json.loads(subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices",
+                                      ranks, "--batch", str(M.BATCH), "--strategy", "ddp", "--executable",
+                                      "--format", "json"], check=True, stdout=subprocess.PIPE).stdout)
+    weights = sum(t["bytes"] for t in plan["tensors"] if t["role"] == "param")
+    form = 2 * (n - 1) * (weights + 4)
+    print(f"cnn: --strategy ddp on {n} devices sends {plan['comm_bytes']} bytes a step; the ring all-reduce of the "
+          f"gradients and the loss: {form}")
+    if plan["comm_bytes"] != form or not plan["local_batch_norm"]:
+        sys.exit("FAIL: ddp on the CNN does not send DDP's bytes, or synchronises batch norm")
+    mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
+    run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval",
+                                               "--partition", "ddp"))
+    ranked, _, _ = read_metrics(f"{work}/ranks.jsonl")
+    compare(f"cnn: mpirun -np {ranks} --partition ddp against PyTorch with each block's batch statistics", ranked,
+            pytorch_ddp_training("cnn", work, n), 1e-4)
+    synced = pytorch_training("cnn", work)[0]
+    apart = abs(ranked[-1] - synced[-1]) / abs(synced[-1])
+    print(f"cnn: step {M.STEPS} differs from synchronised batch norm by {apart:.3g} relative")
+    if apart < 1e-4:
+        sys.exit("FAIL: per-block statistics give the synchronised losses; the reference cannot tell them apart")
+
+
 def main():
     build, work, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -386,6 +441,8 @@ def main():
         mpi_mode(build, work, sys.argv[4])
     elif mode == "gpt_ddp":
         gpt_ddp_mode(build, work, sys.argv[4])
+    elif mode == "cnn_ddp":
+        cnn_ddp_mode(build, work, sys.argv[4])
     elif mode == "budget":
         budget_mode(build, work)
     elif mode == "resume":

@@ -1,6 +1,7 @@
 // The partition search against independent references: brute force on every cut
 // of random small graphs, closed forms derived by hand for matmul chains, and the
 // consistency of the plan's own accounting.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -352,6 +353,76 @@ TEST(PartitionClosedForm, DataParallelTransformerIsDdp) {
             int64_t lowered = 0;
             for (int64_t b : p->rank_comm_bytes) lowered += b;
             EXPECT_EQ(lowered, p->search_bytes) << p->strategy << " n=" << n;
+        }
+    }
+}
+
+// ddp keeps batch norm's statistics per device, so on models with batch norm
+// it sends only the weights' gradients (gamma and beta's included, now partial
+// sums) and the loss: 2(N-1) times their bytes in all, nothing else. With
+// sync_batch_norm it is the data plan, statistics and all.
+TEST(PartitionClosedForm, DdpSendsOnlyGradientsAndTheLoss) {
+    for (const char *spec : {"cnn:channels=4,hidden=16", "wresnet:depth=18,base=4,image=8"}) {
+        Model m = build_model(spec, 16);
+        make_training_graph(m.graph, m.loss, OptimizerConfig{});
+        const int64_t G = F * m.graph.param_count();
+        for (int n : {2, 4, 8}) {
+            PartitionOptions o;
+            o.executable = true;
+            o.strategy = PartitionStrategy::Ddp;
+            const Plan ddp = partition(m.graph, flat_machine(n), o);
+            EXPECT_TRUE(ddp.local_batch_norm);
+            EXPECT_EQ(ddp.comm_bytes, 2 * (n - 1) * (G + F)) << spec << " n=" << n;
+            o.sync_batch_norm = true;
+            const Plan synced = partition(m.graph, flat_machine(n), o);
+            o.strategy = PartitionStrategy::DataParallel;
+            const Plan data = partition(m.graph, flat_machine(n), o);
+            EXPECT_FALSE(synced.local_batch_norm);
+            EXPECT_EQ(synced.rank_comm_bytes, data.rank_comm_bytes) << spec << " n=" << n;
+            EXPECT_GT(data.comm_bytes, ddp.comm_bytes) << spec << " n=" << n;
+        }
+    }
+}
+
+// FSDP holds 1/N of every weight, its gradient and its optimizer state, plus
+// the largest set of weights one operator reads gathered, plus its block of
+// the activations (what ddp's plan, the same operators, holds of them): the
+// plan's per-device peak is within 10% of that, at N = 2, 4 and 8. It sends
+// each weight gathered once or twice (forward; backward where the input's
+// gradient is needed) and its gradient reduce-scattered: between 2(N-1) and
+// 3(N-1) weights' bytes in all, beside the loss.
+TEST(PartitionClosedForm, FsdpHoldsShardsAndOneGatheredLayer) {
+    for (const char *spec : {"mlp:hidden=256,layers=3", "transformer:layers=2,d_model=64,heads=4,seq=16,vocab=100"}) {
+        Model m = build_model(spec, 16);
+        make_training_graph(m.graph, m.loss, OptimizerConfig{.kind = OptimizerConfig::Kind::Adam});
+        const Graph &g = m.graph;
+        int64_t weights = 0, state = 0, gathered = 0;
+        for (const TensorInfo &t : g.tensors()) {
+            if (t.role == TensorRole::Param) weights += t.type.bytes();
+            if (t.role == TensorRole::OptState) state += t.type.bytes();
+        }
+        for (const Node &n : g.nodes()) {
+            int64_t read = 0;
+            for (TensorId t : n.inputs)
+                if (g.tensor(t).role == TensorRole::Param && !n.optimizer) read += g.tensor(t).type.bytes();
+            gathered = std::max(gathered, read);
+        }
+        for (int n : {2, 4, 8}) {
+            PartitionOptions o;
+            o.executable = true;
+            o.strategy = PartitionStrategy::Fsdp;
+            const Plan fsdp = partition(g, flat_machine(n), o);
+            o.strategy = PartitionStrategy::Ddp;
+            const Plan ddp = partition(g, flat_machine(n), o);
+            const int64_t formula = (2 * weights + state) / n + gathered + ddp.memory.activations;
+            const std::string where = std::string(spec) + " n=" + std::to_string(n);
+            EXPECT_NEAR(static_cast<double>(fsdp.per_device_peak_bytes), static_cast<double>(formula), 0.1 * formula)
+                << where << ": weights " << fsdp.memory.weights << " gradients " << fsdp.memory.gradients
+                << " state " << fsdp.memory.optimizer_state << " activations " << fsdp.memory.activations
+                << " buffers " << fsdp.memory.comm_buffers;
+            EXPECT_LT(fsdp.per_device_peak_bytes, ddp.per_device_peak_bytes) << where;
+            EXPECT_GE(fsdp.comm_bytes, 2 * (n - 1) * weights) << where;
+            EXPECT_LE(fsdp.comm_bytes, 3 * (n - 1) * weights + 2 * (n - 1) * F) << where;
         }
     }
 }

@@ -112,6 +112,14 @@ public:
 
     // In place; every member ends with identical bits.
     virtual void all_reduce(float *data, size_t count, const Group &g, ReduceOp reduce = ReduceOp::Sum);
+    // Several buffers of host memory all-reduced as one (a fused bucket): one
+    // call and one ring, whose chunk c holds chunk c of every buffer (each cut
+    // as all_reduce cuts it alone). So every element is combined in the order
+    // all_reduce gives it, and the bits equal one all_reduce per buffer; the
+    // bytes counted are their sum. The same ring on every backend.
+    void all_reduce_many(const std::vector<float *> &bufs, const std::vector<size_t> &counts, const Group &g,
+                         ReduceOp reduce = ReduceOp::Sum);
+    void all_reduce_many_f64(const std::vector<double *> &bufs, const std::vector<size_t> &counts, const Group &g);
     // A sum of doubles (batch norm's statistics), the same ring on every
     // backend, through host memory; counted like all_reduce with 8-byte elements.
     void all_reduce_f64(double *data, size_t count, const Group &g);
@@ -220,14 +228,20 @@ private:
               int src, CommOp op, const Group &g);
     float *scratch(size_t count);  // grows once, then reused: no allocation per call
     // The ring all-reduce of all_reduce and all_reduce_f64: `combine(incoming, mine)`.
+    // `offsets` (g.size() + 1 of them): where each ring chunk of `data` starts.
     template <typename T, typename Combine>
-    void ring_all_reduce(T *data, size_t count, const Group &g, Combine combine);
+    void ring_all_reduce(T *data, const std::vector<size_t> &offsets, const Group &g, Combine combine);
+    // all_reduce_many's packing around ring_all_reduce.
+    template <typename T, typename Combine>
+    void ring_all_reduce_many(const std::vector<T *> &bufs, const std::vector<size_t> &counts, const Group &g,
+                              Combine combine);
 
     int rank_, size_;
     Placement placement_;
     double timeout_s_ = 0;
     CommCounters counters_;
     std::vector<float> scratch_;
+    std::vector<double> packed_;  // all_reduce_many's chunks, grown once
     mutable std::vector<unsigned char> seen_;  // check_group's duplicate test, sized once
     std::string broken_;                       // why the communicator is unusable; empty: usable
 };

@@ -125,6 +125,24 @@ public:
     // tensor of type `out`, which lowering computed; no shape inference.
     TensorId add_comm_node(const std::string &name, Attrs attrs, const std::vector<TensorId> &inputs,
                            TensorType out, TensorRole output_role);
+    // A communication node with several outputs, each named as given (a fused
+    // bucket of collectives: output i belongs to input i).
+    struct CommOutput {
+        std::string name;
+        TensorType type;
+        TensorRole role = TensorRole::Activation;
+    };
+    std::vector<TensorId> add_comm_node(const std::string &name, Attrs attrs, const std::vector<TensorId> &inputs,
+                                        const std::vector<CommOutput> &outputs);
+
+    // Replaces every node with `nodes`, keeping every tensor: the new nodes
+    // must produce exactly the tensors the old ones did, each once, in a
+    // topological order, with unique names. Producers, node names and each
+    // backward node's forward link (given as an old NodeId; it is carried to
+    // the new node holding the old forward node's first output) follow. For
+    // rewrites that merge or reorder nodes (lowering's fused collectives).
+    // Throws tessera::Error naming the first node that breaks a rule.
+    void replace_nodes(std::vector<Node> nodes);
 
     void set_output(const std::string &key, TensorId t);
     TensorId output(const std::string &key) const;  // throws when absent

@@ -108,6 +108,17 @@ StructMap structural_attrs(const OpCall &call, const std::vector<TensorType> &in
 // reshape's come from reshape_strategies.
 const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs);
 
+// strategies_for's, with batch norm's statistics per device (PyTorch DDP's
+// default, without SyncBatchNorm) when `local_batch_norm`: the batch split of
+// batch_norm, batch_norm_grad and batch_norm_stats drops its stage reductions,
+// so each block runs the operator whole on its own rows and statistics;
+// batch_norm_grad's gamma and beta gradients become partial sums (each
+// block's), combined as every weight gradient is; batch_norm_stats' running
+// statistics are each device's own. Other operators and splits are
+// unchanged. The tables are cached: pointers stay valid.
+const OpStrategies *strategies_for(const OpCall &call, const std::vector<TensorType> &inputs,
+                                   bool local_batch_norm);
+
 // A reshape's strategies for these shapes: `analysed` (the table's, for the
 // leading dimensions the two shapes share; may be null) and, for every group of
 // dimensions the reshape merges or splits ([B, S, D] -> [B*S, D]: {B, S} and

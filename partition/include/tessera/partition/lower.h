@@ -77,6 +77,31 @@ struct DeviceGraph {
     TensorId local_named(const Graph &whole, const std::string &name) const;
 };
 
+// Fused collectives. decide_buckets gathers a rank's all-reduces of one
+// group, reduction and dtype into buckets of at least `bucket_bytes` (tensor
+// bytes; the last of a group may hold less), as lists of node names;
+// fuse_collectives runs each bucket as one communication node whose input i
+// becomes output i (the members' tensors keep their ids). A bucket is issued
+// where its last member was; the nodes that read a member wait for the whole
+// bucket (held back in the order), so gradients are reduced while the backward
+// pass goes on and the optimizer updates run after. An all-reduce that reads
+// a held node stays alone. A bucket's "bytes" are its members' sum, and the
+// communicator's all_reduce_many gives every member the bits it gets alone.
+// lower() decides on rank 0's graph and fuses the same buckets on every rank
+// (Plan::bucket_bytes; 0 fuses nothing), so that all ranks run their shared
+// collectives in one order.
+using BucketPlan = std::vector<std::vector<std::string>>;
+BucketPlan decide_buckets(const Graph &rank_graph, int64_t bucket_bytes);
+// Throws tessera::Error when a bucket's members are not all-reduces this rank
+// can fuse in the same way.
+void fuse_collectives(DeviceGraph &dg, const BucketPlan &buckets);
+
+// FSDP's prefetch: each redistribution of a weight shard (the gather before
+// an operator reads the weight whole) moves up to just before the previous
+// operator that read a gathered weight, so it runs while that layer computes.
+// lower() applies it to `fsdp` plans, after fusing.
+void prefetch_weight_gathers(DeviceGraph &dg);
+
 // Throws tessera::Error when the plan does not fit the graph or uses a strategy
 // lowering cannot run (a dropout block, a partial maximum; plan with
 // PartitionOptions::executable).

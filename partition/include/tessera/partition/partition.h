@@ -34,6 +34,10 @@ enum class PartitionStrategy : uint8_t {
                    // parallel (weights split along their output) for matmuls
     EqualChop,     // the first cut's layouts reused at every level
     Brute,         // every assignment at every cut (small graphs only)
+    Ddp,           // PyTorch DDP: `data` with batch norm's statistics per device
+                   // (unless sync_batch_norm) and gradients in buckets
+    Fsdp,          // FSDP FULL_SHARD (ZeRO-3): `ddp`'s operators, each weight, its
+                   // gradient and optimizer state split 1/N, gathered before each use
 };
 const char *partition_strategy_name(PartitionStrategy s);
 // Throws tessera::Error listing the valid names.
@@ -65,6 +69,15 @@ struct PartitionOptions {
     // forced (below). Summing a statistic in another order can flip a ReLU
     // whose input sits within rounding of zero (docs/lowering.md).
     bool staged_reductions = true;
+    // Ddp and Fsdp: synchronise batch norm's statistics over the global
+    // batch (SyncBatchNorm; Ddp is then `data`); by default each device
+    // normalises by its own block's (Plan::local_batch_norm).
+    bool sync_batch_norm = false;
+    // Lowering fuses all-reduces into buckets of this many bytes (recorded in
+    // Plan::bucket_bytes): 25 MiB, as PyTorch DDP's bucket_cap_mb; 0 turns
+    // fusion off.
+    int64_t bucket_bytes = kDefaultBucketBytes;
+    static constexpr int64_t kDefaultBucketBytes = int64_t{25} << 20;
     // Operators whose strategy is fixed at every cut: (name, index variable or
     // "replicate"). A name ending in '*' matches every operator it prefixes. So
     // that tests and users can run a path the search would not choose.
@@ -82,6 +95,11 @@ struct PartitionOptions {
 };
 
 Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &options = {});
+
+// The bucket size to fuse with on devices of `device_bytes` (0: unlimited): a
+// bucket's inputs and outputs are all resident while it runs, so it takes at
+// most 1/16 of the device (and at least 1 byte, which fuses nothing).
+int64_t bucket_bytes_within(int64_t bucket_bytes, int64_t device_bytes);
 
 // Parses "NAME=VAR[,NAME=VAR...]" (tessera-plan and tessera-train --force);
 // throws tessera::Error naming the bad entry.

@@ -61,7 +61,7 @@ struct MemoryFootprint {
 
 struct Plan {
     std::string model;
-    std::string strategy;               // "tofu", "data", "owt", "equalchop", "brute"
+    std::string strategy;               // "tofu", "data", "ddp", "owt", "equalchop", "brute"
     int devices = 1;
     Machine machine;
     std::vector<Cut> cuts;
@@ -93,6 +93,15 @@ struct Plan {
         return sum;
     }
     double search_time_s = 0;           // the one field that differs between runs
+    // Lowering fuses each rank's all-reduces into buckets of this many bytes
+    // (lower.h, fuse_collectives; PartitionOptions::bucket_bytes); 0: one
+    // collective per tensor.
+    int64_t bucket_bytes = 0;
+    // Batch norm normalises each device's block by its own statistics (the
+    // `ddp` strategy, as PyTorch DDP without SyncBatchNorm), so the result is
+    // not the single device's; lowering reads the operators' strategies with
+    // lang's strategies_for(..., local_batch_norm).
+    bool local_batch_norm = false;
 
     MemoryFootprint memory;             // per device
     // Per device: persistent tensors, plus the largest set of non-persistent
