@@ -15,8 +15,10 @@ namespace tessera {
 
 namespace {
 
+// What PyTorch users run (ddp, fsdp) beside Tofu's search and its baselines.
 constexpr PartitionStrategy kStrategies[] = {PartitionStrategy::Tofu, PartitionStrategy::DataParallel,
-                                             PartitionStrategy::Owt, PartitionStrategy::EqualChop};
+                                             PartitionStrategy::Ddp,  PartitionStrategy::Fsdp,
+                                             PartitionStrategy::Owt,  PartitionStrategy::EqualChop};
 
 void say(const PartitionQuestion &q, const std::string &line) {
     if (q.progress) q.progress(line);

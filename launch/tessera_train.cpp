@@ -141,7 +141,7 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
         ->check(CLI::IsMember({"tofu", "data", "ddp", "fsdp", "owt", "equalchop", "auto"}))
         ->capture_default_str();
     app.add_option("--partition-search-time", o.partition_search_s,
-                   "With --partition auto: seconds the per-weight search may take after the four strategies are "
+                   "With --partition auto: seconds the per-weight search may take after the six strategies are "
                    "predicted (0: none)")
         ->capture_default_str();
     tessera::add_partition_flags(app, o.partition_flags, "Under mpirun: ");

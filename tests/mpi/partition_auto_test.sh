@@ -29,8 +29,8 @@ import re, sys
 line = sys.argv[1]
 units = {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 rows = {n: float(v) * units[u]
-        for n, v, u in re.findall(r" (tofu|data|owt|equalchop|per-weight) ([0-9.]+) (s|ms|us|ns)", line)}
-assert len(rows) == 5, line
+        for n, v, u in re.findall(r" (tofu|data|ddp|fsdp|owt|equalchop|per-weight) ([0-9.]+) (s|ms|us|ns)", line)}
+assert len(rows) == 7, line
 best = min((s for s in rows if s != "per-weight"), key=rows.get)
 # The printed times have 3 digits: near the 1% margin either pick is right.
 ratio = rows["per-weight"] / rows[best]

@@ -356,21 +356,29 @@ def old_checkpoint_without_running_statistics(build, work, spec):
         sys.exit("FAIL: a checkpoint without running statistics")
 
 
+def plan_sends_ddp_bytes(build, work, kind, ranks, strategy):
+    """The exported model's executable plan under `strategy` on `ranks`
+    devices, after checking it sends DDP's ring all-reduce of the gradients
+    and the loss: 2(N-1) x (the weights' bytes + 4)."""
+    n = int(ranks)
+    plan = json.loads(subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices",
+                                      ranks, "--batch", str(M.BATCH), "--strategy", strategy, "--executable",
+                                      "--format", "json"], check=True, stdout=subprocess.PIPE).stdout)
+    weights = sum(t["bytes"] for t in plan["tensors"] if t["role"] == "param")
+    form = 2 * (n - 1) * (weights + 4)
+    print(f"{kind}: --strategy {strategy} on {n} devices sends {plan['comm_bytes']} bytes a step; DDP's ring "
+          f"all-reduce of the gradients and the loss: {form}")
+    if plan["comm_bytes"] != form:
+        sys.exit(f"FAIL: {strategy} on the imported {kind} does not send DDP's bytes")
+    return plan
+
+
 def gpt_ddp_mode(build, work, ranks):
     """The imported GPT (Linear weights transposed by a Transpose node) under
     --partition data is DDP: its plan sends 2(N-1) x (the weights' bytes + the
     4-byte loss), no activation, and training matches one process."""
     M.export("gpt", work)
-    n = int(ranks)
-    plan = json.loads(subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices",
-                                      ranks, "--batch", str(M.BATCH), "--strategy", "data", "--executable",
-                                      "--format", "json"], check=True, stdout=subprocess.PIPE).stdout)
-    weights = sum(t["bytes"] for t in plan["tensors"] if t["role"] == "param")
-    form = 2 * (n - 1) * (weights + 4)
-    print(f"gpt: --strategy data on {n} devices sends {plan['comm_bytes']} bytes a step; DDP's ring all-reduce of "
-          f"the gradients and the loss: {form}")
-    if plan["comm_bytes"] != form:
-        sys.exit("FAIL: data parallelism on the imported GPT is not DDP's bytes")
+    plan = plan_sends_ddp_bytes(build, work, "gpt", ranks, "data")
     run(tessera_args(build, work, "gpt", f"{work}/single.jsonl", "--no-eval"))
     mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
     run([mpiexec, "-np", ranks] + tessera_args(build, work, "gpt", f"{work}/ranks.jsonl", "--no-eval",
@@ -410,15 +418,8 @@ def pytorch_ddp_training(kind, work, ranks):
 def cnn_ddp_mode(build, work, ranks):
     M.export("cnn", work)
     n = int(ranks)
-    plan = json.loads(subprocess.run([f"{build}/launch/tessera-plan", "--model", f"{work}/model.onnx", "--devices",
-                                      ranks, "--batch", str(M.BATCH), "--strategy", "ddp", "--executable",
-                                      "--format", "json"], check=True, stdout=subprocess.PIPE).stdout)
-    weights = sum(t["bytes"] for t in plan["tensors"] if t["role"] == "param")
-    form = 2 * (n - 1) * (weights + 4)
-    print(f"cnn: --strategy ddp on {n} devices sends {plan['comm_bytes']} bytes a step; the ring all-reduce of the "
-          f"gradients and the loss: {form}")
-    if plan["comm_bytes"] != form or not plan["local_batch_norm"]:
-        sys.exit("FAIL: ddp on the CNN does not send DDP's bytes, or synchronises batch norm")
+    if not plan_sends_ddp_bytes(build, work, "cnn", ranks, "ddp")["local_batch_norm"]:
+        sys.exit("FAIL: ddp on the CNN synchronises batch norm")
     mpiexec = os.environ.get("TESSERA_MPIEXEC", "mpirun")
     run([mpiexec, "-np", ranks] + tessera_args(build, work, "cnn", f"{work}/ranks.jsonl", "--no-eval",
                                                "--partition", "ddp"))
