@@ -54,6 +54,34 @@ TEST(Graph, UniqueNamesAndErrors) {
 // unique_name goes on from the last suffix it gave a base, rather than
 // probing every name before it: 20,000 nodes of one name build in well under a
 // second (they took a minute and a half), and the names are the same as ever.
+// replace_nodes keeps every tensor and re-derives producers and node names:
+// two communication nodes merged into one with both outputs, the consumer
+// reordered after it. Orders that read before producing, produce twice or
+// leave a tensor unproduced are errors naming the node or tensor.
+TEST(Graph, ReplaceNodesMergesAndReorders) {
+    Graph g;
+    const TensorId x = g.add_data("x", TensorType{DType::F32, {4}});
+    const TensorId a = g.add_comm_node("a", Attrs{}, {x}, TensorType{DType::F32, {4}}, TensorRole::Gradient);
+    const TensorId b = g.add_comm_node("b", Attrs{}, {x}, TensorType{DType::F32, {4}}, TensorRole::Gradient);
+    const TensorId sum = g.add_node(OpCall{OpKind::Add, "sum", {}}, {a, b})[0];
+    std::vector<Node> nodes = g.nodes();
+    Node both = nodes[0];
+    both.call.name = "both";
+    both.inputs = {x, x};
+    both.outputs = {a, b};
+    g.replace_nodes({both, nodes[2]});
+    ASSERT_EQ(g.num_nodes(), 2);
+    EXPECT_EQ(g.tensor(a).producer, 0);
+    EXPECT_EQ(g.tensor(b).producer, 0);
+    EXPECT_EQ(g.tensor(sum).producer, 1);
+    EXPECT_EQ(g.tensor(a).name, "a");
+    EXPECT_TRUE(g.has_name("both"));
+    Graph bad = g;
+    expect_error([&] { bad.replace_nodes({g.node(1), g.node(0)}); }, "node 'sum' reads tensor");
+    expect_error([&] { bad.replace_nodes({g.node(0), g.node(0), g.node(1)}); }, "produced twice");
+    expect_error([&] { bad.replace_nodes({g.node(0)}); }, "no node produces tensor 'sum'");
+}
+
 TEST(Graph, ManyNodesOfOneNameBuildQuickly) {
     Graph g;
     Builder b(g);
