@@ -933,30 +933,6 @@ DeviceGraph Lowerer::run(int rank) {
 
 }  // namespace
 
-std::vector<int> rank_coords(const std::vector<int> &cuts, int rank) {
-    std::vector<int> c(cuts.size());
-    for (int l = static_cast<int>(cuts.size()) - 1; l >= 0; l--) {
-        c[l] = rank % cuts[l];
-        rank /= cuts[l];
-    }
-    return c;
-}
-
-Box held_box(const Shape &s, const std::vector<Layout> &layout, const std::vector<int> &cuts, int rank) {
-    return box_in(s, state_of(layout), cuts, rank_coords(cuts, rank), "held_box");
-}
-
-Box DeviceGraph::held_by(TensorId whole, int r) const {
-    TESSERA_INTERNAL_ASSERT(whole >= 0 && whole < static_cast<TensorId>(shapes.size()), "held_by: tensor ", whole);
-    return held_box(shapes[whole], layouts[whole], cuts, r);
-}
-
-TensorId DeviceGraph::local_named(const Graph &whole, const std::string &name) const {
-    auto t = whole.find_tensor(name);
-    TESSERA_CHECK(t.has_value() && local[*t] != kNoTensor, "rank ", rank, " holds no tensor named '", name, "'");
-    return local[*t];
-}
-
 namespace {
 
 bool prefetches(const Plan &plan) { return plan.strategy == partition_strategy_name(PartitionStrategy::Fsdp); }
