@@ -11,9 +11,13 @@
 #      with save_on_cpu(pin_memory=True) capped to the same memory
 #      (bench/gpu_vs_pytorch.py);
 #   5. host-device bandwidth while swapping against a plain pinned
-#      cudaMemcpyAsync (tessera-bench-gpu-copy).
+#      cudaMemcpyAsync (tessera-bench-gpu-copy);
+#   6. several ranks on the one GPU through real NCCL, every strategy, a
+#      budget and a killed rank (bench/gpu_ranks.sh; needs mpirun on PATH).
 #
 # Usage: bench/gpu_measure.sh [BUILD_DIR=build] [OUT_DIR=gpu-results] [extra args for gpu_vs_pytorch.py]
+# GPU_SECTIONS (default "losses ops pytorch copy ranks") picks sections 2 to 6
+# by name, for a lease too short for all; the tests (1) always run first.
 # Writes OUT_DIR/results.md (and the raw outputs beside it). Needs a GPU,
 # CUDA 13, python3 with torch; a build with TESSERA_CUDA on. Exits 1, saying
 # why, when any GPU test fails or skips, or no GPU kernel case ran: then it
@@ -49,6 +53,8 @@ GPU="$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,nohe
 # The commit: from git in a checkout, else from a bundle's BUILD_INFO (scripts/gpu_bundle.sh).
 COMMIT="$(git -C "$HERE/.." rev-parse --short HEAD 2>/dev/null ||
           sed -n 's/^commit: //p' "$BUILD/BUILD_INFO" 2>/dev/null | grep . || echo unknown)"
+SECTIONS=" ${GPU_SECTIONS:-losses ops pytorch copy ranks} "
+want() { [[ "$SECTIONS" == *" $1 "* ]]; }
 R="$OUT/results.md"
 {
   echo "# Tessera GPU measurements"
@@ -89,6 +95,7 @@ fi
 echo "All GPU tests passed ($cases GPU kernel cases)." >> "$R"
 echo >> "$R"
 
+if want losses; then
 echo "== 2. zoo losses, cuda against cpu" >&2
 {
   echo "## 2. Training losses, --device cuda against --device cpu (20 steps, synthetic data)"
@@ -128,7 +135,9 @@ else:
 PY
 done
 echo >> "$R"
+fi
 
+if want ops; then
 echo "== 3. where the operator time goes" >&2
 {
   echo "## 3. Where the operator time goes (tessera-train --profile-ops; the slowest operator kinds)"
@@ -144,7 +153,9 @@ for run in "transformer:layers=24,d_model=768,heads=12,seq=256,vocab=8000|16" \
     echo "$spec: the profile failed (see ops.err)" >> "$R"
   fi
 done
+fi
 
+if want pytorch; then
 echo "== 4. throughput against PyTorch" >&2
 {
   echo "## 4. Throughput against PyTorch eager, unconstrained and under a budget"
@@ -152,7 +163,9 @@ echo "== 4. throughput against PyTorch" >&2
 } >> "$R"
 python3 "$HERE/gpu_vs_pytorch.py" --train "$TRAIN" --out "$OUT/pytorch.json" "$@" 2> "$OUT/pytorch.err" | tee -a "$R"
 echo >> "$R"
+fi
 
+if want copy; then
 echo "== 5. bandwidth while swapping" >&2
 {
   echo "## 5. Host-device bandwidth while swapping"
@@ -160,4 +173,18 @@ echo "== 5. bandwidth while swapping" >&2
 } >> "$R"
 "$BUILD/bench/tessera-bench-gpu-copy" 2>&1 | tee -a "$R"
 echo >> "$R"
+fi
+
+ranks_rc=0
+if want ranks; then
+echo "== 6. several ranks on one GPU" >&2
+{
+  echo "## 6. Several ranks on one GPU through NCCL (TESSERA_NCCL_SHARED_GPU=1; bench/gpu_ranks.sh)"
+  echo
+} >> "$R"
+bash "$HERE/gpu_ranks.sh" "$BUILD" "$OUT" 2> "$OUT/ranks.err" | tee -a "$R"
+ranks_rc=${PIPESTATUS[0]}
+echo >> "$R"
+fi
 echo "results: $R" >&2
+exit $ranks_rc

@@ -244,9 +244,10 @@ def torch_worker(job):
     dev = torch.device(job["device"])
     cuda = dev.type == "cuda"
     result = {"torch": torch.__version__}
+    precision = job.get("precision", "fp32")
     if cuda:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
+        torch.backends.cudnn.allow_tf32 = precision == "tf32"
         props = torch.cuda.get_device_properties(dev)
         result.update(gpu=torch.cuda.get_device_name(dev), total_gpu_bytes=props.total_memory,
                       cuda=torch.version.cuda)
@@ -278,12 +279,15 @@ def torch_worker(job):
             offload = lambda: torch.autograd.graph.save_on_cpu(pin_memory=cuda)  # noqa: E731
         else:
             offload = contextlib.nullcontext
+        low = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+        # autocast as its users run it: fp32 weights, the low type where autocast's lists put it.
+        autocast = (lambda: torch.autocast(dev.type, dtype=low)) if low else contextlib.nullcontext  # noqa: E731
         times, losses = [], []
         sync()
         for step_i in range(job["warmup"] + job["steps"]):
             t0 = time.perf_counter()
             opt.zero_grad(set_to_none=True)
-            with offload():
+            with offload(), autocast():
                 loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
@@ -386,7 +390,7 @@ def measure_model(a, name, total_gpu_bytes, log):
     spec, batch = getattr(a, f"spec_{name}"), getattr(a, f"batch_{name}")
     params = parse_spec(spec, name)
     res = {"model": name, "spec": spec, "batch": batch}
-    t_times, p_times = [], []
+    t_times, p_times, other_times = [], [], {}
     for rnd in range(a.rounds):
         t = tessera_run(a, spec, batch, count_params=rnd == 0)
         if rnd == 0:
@@ -406,10 +410,18 @@ def measure_model(a, name, total_gpu_bytes, log):
                 raise BenchError(f"{spec}: the PyTorch model has {p['params']} parameters but Tessera's graph "
                                  f"has {t['params']}; the two architectures differ")
         p_times += p["step_times_s"]
+        for prec in a.torch_precisions:
+            q = run_worker(torch_job(a, name, params, batch, precision=prec), a.timeout)
+            if q.get("oom"):
+                raise BenchError(f"PyTorch {prec} ran out of memory on {spec} batch {batch}: {q['message']}")
+            other_times.setdefault(prec, []).extend(q["step_times_s"])
         log(f"  {name} round {rnd + 1}: tessera {med(t['step_times_s']) * 1e3:.2f} ms/step, "
-            f"pytorch {med(p['step_times_s']) * 1e3:.2f} ms/step")
+            f"pytorch {med(p['step_times_s']) * 1e3:.2f} ms/step" +
+            "".join(f", pytorch {k} {med(v) * 1e3:.2f} ms/step" for k, v in other_times.items()))
     res.update(tessera_step_s=med(t_times), pytorch_step_s=med(p_times), tessera_step_times_s=t_times,
                pytorch_step_times_s=p_times)
+    res["pytorch_other_precisions"] = {k: {"step_s": med(v), "step_times_s": v, "samples_per_s": batch / med(v)}
+                                       for k, v in other_times.items()}
     res["tessera_samples_per_s"] = batch / res["tessera_step_s"]
     res["pytorch_samples_per_s"] = batch / res["pytorch_step_s"]
     res["tessera_over_pytorch"] = res["tessera_samples_per_s"] / res["pytorch_samples_per_s"]
@@ -473,6 +485,21 @@ def tables(results):
         lines.append(f"| {r['spec']} | {r['batch']} | {r['tessera_samples_per_s']:.1f} | "
                      f"{r['pytorch_samples_per_s']:.1f} | {r['tessera_over_pytorch']:.2f} | "
                      f"{mib(r['footprint_bytes'])} | {mib(r['pytorch_max_allocated_bytes'])} |")
+    others = sorted({k for r in results for k in r.get("pytorch_other_precisions", {})})
+    if others:
+        lines += ["", "PyTorch in other precisions (Tessera is fp32 here; tf32: allow_tf32 on; bf16: "
+                  "torch.autocast(dtype=torch.bfloat16) with fp32 weights):", "",
+                  "| model | batch | PyTorch fp32 samples/s | " +
+                  " | ".join(f"PyTorch {k} samples/s | {k} / fp32" for k in others) + " | Tessera fp32 / PyTorch " +
+                  " / ".join(others) + " |", "| --- | ---: | ---: | " + " | ".join("---: | ---:" for _ in others) +
+                  " | ---: |"]
+        for r in results:
+            o = r["pytorch_other_precisions"]
+            cells = [f"{o[k]['samples_per_s']:.1f} | {o[k]['samples_per_s'] / r['pytorch_samples_per_s']:.2f}"
+                     for k in others]
+            ratios = " / ".join(f"{r['tessera_samples_per_s'] / o[k]['samples_per_s']:.2f}" for k in others)
+            lines.append(f"| {r['spec']} | {r['batch']} | {r['pytorch_samples_per_s']:.1f} | " + " | ".join(cells) +
+                         f" | {ratios} |")
     if any(r["budgets"] for r in results):
         lines += ["", "| model | budget (1/r) | Tessera samples/s | of unconstrained | PyTorch+save_on_cpu samples/s "
                   "| Tessera / PyTorch |", "| --- | --- | ---: | ---: | ---: | ---: |"]
@@ -487,6 +514,14 @@ def tables(results):
                 lines.append(f"| {r['model']} | 1/{b['ratio']} ({mib(b['budget_bytes'])}) | "
                              f"{b['tessera_samples_per_s']:.1f} | {b['of_unconstrained']:.2f} | {pt} | {ratio} |")
     return "\n".join(lines)
+
+
+def precision_list(text):
+    vals = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in vals if v not in ("tf32", "bf16")]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown precision '{bad[0]}' in '{text}'; valid: tf32, bf16")
+    return vals
 
 
 def positive_list(text):
@@ -547,6 +582,8 @@ def parse_args(argv):
     p.add_argument("--torch-attention", choices=("math", "sdpa"), default="math",
                    help="PyTorch attention: math (bmm, softmax, bmm: the zoo's graph) or sdpa "
                         "(F.scaled_dot_product_attention, causal)")
+    p.add_argument("--torch-precisions", type=precision_list, default=[],
+                   help="also time PyTorch in these precisions, comma-separated: tf32, bf16 (autocast) (default none)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds one run may take (default 1800)")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cuda (the measurement) or cpu (a smoke test of the plumbing, with tiny specs)")
@@ -605,7 +642,7 @@ def main(argv=None):
         with open(a.out, "w") as f:
             json.dump({"gpu": gpu, "total_gpu_bytes": total, "torch": probe["torch"], "cuda": probe.get("cuda"),
                        "settings": {k: getattr(a, k) for k in ("steps", "warmup", "rounds", "budget_rounds", "ratios",
-                                                               "lr", "momentum", "torch_attention", "device",
+                                                               "lr", "momentum", "torch_attention", "device", "torch_precisions",
                                                                "swap_time_limit", "synthetic_batches")},
                        "results": results}, f, indent=1)
     return 0

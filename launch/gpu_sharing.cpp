@@ -1,6 +1,7 @@
 #include "gpu_sharing.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -42,17 +43,27 @@ GpuSharing gpu_sharing(const std::vector<GpuUuid> &uuids, int rank) {
     return s;
 }
 
-bool choose_nccl(const std::string &flag, bool sharded, bool nccl_built, const GpuSharing &gpus) {
+bool nccl_shared_gpu_mode() {
+    const char *v = std::getenv("TESSERA_NCCL_SHARED_GPU");
+    const std::string value = v ? v : "";
+    TESSERA_CHECK(value.empty() || value == "0" || value == "1", "TESSERA_NCCL_SHARED_GPU='", value,
+                  "': expected 1 (let NCCL carry ranks that share a GPU, for testing) or 0");
+    return value == "1";
+}
+
+bool choose_nccl(const std::string &flag, bool sharded, bool nccl_built, const GpuSharing &gpus,
+                 bool shared_gpu_mode) {
     TESSERA_CHECK(flag == "auto" || flag == "mpi" || flag == "nccl", "--comm: unknown communicator '", flag,
                   "'; valid: auto, mpi, nccl");
     if (flag == "mpi") return false;
-    const bool own_gpus = gpus.every_rank_on_a_gpu && gpus.shared.empty();
+    const bool own_gpus = gpus.every_rank_on_a_gpu && (gpus.shared.empty() || shared_gpu_mode);
     if (flag == "auto") return sharded && nccl_built && own_gpus;
     TESSERA_CHECK(gpus.every_rank_on_a_gpu, "--comm nccl needs a CUDA device; ",
                   sharded ? "some ranks run on the cpu" : "this run is on the cpu", " (use --comm mpi)");
     TESSERA_CHECK(nccl_built, "--comm nccl: this build has no NCCL; use --comm mpi");
-    TESSERA_CHECK(gpus.shared.empty(), "--comm nccl: ", gpus.shared,
-                  ", and NCCL refuses two ranks on one GPU; give each rank its own GPU or use --comm mpi");
+    TESSERA_CHECK(gpus.shared.empty() || shared_gpu_mode, "--comm nccl: ", gpus.shared,
+                  ", and NCCL refuses two ranks on one GPU; give each rank its own GPU or use --comm mpi "
+                  "(TESSERA_NCCL_SHARED_GPU=1 lets NCCL carry them anyway, slowly, for testing)");
     return sharded;
 }
 

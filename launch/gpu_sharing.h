@@ -28,9 +28,16 @@ std::vector<GpuUuid> gather_gpu_uuids(Communicator *comm, const GpuUuid &mine);
 
 GpuSharing gpu_sharing(const std::vector<GpuUuid> &uuids, int rank);
 
+// The testing mode that lets NCCL carry ranks sharing one GPU
+// (TESSERA_NCCL_SHARED_GPU=1; see nccl_hosts_per_rank in communicator.h).
+// Unset or 0: off. Throws for any other value, naming it.
+bool nccl_shared_gpu_mode();
+
 // --comm auto|mpi|nccl: whether the collectives of a sharded run on CUDA go
-// through NCCL. auto: when NCCL is built and every rank has a GPU of its own.
-// nccl: the same, or an error saying why not. Throws for an unknown value.
-bool choose_nccl(const std::string &flag, bool sharded, bool nccl_built, const GpuSharing &gpus);
+// through NCCL. auto: when NCCL is built and every rank has a GPU of its own,
+// or shares one under `shared_gpu_mode`. nccl: the same, or an error saying
+// why not. Throws for an unknown value.
+bool choose_nccl(const std::string &flag, bool sharded, bool nccl_built, const GpuSharing &gpus,
+                 bool shared_gpu_mode = false);
 
 }  // namespace tessera

@@ -325,7 +325,8 @@ TrainResult run_training(const TrainOptions &o) {
     if (root && budget)
         std::cout << fmt::format("tessera-train: budget {} ({})\n", format_bytes(budget->bytes), budget->why)
                   << std::flush;
-    const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus);
+    const bool shared_gpu_mode = nccl_shared_gpu_mode();
+    const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus, shared_gpu_mode);
     DeviceSlot slot(choice);
     const PartitionPick pick = resolve_partition(o, machine.machine, budget, choice.cuda, root);
     const RunPlan run = plan_run(run_spec(o, pick, machine.machine, rank, root, budget), slot.profiler(root));
@@ -344,7 +345,12 @@ TrainResult run_training(const TrainOptions &o) {
     const bool timed =
         (run.swaps && !run.swaps->times.node_time_s.empty() && device.cheap_stream_host_work()) || o.simulate_steps;
     ex.set_node_timing(timed);
-    std::unique_ptr<Communicator> nccl = use_nccl ? make_nccl_communicator(*o.comm, choice.index) : nullptr;
+    const bool rank_per_host = shared_gpu_mode && !gpus.shared.empty();
+    std::unique_ptr<Communicator> nccl =
+        use_nccl ? make_nccl_communicator(*o.comm, choice.index, rank_per_host) : nullptr;
+    if (root && nccl && rank_per_host)
+        std::cout << "tessera-train: TESSERA_NCCL_SHARED_GPU=1: " << gpus.shared
+                  << "; NCCL carries them as one host per rank, over loopback sockets (a testing mode: slow)\n";
     if (nccl) ex.set_device_communicator(nccl.get());
     if (sharded) ex.set_communicator(o.comm);
     std::unique_ptr<TensorStore> store;

@@ -43,7 +43,8 @@
 // Limits: the bootstrap must outlive this communicator and must not be used
 // from another thread while a sub-group's communicator is being created. Size
 // mismatches between members cannot be detected. NCCL refuses two ranks on one
-// GPU; such runs use the MPI backend with host staging.
+// GPU; such runs use the MPI backend with host staging, or, for testing, the
+// rank_per_host mode (communicator.h).
 #include "tessera/comm/communicator.h"
 #include "tessera/comm/watchdog.h"
 #include "tessera/error.h"
@@ -88,7 +89,9 @@ std::string take_stream_error(const void *native_stream) {
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <memory>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -744,7 +747,22 @@ std::string nccl_version() {
     return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(code % 100);
 }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device) {
+namespace {
+
+// make_nccl_communicator's rank_per_host mode (communicator.h): NCCL reads
+// these when it first initialises, so they are set before any NCCL call.
+void treat_each_rank_as_a_host(int rank) {
+    const std::string host_id = "tessera-rank-" + std::to_string(rank) + "-" + host_name();
+    ::setenv("NCCL_HOSTID", host_id.c_str(), 1);
+    for (const auto &[name, value] : {std::pair{"NCCL_SOCKET_IFNAME", "lo"}, std::pair{"NCCL_NET", "Socket"},
+                                      std::pair{"NCCL_P2P_DISABLE", "1"}, std::pair{"NCCL_SHM_DISABLE", "1"}})
+        ::setenv(name, value, 0);  // the user's own setting wins
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device, bool rank_per_host) {
+    if (rank_per_host) treat_each_rank_as_a_host(bootstrap.rank());
     int devices = 0;
     cudaError_t e = cudaGetDeviceCount(&devices);
     TESSERA_CHECK(e == cudaSuccess, "rank ", bootstrap.rank(), " on ", host_name(),
@@ -765,7 +783,7 @@ namespace tessera {
 bool nccl_available() { return false; }
 std::string nccl_version() { return ""; }
 
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device) {
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int, bool) {
     fail("rank ", bootstrap.rank(), ": make_nccl_communicator: built without NCCL (configure with CUDA and NCCL "
          "installed); use the MPI communicator with host buffers instead");
 }

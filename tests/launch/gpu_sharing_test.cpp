@@ -4,6 +4,8 @@
 // on every rank, a rank on the cpu.
 #include "gpu_sharing.h"
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "expect_error.h"
@@ -43,7 +45,26 @@ TEST(GpuSharing, TwoRanksOnOneGpu) {
     EXPECT_FALSE(choose_nccl("auto", true, true, s));
     EXPECT_EQ(error_of([&] { choose_nccl("nccl", true, true, s); }),
               "--comm nccl: ranks 0 and 1 share GPU a0000000-0000-0000-0000-000000000007, and NCCL refuses two ranks "
-              "on one GPU; give each rank its own GPU or use --comm mpi");
+              "on one GPU; give each rank its own GPU or use --comm mpi (TESSERA_NCCL_SHARED_GPU=1 lets NCCL carry "
+              "them anyway, slowly, for testing)");
+    // The testing mode lets NCCL carry them, asked for or by auto; mpi stays mpi.
+    EXPECT_TRUE(choose_nccl("auto", true, true, s, true));
+    EXPECT_TRUE(choose_nccl("nccl", true, true, s, true));
+    EXPECT_FALSE(choose_nccl("mpi", true, true, s, true));
+    EXPECT_FALSE(choose_nccl("auto", true, false, s, true));  // still needs NCCL in the build
+}
+
+TEST(GpuSharing, SharedGpuModeIsReadFromTheEnvironment) {
+    ::unsetenv("TESSERA_NCCL_SHARED_GPU");
+    EXPECT_FALSE(nccl_shared_gpu_mode());
+    ::setenv("TESSERA_NCCL_SHARED_GPU", "1", 1);
+    EXPECT_TRUE(nccl_shared_gpu_mode());
+    ::setenv("TESSERA_NCCL_SHARED_GPU", "0", 1);
+    EXPECT_FALSE(nccl_shared_gpu_mode());
+    ::setenv("TESSERA_NCCL_SHARED_GPU", "yes", 1);
+    EXPECT_EQ(error_of([] { nccl_shared_gpu_mode(); }),
+              "TESSERA_NCCL_SHARED_GPU='yes': expected 1 (let NCCL carry ranks that share a GPU, for testing) or 0");
+    ::unsetenv("TESSERA_NCCL_SHARED_GPU");
 }
 
 TEST(GpuSharing, RanksOnTheCpu) {

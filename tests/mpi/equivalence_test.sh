@@ -30,7 +30,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --batch) batch=${args[i + 1]} ;;
     --steps) steps=${args[i + 1]} ;;
     --force) plan_flags+=(--force "${args[i + 1]}") ;;
-    --no-staged-reductions) plan_flags+=(--no-staged-reductions) ;;
+    --no-staged-reductions | --sync-batch-norm) plan_flags+=("${args[i]}") ;;
+    --bucket-mb) plan_flags+=(--bucket-mb "${args[i + 1]}") ;;
     --data) data=() ;;
   esac
 done

@@ -5,6 +5,8 @@
 # 1e-5 of the single-process run at every step, weights within 1e-4, with
 # each rank's communication bytes as planned.
 #   swap_partition_test.sh TESSERA_TRAIN MODEL RATIO [TRAIN FLAGS]
+# DEVICE_MEM_PLUS (bytes, default 0): what the device keeps beside the arena
+# out of --device-mem (a CUDA device's kernel workspaces, kCudaWorkspacesBytes).
 set -euo pipefail
 train=$1 model=$2 ratio=$3
 shift 3
@@ -23,7 +25,7 @@ single=$(python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.arg
          "$work/single.jsonl")
 arena=$(( shard / ratio / 64 * 64 ))
 rm -f "$work/p.jsonl"
-if ! mpirun --oversubscribe -np 4 "$train" "${common[@]}" --partition tofu --device-mem "$arena" --swap advisor \
+if ! mpirun --oversubscribe -np 4 "$train" "${common[@]}" --partition tofu --device-mem "$((arena + ${DEVICE_MEM_PLUS:-0}))" --swap advisor \
     --metrics "$work/p.jsonl" --checkpoint "$work/p" >"$work/log" 2>&1; then
   echo "FAIL: tessera-train under mpirun failed:"; tail -8 "$work/log"; exit 1
 fi

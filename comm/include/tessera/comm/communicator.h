@@ -267,8 +267,19 @@ std::string mpi_library_version();
 // NCCL backend for GPU buffers, built when CUDA and NCCL are found. It needs a
 // bootstrap communicator (MPI) to share its unique id. Buffers passed to it are
 // device pointers.
+//
+// `rank_per_host` is a testing mode for several ranks on one GPU, never the
+// default. NCCL refuses two ranks that share a host hash and a GPU, and takes
+// the host hash from NCCL_HOSTID when that is set. This mode gives each rank
+// its own NCCL_HOSTID before the first NCCL call, so NCCL treats each rank as
+// a host of its own and connects them through its socket transport over
+// loopback (NCCL_SOCKET_IFNAME=lo, NCCL_NET=Socket, P2P and SHM off, unless
+// the environment sets them). Collectives take milliseconds, since the ranks
+// time-slice the GPU, but it is real NCCL: set-up, groups, every collective,
+// grouped sends and the watchdog's abort.
 bool nccl_available();
 std::string nccl_version();  // "2.27.3", or "" without NCCL
-std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device);
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator &bootstrap, int cuda_device,
+                                                     bool rank_per_host = false);
 
 }  // namespace tessera
