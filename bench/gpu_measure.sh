@@ -45,6 +45,18 @@ if ldd "$TRAIN" | grep -q "libnccl.so.2 => not found"; then
     exit 1
   fi
 fi
+# cuDNN is never packed (its engines are a gigabyte): the GPU machine's, such
+# as the one in PyTorch's nvidia-cudnn wheel, when the loader finds none.
+if ldd "$TRAIN" | grep -q "libcudnn.so.9 => not found"; then
+  cudnn="$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)"
+  if [ -n "$cudnn" ] && [ -e "$cudnn/libcudnn.so.9" ]; then
+    export LD_LIBRARY_PATH="$cudnn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu_measure: cuDNN from $cudnn" >&2
+  else
+    echo "gpu_measure: $TRAIN needs libcudnn.so.9, which the loader's path lacks; put its folder on LD_LIBRARY_PATH" >&2
+    exit 1
+  fi
+fi
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_measure: no GPU (nvidia-smi finds none); these measurements need one" >&2
   exit 1

@@ -78,6 +78,8 @@ std::string environment_report(int threads_flag) {
     os << "mpi: " << or_not_built(mpi_library_version(), "TESSERA_MPI=OFF") << "\n";
     os << "cuda: " << or_not_built(cuda_versions(), "no CUDA toolkit found, or TESSERA_CUDA=OFF") << "\n";
     os << "nccl: " << or_not_built(nccl_version(), "needs CUDA and NCCL at configure time") << "\n";
+    os << "cudnn: " << or_not_built(cudnn_version(), "needs CUDA and cuDNN at configure time; convolutions run the hand kernels")
+       << "\n";
     os << "gpus: " << gpus() << "\n";
     os << cpus_and_threads(threads_flag) << "\n";
     os << "launcher: " << launcher() << "\n";

@@ -5,7 +5,9 @@
 # load that such a machine lacks: NCCL (neither the driver nor every toolkit
 # brings it), OpenBLAS, OpenMPI's libraries, fmt, zlib, ... Left out, because
 # the GPU machine has its own: the CUDA runtime, cuBLAS and cuBLASLt (the
-# toolkit), libcuda (the driver), glibc, libstdc++ and libgcc_s.
+# toolkit), cuDNN (a gigabyte with its engines; PyTorch's nvidia-cudnn wheel
+# has it, and gpu_measure.sh finds it there), libcuda (the driver), glibc,
+# libstdc++ and libgcc_s.
 #
 # Open MPI's launcher comes too (2 MB compressed), for runs of several ranks on
 # a GPU machine without Open MPI: the packages openmpi-bin, openmpi-common,
@@ -55,7 +57,7 @@ bins=(launch/tessera-train launch/tessera-plan bench/tessera-bench-gpu-copy test
 # gpu_measure.sh and what it runs besides the programs above.
 scripts=(bench/gpu_measure.sh bench/gpu_vs_pytorch.py)
 # Libraries the GPU machine has, by soname.
-provided='^(libcuda|libcudart|libcublas|libcublasLt|libc|libm|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
+provided='^(libcuda|libcudart|libcublas|libcublasLt|libcudnn|libc|libm|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
 [ "$pack_nccl" = 1 ] || provided="${provided%)*}|libnccl)\\.so"
 
 for b in "${bins[@]}"; do

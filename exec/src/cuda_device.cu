@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "cudnn_conv.h"
 #include "gpu/box_copy.h"
 #include "gpu/ops.h"
 #include "tessera/align.h"
@@ -207,6 +208,13 @@ private:
 
 constexpr int64_t kAlign = 256;
 
+// The operators cuDNN may run (cudnn_conv.h); staged calls never reach it.
+bool is_convolution(const OpCall &call) {
+    const bool conv = call.kind == OpKind::Conv2d || call.kind == OpKind::Conv2dGradInput ||
+                      call.kind == OpKind::Conv2dGradWeight;
+    return conv && !is_staged(call);
+}
+
 class CudaDevice final : public Device {
 public:
     CudaDevice(int index, int64_t arena_bytes) : index_(index), arena_bytes_(arena_bytes) {
@@ -237,6 +245,7 @@ public:
             // Exact fp32 GEMMs (no TF32), as on the CPU.
             blas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
             handoff_ = std::make_unique<CudaEvent>();
+            convolutions_ = std::make_unique<CudnnConvolutions>(index);
             use_stream_for_ops(cuda_stream(StreamKind::Compute));
         } catch (...) {
             release();
@@ -268,7 +277,12 @@ public:
         use_stream_for_ops(stream);
         gpu::CudaExec ex(stream, blas_, reinterpret_cast<float *>(kernel_workspace()),
                          static_cast<size_t>(kCudaKernelWorkspaceBytes));
-        gpu::run_op(ex, call, inputs, outputs);
+        const auto hand = [&] { gpu::run_op(ex, call, inputs, outputs); };
+        if (is_convolution(call) && convolutions_->run(stream, kernel_workspace(),
+                                                       static_cast<size_t>(kCudaKernelWorkspaceBytes), call, inputs,
+                                                       outputs, hand))
+            return;
+        hand();
     }
 
     PinnedBuffer allocate_host(size_t bytes) override {
@@ -349,6 +363,7 @@ private:
     }
 
     void release() {
+        convolutions_.reset();
         if (blas_) cublasDestroy(blas_);
         blas_ = nullptr;
         handoff_.reset();
@@ -365,6 +380,7 @@ private:
     cublasHandle_t blas_ = nullptr;
     cudaStream_t blas_stream_ = nullptr;  // the stream operators last ran on
     std::unique_ptr<CudaEvent> handoff_;  // use_stream_for_ops' event
+    std::unique_ptr<CudnnConvolutions> convolutions_;
 };
 
 }  // namespace

@@ -19,7 +19,7 @@ SRC="$2"
 [ "$4" = 1 ] || { echo "SKIP: TESSERA_BUILD_BENCH is off; the bundle packs tessera-bench-gpu-copy"; exit 77; }
 
 # What the GPU machine has, by soname (the test's own list, not the script's).
-provided='^(libcuda|libcudart|libcublas|libcublasLt|libc|libm|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
+provided='^(libcuda|libcudart|libcublas|libcublasLt|libcudnn|libc|libm|libdl|librt|libpthread|libutil|libresolv|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
 programs=(launch/tessera-train launch/tessera-plan bench/tessera-bench-gpu-copy tests/exec_cuda_device_test
           tests/exec_gpu_kernels_host_test)
 scripts=(bench/gpu_measure.sh bench/gpu_vs_pytorch.py)

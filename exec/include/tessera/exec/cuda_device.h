@@ -37,6 +37,10 @@ std::string cuda_unavailable_reason();
 // installed), or "" when the build has no CUDA. Needs no GPU.
 std::string cuda_versions();
 
+// cuDNN's version as loaded ("9.24.0"), or "" in a build without cuDNN: the
+// CUDA device then runs convolutions with its hand kernels alone.
+std::string cudnn_version();
+
 // What cudaGetDeviceCount answered, raw, so that a caller can tell a machine
 // with no GPU (or no driver at all) from a GPU that CUDA cannot use (a driver
 // older than the runtime, a driver/runtime mismatch): cuda_device_count() is 0
