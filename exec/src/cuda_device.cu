@@ -9,6 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "cuda_check.h"
 #include "cudnn_conv.h"
 #include "gpu/box_copy.h"
 #include "gpu/ops.h"
@@ -21,15 +22,6 @@ namespace tessera {
 
 namespace {
 
-// A failed CUDA call is a problem of the device or the driver, not a bug in
-// Tessera, so it is a tessera::Error that names the call.
-void cuda_check(cudaError_t rc, const char *what) {
-    if (rc != cudaSuccess) fail("CUDA error in ", what, ": ", cudaGetErrorName(rc), " (", cudaGetErrorString(rc), ")");
-}
-
-void blas_check(cublasStatus_t rc, const char *what) {
-    if (rc != CUBLAS_STATUS_SUCCESS) fail("cuBLAS error in ", what, ": status ", static_cast<int>(rc));
-}
 
 }  // namespace
 
@@ -54,7 +46,7 @@ public:
         constexpr int64_t kMaxBlocks = int64_t{1} << 20;  // the grid-stride loop covers the rest
         const int64_t blocks = std::min((n + kThreads - 1) / kThreads, kMaxBlocks);
         for_each_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(n, f);
-        cuda_check(cudaGetLastError(), "a kernel launch");
+        TESSERA_CUDA_CHECK(cudaGetLastError(), "a kernel launch");
     }
 
     // Row-major GEMMs through cuBLAS's column-major ones (column_major_gemm, exec.h).
@@ -66,7 +58,7 @@ public:
             // cuBLAS leaves C alone when k is 0; the operator means alpha * 0 + beta C.
             TESSERA_INTERNAL_ASSERT(beta == 0.0f, "gemm with k = 0 and beta != 0");
             for (int64_t q = 0; q < batch; q++)
-                cuda_check(cudaMemset2DAsync(c + q * stride_c, ldc * 4, 0, n * 4, m, stream_), "cudaMemset2DAsync");
+                TESSERA_CUDA_CHECK(cudaMemset2DAsync(c + q * stride_c, ldc * 4, 0, n * 4, m, stream_), "cudaMemset2DAsync");
             return;
         }
         const ColumnMajorGemm g = column_major_gemm(ta, tb, m, n, k, a, lda, stride_a, b, ldb, stride_b);
@@ -74,11 +66,11 @@ public:
         const cublasOperation_t op2 = g.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
         const auto I = [](int64_t v) { return static_cast<int>(v); };
         if (batch == 1)
-            blas_check(cublasSgemm(blas_, op1, op2, I(g.m), I(g.n), I(g.k), &alpha, g.first, I(g.ld_first), g.second,
+            TESSERA_CUBLAS_CHECK(cublasSgemm(blas_, op1, op2, I(g.m), I(g.n), I(g.k), &alpha, g.first, I(g.ld_first), g.second,
                                    I(g.ld_second), &beta, c, I(ldc)),
                        "cublasSgemm");
         else
-            blas_check(cublasSgemmStridedBatched(blas_, op1, op2, I(g.m), I(g.n), I(g.k), &alpha, g.first,
+            TESSERA_CUBLAS_CHECK(cublasSgemmStridedBatched(blas_, op1, op2, I(g.m), I(g.n), I(g.k), &alpha, g.first,
                                                  I(g.ld_first), g.stride_first, g.second, I(g.ld_second),
                                                  g.stride_second, &beta, c, I(ldc), stride_c, I(batch)),
                        "cublasSgemmStridedBatched");
@@ -90,9 +82,9 @@ public:
         return ws_;
     }
     size_t workspace_bytes() const { return ws_bytes_; }
-    void fill_zero(void *p, size_t bytes) { cuda_check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync"); }
+    void fill_zero(void *p, size_t bytes) { TESSERA_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync"); }
     void copy(void *dst, const void *src, size_t bytes) {
-        cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
+        TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync");
     }
 
 private:
@@ -108,15 +100,15 @@ namespace {
 
 class CudaEvent final : public Event {
 public:
-    CudaEvent() { cuda_check(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
+    CudaEvent() { TESSERA_CUDA_CHECK(cudaEventCreateWithFlags(&e_, cudaEventDisableTiming), "cudaEventCreateWithFlags"); }
     ~CudaEvent() override { cudaEventDestroy(e_); }
     bool query() override {
         cudaError_t rc = cudaEventQuery(e_);
         if (rc == cudaErrorNotReady) return false;
-        cuda_check(rc, "cudaEventQuery");
+        TESSERA_CUDA_CHECK(rc, "cudaEventQuery");
         return true;
     }
-    void synchronize() override { cuda_check(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
+    void synchronize() override { TESSERA_CUDA_CHECK(cudaEventSynchronize(e_), "cudaEventSynchronize"); }
     cudaEvent_t get() const { return e_; }
 
 private:
@@ -136,7 +128,7 @@ cudaEvent_t cuda_event(Event &e) {
 class CudaStream final : public Stream {
 public:
     CudaStream(StreamKind kind, int priority) : kind_(kind) {
-        cuda_check(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority), "cudaStreamCreateWithPriority");
+        TESSERA_CUDA_CHECK(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, priority), "cudaStreamCreateWithPriority");
     }
     ~CudaStream() override {
         cudaStreamDestroy(s_);
@@ -148,12 +140,12 @@ public:
 
     void enqueue(std::function<void()> work) override {
         auto item = std::make_unique<HostWork>(HostWork{this, std::move(work)});
-        cuda_check(cudaLaunchHostFunc(s_, &CudaStream::run_host, item.get()), "cudaLaunchHostFunc");
+        TESSERA_CUDA_CHECK(cudaLaunchHostFunc(s_, &CudaStream::run_host, item.get()), "cudaLaunchHostFunc");
         item.release();  // run_host owns it now
     }
-    void record(Event &event) override { cuda_check(cudaEventRecord(cuda_event(event), s_), "cudaEventRecord"); }
+    void record(Event &event) override { TESSERA_CUDA_CHECK(cudaEventRecord(cuda_event(event), s_), "cudaEventRecord"); }
     void wait(Event &event) override {
-        cuda_check(cudaStreamWaitEvent(s_, cuda_event(event), 0), "cudaStreamWaitEvent");
+        TESSERA_CUDA_CHECK(cudaStreamWaitEvent(s_, cuda_event(event), 0), "cudaStreamWaitEvent");
     }
     // Reports, in this order, an error of host work, one of an operation a
     // library issued onto this stream and found failed later (an NCCL
@@ -171,7 +163,7 @@ public:
         if (!issued.empty()) rethrow_stream_error(kind_, std::make_exception_ptr(Error(issued)));
         if (rc != cudaSuccess) {
             try {
-                cuda_check(rc, "cudaStreamSynchronize");
+                TESSERA_CUDA_CHECK(rc, "cudaStreamSynchronize");
             } catch (...) {
                 rethrow_stream_error(kind_, std::current_exception());
             }
@@ -221,7 +213,7 @@ public:
         TESSERA_CHECK(arena_bytes > 0, "the CUDA device arena must have a positive size, got ", arena_bytes,
                       " bytes; use e.g. --device-mem 8GiB");
         CudaDeviceInfo info = cuda_device_info(index);
-        cuda_check(cudaSetDevice(index), "cudaSetDevice");
+        TESSERA_CUDA_CHECK(cudaSetDevice(index), "cudaSetDevice");
         const int64_t total = align_up(arena_bytes, kAlign) + kCudaWorkspacesBytes;
         TESSERA_CHECK(total <= info.free_bytes, "cannot allocate the cuda:", index, " arena of ", arena_bytes,
                       " bytes (", format_bytes(arena_bytes), ") plus ",
@@ -235,15 +227,15 @@ public:
         base_ = static_cast<std::byte *>(p);
         try {
             int least = 0, greatest = 0;
-            cuda_check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+            TESSERA_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
             for (int i = 0; i < kNumStreams; i++) {
                 auto kind = static_cast<StreamKind>(i);
                 bool swap = kind == StreamKind::SwapIn || kind == StreamKind::SwapOut;
                 streams_[i] = std::make_unique<CudaStream>(kind, swap ? greatest : least);
             }
-            blas_check(cublasCreate(&blas_), "cublasCreate");
+            TESSERA_CUBLAS_CHECK(cublasCreate(&blas_), "cublasCreate");
             // Exact fp32 GEMMs (no TF32), as on the CPU.
-            blas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+            TESSERA_CUBLAS_CHECK(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
             handoff_ = std::make_unique<CudaEvent>();
             convolutions_ = std::make_unique<CudnnConvolutions>(index);
             use_stream_for_ops(cuda_stream(StreamKind::Compute));
@@ -302,7 +294,7 @@ protected:
         copy_and_wait(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, "cudaMemcpyAsync to the host");
     }
     void do_copy_async(StreamKind s, void *dst, const void *src, size_t bytes, CopyDirection dir) override {
-        cuda_check(cudaMemcpyAsync(dst, src, bytes,
+        TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes,
                                    dir == CopyDirection::HostToDevice ? cudaMemcpyHostToDevice
                                                                       : cudaMemcpyDeviceToHost,
                                    cuda_stream(s)),
@@ -310,7 +302,7 @@ protected:
     }
 
     void do_copy_in_arena_async(StreamKind s, void *dst, const void *src, size_t bytes) override {
-        cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(s)), "cudaMemcpyAsync");
+        TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_stream(s)), "cudaMemcpyAsync");
     }
 
     // The box copy's kernel on the stream: no cuBLAS and no kernel workspace.
@@ -341,11 +333,11 @@ private:
     void use_stream_for_ops(cudaStream_t stream) {
         if (stream == blas_stream_) return;
         if (blas_stream_ != nullptr) {
-            cuda_check(cudaEventRecord(handoff_->get(), blas_stream_), "cudaEventRecord");
-            cuda_check(cudaStreamWaitEvent(stream, handoff_->get(), 0), "cudaStreamWaitEvent");
+            TESSERA_CUDA_CHECK(cudaEventRecord(handoff_->get(), blas_stream_), "cudaEventRecord");
+            TESSERA_CUDA_CHECK(cudaStreamWaitEvent(stream, handoff_->get(), 0), "cudaStreamWaitEvent");
         }
-        blas_check(cublasSetStream(blas_, stream), "cublasSetStream");
-        blas_check(cublasSetWorkspace(blas_, blas_workspace(), static_cast<size_t>(kCudaBlasWorkspaceBytes)),
+        TESSERA_CUBLAS_CHECK(cublasSetStream(blas_, stream), "cublasSetStream");
+        TESSERA_CUBLAS_CHECK(cublasSetWorkspace(blas_, blas_workspace(), static_cast<size_t>(kCudaBlasWorkspaceBytes)),
                    "cublasSetWorkspace");
         blas_stream_ = stream;
     }
@@ -358,8 +350,8 @@ private:
     // also follows the compute work already queued.
     void copy_and_wait(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, const char *what) {
         cudaStream_t s = cuda_stream(StreamKind::Compute);
-        cuda_check(cudaMemcpyAsync(dst, src, bytes, kind, s), what);
-        cuda_check(cudaStreamSynchronize(s), "cudaStreamSynchronize after a blocking copy");
+        TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, s), what);
+        TESSERA_CUDA_CHECK(cudaStreamSynchronize(s), "cudaStreamSynchronize after a blocking copy");
     }
 
     void release() {
@@ -439,7 +431,7 @@ CudaDeviceInfo cuda_device_info(int index) {
     TESSERA_CHECK(index >= 0 && index < n, "CUDA device ", index, " does not exist; this machine has ", n,
                   n == 1 ? " (device 0)" : " (devices 0 to " + std::to_string(n - 1) + ")");
     cudaDeviceProp prop{};
-    cuda_check(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+    TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
     CudaDeviceInfo info;
     info.index = index;
     info.name = prop.name;
@@ -449,9 +441,9 @@ CudaDeviceInfo cuda_device_info(int index) {
     // would make one on the previous device too (cudaSetDevice makes the
     // primary context since CUDA 12): on device 0, for every rank of a host.
     // So `index` stays current (cuda_device.h).
-    cuda_check(cudaSetDevice(index), "cudaSetDevice");
+    TESSERA_CUDA_CHECK(cudaSetDevice(index), "cudaSetDevice");
     size_t free_b = 0, total_b = 0;
-    cuda_check(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    TESSERA_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
     info.free_bytes = static_cast<int64_t>(free_b);
     info.total_bytes = static_cast<int64_t>(total_b);
     return info;

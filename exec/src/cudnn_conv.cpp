@@ -8,6 +8,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "cuda_check.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/tunables.h"
@@ -34,24 +35,21 @@ bool conv_log() {
 
 namespace {
 
-void cuda_call(cudaError_t rc, const char *what) {
-    if (rc != cudaSuccess) fail("CUDA error in ", what, ": ", cudaGetErrorName(rc), " (", cudaGetErrorString(rc), ")");
-}
 
 // Runs `issue` once to warm up, then three times between events; the best time in ms.
 float best_of_three(cudaStream_t stream, const std::function<void()> &issue) {
     cudaEvent_t start, stop;
-    cuda_call(cudaEventCreate(&start), "cudaEventCreate");
-    cuda_call(cudaEventCreate(&stop), "cudaEventCreate");
+    TESSERA_CUDA_CHECK(cudaEventCreate(&start), "cudaEventCreate");
+    TESSERA_CUDA_CHECK(cudaEventCreate(&stop), "cudaEventCreate");
     float best = 1e30f;
     issue();
     for (int i = 0; i < 3; i++) {
-        cuda_call(cudaEventRecord(start, stream), "cudaEventRecord");
+        TESSERA_CUDA_CHECK(cudaEventRecord(start, stream), "cudaEventRecord");
         issue();
-        cuda_call(cudaEventRecord(stop, stream), "cudaEventRecord");
-        cuda_call(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        TESSERA_CUDA_CHECK(cudaEventRecord(stop, stream), "cudaEventRecord");
+        TESSERA_CUDA_CHECK(cudaEventSynchronize(stop), "cudaEventSynchronize");
         float ms = 0;
-        cuda_call(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        TESSERA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
         best = std::min(best, ms);
     }
     cudaEventDestroy(start);
@@ -59,9 +57,6 @@ float best_of_three(cudaStream_t stream, const std::function<void()> &issue) {
     return best;
 }
 
-void cudnn_call(cudnnStatus_t rc, const char *what) {
-    if (rc != CUDNN_STATUS_SUCCESS) fail("cuDNN error in ", what, ": ", cudnnGetErrorString(rc));
-}
 
 // One convolution's geometry: x [n, c, h, w], w [co, c, kh, kw], y [n, co, oh, ow].
 struct ConvKey {
@@ -97,21 +92,21 @@ struct ConvDescriptors {
         const auto &d = k.dims;
         const auto I = [](int64_t v) { return static_cast<int>(v); };
         const int64_t oh = (d[2] + 2 * d[9] - d[5]) / d[7] + 1, ow = (d[3] + 2 * d[10] - d[6]) / d[8] + 1;
-        cudnn_call(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
-        cudnn_call(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
-        cudnn_call(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
-        cudnn_call(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
-        cudnn_call(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, I(d[0]), I(d[1]), I(d[2]), I(d[3])),
+        TESSERA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x), "cudnnCreateTensorDescriptor");
+        TESSERA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y), "cudnnCreateTensorDescriptor");
+        TESSERA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w), "cudnnCreateFilterDescriptor");
+        TESSERA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv), "cudnnCreateConvolutionDescriptor");
+        TESSERA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, I(d[0]), I(d[1]), I(d[2]), I(d[3])),
                    "cudnnSetTensor4dDescriptor");
-        cudnn_call(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, I(d[0]), I(d[4]), I(oh), I(ow)),
+        TESSERA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, I(d[0]), I(d[4]), I(oh), I(ow)),
                    "cudnnSetTensor4dDescriptor");
-        cudnn_call(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, I(d[4]), I(d[1]), I(d[5]), I(d[6])),
+        TESSERA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, I(d[4]), I(d[1]), I(d[5]), I(d[6])),
                    "cudnnSetFilter4dDescriptor");
-        cudnn_call(cudnnSetConvolution2dDescriptor(conv, I(d[9]), I(d[10]), I(d[7]), I(d[8]), 1, 1,
+        TESSERA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, I(d[9]), I(d[10]), I(d[7]), I(d[8]), 1, 1,
                                                    CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                    "cudnnSetConvolution2dDescriptor");
         // Plain fp32 multiply-adds: no TF32 tensor-core arithmetic, as cuBLAS here and the CPU.
-        cudnn_call(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+        TESSERA_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
     }
     ~ConvDescriptors() {
         cudnnDestroyTensorDescriptor(x);
@@ -165,19 +160,19 @@ struct CudnnConvolutions::Impl {
         const float one = 1.0f, zero = 0.0f;
         switch (kind) {
         case OpKind::Conv2d:
-            cudnn_call(cudnnConvolutionForward(handle, &one, d.x, b.x, d.w, b.w, d.conv,
+            TESSERA_CUDNN_CHECK(cudnnConvolutionForward(handle, &one, d.x, b.x, d.w, b.w, d.conv,
                                                static_cast<cudnnConvolutionFwdAlgo_t>(algo), ws, ws_bytes, &zero, d.y,
                                                b.y),
                        "cudnnConvolutionForward");
             return;
         case OpKind::Conv2dGradInput:
-            cudnn_call(cudnnConvolutionBackwardData(handle, &one, d.w, b.w, d.y, b.y, d.conv,
+            TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardData(handle, &one, d.w, b.w, d.y, b.y, d.conv,
                                                     static_cast<cudnnConvolutionBwdDataAlgo_t>(algo), ws, ws_bytes,
                                                     &zero, d.x, b.x),
                        "cudnnConvolutionBackwardData");
             return;
         default:
-            cudnn_call(cudnnConvolutionBackwardFilter(handle, &one, d.x, b.x, d.y, b.y, d.conv,
+            TESSERA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(handle, &one, d.x, b.x, d.y, b.y, d.conv,
                                                       static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo), ws, ws_bytes,
                                                       &zero, d.w, b.w),
                        "cudnnConvolutionBackwardFilter");
@@ -213,20 +208,20 @@ ConvChoice CudnnConvolutions::Impl::find(OpKind kind, const ConvDescriptors &d, 
     int got = 0;
     if (kind == OpKind::Conv2d) {
         cudnnConvolutionFwdAlgoPerf_t perf[kMax];
-        cudnn_call(cudnnFindConvolutionForwardAlgorithmEx(handle, d.x, b.x, d.w, b.w, d.conv, d.y, b.y, kMax, &got,
+        TESSERA_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(handle, d.x, b.x, d.w, b.w, d.conv, d.y, b.y, kMax, &got,
                                                           perf, ws, ws_bytes),
                    "cudnnFindConvolutionForwardAlgorithmEx");
         return first_usable(perf, got, ws_bytes);
     }
     if (kind == OpKind::Conv2dGradInput) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[kMax];
-        cudnn_call(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, d.w, b.w, d.y, b.y, d.conv, d.x, b.x, kMax,
+        TESSERA_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, d.w, b.w, d.y, b.y, d.conv, d.x, b.x, kMax,
                                                                &got, perf, ws, ws_bytes),
                    "cudnnFindConvolutionBackwardDataAlgorithmEx");
         return first_usable(perf, got, ws_bytes);
     }
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMax];
-    cudnn_call(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, d.x, b.x, d.y, b.y, d.conv, d.w, b.w, kMax, &got,
+    TESSERA_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, d.x, b.x, d.y, b.y, d.conv, d.w, b.w, kMax, &got,
                                                              perf, ws, ws_bytes),
                "cudnnFindConvolutionBackwardFilterAlgorithmEx");
     return first_usable(perf, got, ws_bytes);
@@ -237,7 +232,7 @@ ConvChoice CudnnConvolutions::Impl::choose(const ConvKey &k, OpKind kind, cudaSt
     ConvDescriptors &d = descriptors_of(k);
     // Find runs on the handle's stream and waits for it: whatever the stream
     // was given before (this operator's inputs) is done first.
-    cuda_call(cudaStreamSynchronize(stream), "cudaStreamSynchronize before choosing a convolution");
+    TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream), "cudaStreamSynchronize before choosing a convolution");
     ConvChoice c = find(kind, d, b, ws, ws_bytes);
     if (!c.cudnn || mode == "cudnn") return c;
     const float cudnn_ms = best_of_three(stream, [&] { issue(kind, d, b, c.algo, ws, ws_bytes); });
@@ -262,7 +257,7 @@ ConvChoice CudnnConvolutions::Impl::choose(const ConvKey &k, OpKind kind, cudaSt
 CudnnConvolutions::CudnnConvolutions(int device_index) : impl_(std::make_unique<Impl>()) {
     impl_->device = device_index;
     impl_->mode = conv_mode();
-    if (impl_->mode != "hand") cudnn_call(cudnnCreate(&impl_->handle), "cudnnCreate");
+    if (impl_->mode != "hand") TESSERA_CUDNN_CHECK(cudnnCreate(&impl_->handle), "cudnnCreate");
 }
 
 CudnnConvolutions::~CudnnConvolutions() {
@@ -276,7 +271,7 @@ bool CudnnConvolutions::run(cudaStream_t stream, void *workspace, size_t workspa
     if (!impl_->handle) return false;
     const ConvKey k = key_of(call, inputs, outputs, impl_->device, impl_->mode);
     const ConvBuffers b = buffers_of(call, inputs, outputs);
-    cudnn_call(cudnnSetStream(impl_->handle, stream), "cudnnSetStream");
+    TESSERA_CUDNN_CHECK(cudnnSetStream(impl_->handle, stream), "cudnnSetStream");
     ConvChoice c;
     {
         std::lock_guard lk(choices_mutex());
