@@ -212,6 +212,8 @@ public:
     bool enqueue_all_reduce_max(float *data, size_t count, const Group &g, void *cuda_stream) override {
         return enqueue_reduction(data, count, ncclFloat, ncclMax, g, cuda_stream);
     }
+    bool enqueue_all_reduce_many(const std::vector<void *> &bufs, const std::vector<size_t> &counts, bool f64,
+                                 ReduceOp reduce, const Group &g, void *cuda_stream) override;
     bool enqueue_reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g,
                                 void *cuda_stream) override;
     bool enqueue_exchange(const std::vector<Transfer> &sends, const std::vector<Transfer> &recvs,
@@ -574,6 +576,32 @@ bool NcclCommunicator::enqueue_reduction(void *data, size_t count, ncclDataType_
                   [&](ncclComm_t comm) { return ncclAllReduce(data, data, count, type, red, comm, stream); });
     const int64_t ring = algorithm_bytes(op, count, g.size(), g.index_of(rank()));
     this->count(op, type == ncclDouble ? 2 * ring : ring);
+    return true;
+}
+
+bool NcclCommunicator::enqueue_all_reduce_many(const std::vector<void *> &bufs, const std::vector<size_t> &counts,
+                                               bool f64, ReduceOp reduce, const Group &g, void *cuda_stream) {
+    const CommOp op = CommOp::AllReduce;
+    check_usable(g, op);
+    count_call(op);
+    TESSERA_CHECK(bufs.size() == counts.size(), "rank ", rank(), ": all_reduce_many got ", bufs.size(),
+                  " buffers and ", counts.size(), " counts");
+    if (g.size() == 1) return true;
+    auto stream = static_cast<cudaStream_t>(cuda_stream);
+    const ncclDataType_t type = f64 ? ncclDouble : ncclFloat;
+    const ncclRedOp_t red = reduce == ReduceOp::Max ? ncclMax : ncclSum;
+    GroupComm &c = begin(g, op);
+    issue_watched(c, "ncclAllReduce (a group of them)", op, stream, [&](ncclComm_t comm) {
+        ncclResult_t rc = ncclGroupStart();
+        for (size_t m = 0; m < bufs.size() && rc == ncclSuccess; m++)
+            if (counts[m] > 0) rc = ncclAllReduce(bufs[m], bufs[m], counts[m], type, red, comm, stream);
+        const ncclResult_t end = ncclGroupEnd();
+        return rc != ncclSuccess ? rc : end;
+    });
+    for (size_t n : counts) {
+        const int64_t ring = algorithm_bytes(op, n, g.size(), g.index_of(rank()));
+        this->count(op, f64 ? 2 * ring : ring);
+    }
     return true;
 }
 

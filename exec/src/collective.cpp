@@ -212,9 +212,14 @@ void Collective::enqueue(Device &dev, StreamKind s, Communicator &comm, const In
 void Collective::enqueue_all_reduce(Device &dev, StreamKind s, Communicator &comm, const Inputs &in,
                                     const Outputs &out) const {
     void *stream = dev.native_stream(s);
+    for (size_t m = 0; m < member_counts_.size(); m++)
+        if (in[m] != out[m]) dev.copy_in_arena_async(s, out[m], in[m], member_counts_[m] * elem_);
+    if (member_counts_.size() > 1) {
+        const std::vector<void *> bufs(out.begin(), out.end());
+        if (comm.enqueue_all_reduce_many(bufs, member_counts_, f64_, reduce_, group_, stream)) return;
+    }
     for (size_t m = 0; m < member_counts_.size(); m++) {
         const size_t n = member_counts_[m];
-        if (in[m] != out[m]) dev.copy_in_arena_async(s, out[m], in[m], n * elem_);
         if (f64_)
             issued(comm.enqueue_all_reduce_f64(reinterpret_cast<double *>(out[m]), n, group_, stream), comm, name_,
                    "all-reduce doubles");

@@ -160,6 +160,16 @@ public:
                                   void *cuda_stream) {
         return false;
     }
+    // A bucket's all-reduces (fused_collectives: several gradients, one
+    // node) issued together on the stream: floats by `reduce`, or doubles
+    // (sums) when `f64`. NCCL runs them as one group (ncclGroupStart/End:
+    // one launch). Counted as one call with the members' bytes, as
+    // all_reduce_many counts. False, doing nothing, where the backend cannot;
+    // the caller then issues one all-reduce per member.
+    virtual bool enqueue_all_reduce_many(const std::vector<void *> &bufs, const std::vector<size_t> &counts, bool f64,
+                                         ReduceOp reduce, const Group &g, void *cuda_stream) {
+        return false;
+    }
     // Makes whatever `g` needs before its first collective (NCCL: the
     // sub-group's communicator, collectively over its members). Call it on
     // every member, in the same order, before the first step: no collective
