@@ -19,6 +19,7 @@
 #include "tessera/exec/executor.h"
 #include "tessera/exec/profile.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/lang/staged.h"
 #include "tessera/models/zoo.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/swap/swap_program.h"
@@ -107,6 +108,111 @@ TEST(CudaDevice, ConvolutionsMatchTheCpuKernelThroughCudnnAndByHand) {
         std::printf("%d conv cases checked with TESSERA_CONV=%s (cuDNN %s)\n", checked, path.c_str(),
                     cudnn_version().c_str());
     }
+}
+
+// Every phase of every staged operator (exec/src/gpu/ops_staged.h) on the
+// device against the CPU's staged kernel, on one block of each operator's
+// inputs (uneven: the whole shapes and origins put it inside a larger
+// tensor), each phase given the CPU's earlier stages. The host test
+// (gpu_staged_host_test) checks the same kernel bodies phase by phase and
+// over combined blocks; this covers their launch and the device's math.
+TEST(CudaDevice, EveryStagedPhaseMatchesTheCpuKernel) {
+    TESSERA_REQUIRE_GPU();
+    auto dev = make_cuda_device(0, int64_t{64} << 20);
+    struct Staged {
+        OpCall call;
+        std::vector<TensorType> block;  // the operator's inputs on this device
+        std::vector<Shape> whole, origin;
+    };
+    const TensorType c3{DType::F32, {3}}, d10{DType::F32, {10}};
+    auto op = [](OpKind k) { return with_defaults(OpCall{k, op_name(k), {}}); };
+    const std::vector<Staged> cases = {
+        {op(OpKind::BatchNorm), {{DType::F32, {5, 3, 6, 7}}, c3, c3}, {{16, 3, 6, 7}, {3}, {3}}, {{11, 0, 0, 0}, {0}, {0}}},
+        {op(OpKind::BatchNormGrad), {{DType::F32, {5, 3, 6, 7}}, {DType::F32, {5, 3, 6, 7}}, c3},
+         {{16, 3, 6, 7}, {16, 3, 6, 7}, {3}}, {{11, 0, 0, 0}, {11, 0, 0, 0}, {0}}},
+        {op(OpKind::BatchNormStats), {{DType::F32, {9, 3}}, c3, c3}, {{20, 3}, {3}, {3}}, {{4, 0}, {0}, {0}}},
+        {op(OpKind::LayerNorm), {{DType::F32, {4, 10}}, d10, d10}, {{4, 25}, {25}, {25}}, {{0, 15}, {15}, {15}}},
+        {op(OpKind::LayerNormGrad), {{DType::F32, {4, 10}}, {DType::F32, {4, 10}}, d10}, {{4, 25}, {4, 25}, {25}},
+         {{0, 15}, {0, 15}, {15}}},
+        {op(OpKind::Softmax), {{DType::F32, {6, 50}}}, {{6, 130}}, {{0, 80}}},
+        {op(OpKind::LogSoftmax), {{DType::F32, {6, 50}}}, {{6, 130}}, {{0, 80}}},
+        {op(OpKind::SoftmaxGrad), {{DType::F32, {6, 50}}, {DType::F32, {6, 50}}}, {{6, 130}, {6, 130}}, {{0, 80}, {0, 80}}},
+        {op(OpKind::LogSoftmaxGrad), {{DType::F32, {6, 50}}, {DType::F32, {6, 50}}}, {{6, 130}, {6, 130}},
+         {{0, 80}, {0, 80}}},
+        {op(OpKind::SoftmaxXent), {{DType::F32, {6, 50}}, {DType::I32, {6}}}, {{6, 130}, {6}}, {{0, 80}, {0}}},
+        {op(OpKind::SoftmaxXentGrad), {{DType::F32, {6, 50}}, {DType::I32, {6}}, {DType::F32, {}}},
+         {{6, 130}, {6}, {}}, {{0, 80}, {0}, {}}},
+        {op(OpKind::GlobalAvgPool), {{DType::F32, {2, 3, 5, 8}}}, {{2, 3, 12, 8}}, {{0, 0, 7, 0}}},
+    };
+    std::mt19937 rng(17);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+    int checked = 0;
+    for (const Staged &c : cases) {
+        SCOPED_TRACE(c.call.name);
+        // The block's data: labels in and out of this block of classes (and
+        // out of range), log-probabilities for log_softmax_grad's y.
+        std::vector<std::vector<std::byte>> host;
+        std::vector<TensorType> types = c.block;
+        for (const TensorType &t : c.block) {
+            host.emplace_back(static_cast<size_t>(t.bytes()));
+            if (t.dtype == DType::I32) {
+                const int32_t labels[] = {3, 85, 129, 80, -2, 500};
+                std::memcpy(host.back().data(), labels, host.back().size());
+                continue;
+            }
+            auto *f = reinterpret_cast<float *>(host.back().data());
+            for (int64_t e = 0; e < t.elements(); e++)
+                f[e] = c.call.kind == OpKind::LogSoftmaxGrad && host.size() == 2 ? -3.0f + uniform(rng) : uniform(rng);
+        }
+        const int stages = static_cast<int>(op_stages(c.call, c.block).size());
+        ASSERT_GT(stages, 0);
+        for (int p = 0; p <= stages; p++) {
+            SCOPED_TRACE("phase " + std::to_string(p));
+            const OpCall call = staged_call(c.call, p, c.whole, c.origin);
+            const std::vector<TensorType> out_types = infer_types(call, types);
+            std::vector<TensorRef> cpu_in, gpu_in, cpu_out, gpu_out;
+            int64_t off = 0;
+            for (size_t i = 0; i < types.size(); i++) {
+                cpu_in.push_back({host[i].data(), types[i]});
+                gpu_in.push_back({dev->arena() + off, types[i]});
+                if (!host[i].empty()) dev->copy_to_device(gpu_in.back().data, host[i].data(), host[i].size());
+                off += align(types[i].bytes());
+            }
+            std::vector<std::vector<std::byte>> want, got;
+            for (const TensorType &t : out_types) {
+                want.emplace_back(static_cast<size_t>(t.bytes()));
+                got.emplace_back(static_cast<size_t>(t.bytes()));
+                cpu_out.push_back({want.back().data(), t});
+                gpu_out.push_back({dev->arena() + off, t});
+                off += align(t.bytes());
+            }
+            ASSERT_LE(off, dev->arena_bytes());
+            run_op(call, cpu_in, cpu_out);
+            dev->launch_op(StreamKind::Compute, call, gpu_in, gpu_out);
+            dev->synchronize();
+            for (size_t o = 0; o < out_types.size(); o++) {
+                if (!got[o].empty()) dev->copy_to_host(got[o].data(), gpu_out[o].data, got[o].size());
+                const bool f64 = out_types[o].dtype == DType::F64;
+                int bad = 0;
+                for (int64_t e = 0; e < out_types[o].elements() && bad < 5; e++) {
+                    const double w = f64 ? reinterpret_cast<const double *>(want[o].data())[e]
+                                         : reinterpret_cast<const float *>(want[o].data())[e];
+                    const double g = f64 ? reinterpret_cast<const double *>(got[o].data())[e]
+                                         : reinterpret_cast<const float *>(got[o].data())[e];
+                    if (!(std::fabs(g - w) <= 1e-5 + 1e-5 * std::fabs(w))) {
+                        ADD_FAILURE() << "output " << o << " element " << e << ": gpu " << g << ", cpu " << w;
+                        bad++;
+                    }
+                }
+                checked++;
+            }
+            if (p < stages) {  // the CPU's stage, given to both sides in the next phase
+                host.push_back(want[0]);
+                types.push_back(out_types[0]);
+            }
+        }
+    }
+    std::printf("%d staged phase outputs checked on %s\n", checked, cuda_device_info(0).name.c_str());
 }
 
 TEST(CudaDevice, StreamsOrderWorkThroughEventsAndCopiesRoundTrip) {

@@ -16,18 +16,18 @@
 #include "ops_norm.h"
 #include "ops_optim.h"
 #include "ops_softmax.h"
+#include "ops_staged.h"
 
 namespace tessera::gpu {
 
 // Checks that the output types are what infer_types() gives (tessera::Error
-// otherwise), then issues the operator's kernels on `ex`.
+// otherwise), then issues the operator's kernels on `ex`: one phase's kernels
+// for a staged call (ops_staged.h).
 template <class Exec>
 void run_op(Exec &ex, const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
-    TESSERA_CHECK(!is_staged(call), call.who(), " runs as a staged operator (phase ",
-                  call.attrs.get_int(call.who(), "phase"), "), which has CPU kernels only so far; on a GPU, "
-                  "partition without splitting its reductions (e.g. --strategy owt or a --force on it)");
+    if (is_staged(call)) return run_staged(ex, call, inputs, outputs);
     const std::string family = op_info(call.kind).family;
     if (family == "matmul") return run_matmul(ex, call, inputs, outputs);
     if (family == "elementwise") return run_elementwise(ex, call, inputs, outputs);

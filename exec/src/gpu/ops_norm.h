@@ -94,16 +94,19 @@ struct LayerGradRowSums {
     }
 };
 
+// `count` is what the row means divide by: D, or the whole row's width when
+// the kernel runs on a block of the row (a staged operator, ops_staged.h).
 struct LayerGradDx {
     const float *dy, *x, *gamma, *stats, *sums;
     float *dx;
     int64_t D;
+    float count;
     TESSERA_HD void operator()(int64_t i) const {
         const int64_t r = i / D, d = i - r * D;
         const float rstd = stats[2 * r + 1];
         const float xhat = (x[i] - stats[2 * r]) * rstd;
         const float g = dy[i] * gamma[d];
-        dx[i] = rstd * (g - (sums[2 * r] + xhat * sums[2 * r + 1]) / static_cast<float>(D));
+        dx[i] = rstd * (g - (sums[2 * r] + xhat * sums[2 * r + 1]) / count);
     }
 };
 
@@ -259,8 +262,13 @@ void row_mean_rstd(Exec &ex, const float *x, int64_t n, int64_t D, float eps, fl
     ex.for_each(n, RowRstd{partial, D, eps, stats});
 }
 
-template <class Exec>
-void layer_norm(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out, float eps) {
+// Layer norm over chunks of rows that fit the workspace. `row_stats(r0, n,
+// stats, partial)` writes stats[2r] (the mean) and stats[2r + 1] (rstd) of
+// rows r0 .. r0 + n - 1, with `partial` (2 * kRowLanes floats a row) as
+// scratch: from x here, from the stages in a staged operator's last phase.
+template <class Exec, class RowStats>
+void layer_norm_by_rows(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
+                        RowStats row_stats) {
     const Shape &xs = in[0].type.shape;
     const int rank = static_cast<int>(xs.size());
     const int64_t rows = extent_product(xs, 0, rank - 1), D = xs[rank - 1];
@@ -268,15 +276,27 @@ void layer_norm(Exec &ex, const std::vector<TensorRef> &in, const std::vector<Te
     for (int64_t r0 = 0; r0 < rows; r0 += cap) {
         const int64_t n = std::min(cap, rows - r0);
         float *stats = ex.workspace(static_cast<size_t>(n * kLayerRowFloats) * sizeof(float));
-        float *partial = stats + 2 * n;
-        const float *x = f32(in[0]) + r0 * D;
-        row_mean_rstd(ex, x, n, D, eps, partial, stats);
-        ex.for_each(n * D, LayerApply{x, f32(in[1]), f32(in[2]), stats, f32_out(out[0]) + r0 * D, D});
+        row_stats(r0, n, stats, stats + 2 * n);
+        ex.for_each(n * D, LayerApply{f32(in[0]) + r0 * D, f32(in[1]), f32(in[2]), stats, f32_out(out[0]) + r0 * D, D});
     }
 }
 
 template <class Exec>
-void layer_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out, float eps) {
+void layer_norm(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out, float eps) {
+    const int64_t D = in[0].type.shape.back();
+    layer_norm_by_rows(ex, in, out, [&](int64_t r0, int64_t n, float *stats, float *partial) {
+        row_mean_rstd(ex, f32(in[0]) + r0 * D, n, D, eps, partial, stats);
+    });
+}
+
+// Layer norm's backward over chunks of rows. `row_sums(r0, n, stats, sums,
+// partial)` writes, for rows r0 .. r0 + n - 1, stats[2r] (the mean),
+// stats[2r + 1] (rstd), sums[2r] (sum g) and sums[2r + 1] (sum g * xhat),
+// with `partial` (2 * kRowLanes floats a row) as scratch; `count` is what the
+// row means divide by.
+template <class Exec, class RowSums>
+void layer_norm_grad_by_rows(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out,
+                             float count, RowSums row_sums) {
     const Shape &xs = in[1].type.shape;
     const int rank = static_cast<int>(xs.size());
     const int64_t rows = extent_product(xs, 0, rank - 1), D = xs[rank - 1];
@@ -294,14 +314,25 @@ void layer_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vect
         const int64_t n = std::min(cap, rows - r0), chunk_lanes = std::min(lanes, n);
         float *stats = column_partial + 2 * lanes * D, *sums = stats + 2 * n, *partial = sums + 2 * n;
         const float *dy = f32(in[0]) + r0 * D, *x = f32(in[1]) + r0 * D, *gamma = f32(in[2]);
-        row_mean_rstd(ex, x, n, D, eps, partial, stats);
-        ex.for_each(n * kRowLanes, RowLanes<LayerGradTerms>{{dy, x, gamma, stats, D}, D, partial});
-        ex.for_each(n, LayerGradRowSums{partial, sums});
-        ex.for_each(n * D, LayerGradDx{dy, x, gamma, stats, sums, f32_out(out[0]) + r0 * D, D});
+        row_sums(r0, n, stats, sums, partial);
+        ex.for_each(n * D, LayerGradDx{dy, x, gamma, stats, sums, f32_out(out[0]) + r0 * D, D, count});
         ex.for_each(chunk_lanes * D,
                     ColumnLanes<LayerAffineTerms>{{dy, x, stats}, n, D, chunk_lanes, column_partial});
         ex.for_each(D, LayerAffineTotal{column_partial, f32_out(out[1]), f32_out(out[2]), D, chunk_lanes, r0 == 0});
     }
+}
+
+template <class Exec>
+void layer_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out, float eps) {
+    const int64_t D = in[1].type.shape.back();
+    layer_norm_grad_by_rows(ex, in, out, static_cast<float>(D),
+                            [&](int64_t r0, int64_t n, float *stats, float *sums, float *partial) {
+                                const float *dy = f32(in[0]) + r0 * D, *x = f32(in[1]) + r0 * D;
+                                row_mean_rstd(ex, x, n, D, eps, partial, stats);
+                                ex.for_each(n * kRowLanes,
+                                            RowLanes<LayerGradTerms>{{dy, x, f32(in[2]), stats, D}, D, partial});
+                                ex.for_each(n, LayerGradRowSums{partial, sums});
+                            });
 }
 
 // A batch norm's tensor as [N, C, S].

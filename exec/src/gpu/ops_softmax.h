@@ -174,16 +174,20 @@ struct XentSumKernel {
 };
 
 // dlogits = dloss * (softmax - onehot) / N, with the row statistics of row_max_exp_sum.
+// The logits may be a block of the classes (a staged operator, ops_staged.h):
+// class k of the block is class class0 + k of whole_classes, which is what a
+// label is clamped into.
 struct XentGradKernel {
     const float *logits, *stats, *dloss;
     const int32_t *labels;
     float *dlogits;
     int64_t classes, first, first_row;
     float n;
+    int64_t class0, whole_classes;
     TESSERA_HD void operator()(int64_t i) const {
         int64_t r = i / classes, k = i % classes;
         int64_t j = first + i;
-        float onehot = k == clamp_label(labels[first_row + r], classes) ? 1.0f : 0.0f;
+        float onehot = class0 + k == clamp_label(labels[first_row + r], whole_classes) ? 1.0f : 0.0f;
         float p = expf(logits[j] - stats[2 * r]) / stats[2 * r + 1];
         dlogits[j] = dloss[0] * (p - onehot) / n;
     }
@@ -242,7 +246,7 @@ void run_softmax(Exec &ex, const OpCall &c, const std::vector<TensorRef> &in, co
         case OpKind::SoftmaxXentGrad:
             sm::row_max_exp_sum(ex, x, nr, classes, partial, stats);
             ex.for_each(ne, sm::XentGradKernel{f32(in[0]), stats, f32(in[2]), i32(in[1]), f32_out(out[0]), classes,
-                                               first, r0, n});
+                                               first, r0, n, 0, classes});
             break;
         default: TESSERA_INTERNAL_ASSERT(false, "not a softmax operator: ", c.who());
         }
