@@ -146,7 +146,8 @@ void bias_add_grad(Exec &ex, const float *dy, float *db, int64_t outer, int64_t 
     const ChannelView v = channel_view(outer, channels, inner);
     for_channel_chunks<float>(ex, v, 1, [&](const ChannelChunk<float> &k) {
         ex.for_each(k.cc * v.lanes, ChannelLanes<SumOf<float>>{{dy}, v, k.c0, k.partial});
-        ex.for_each(k.cc, BiasChannelTotal{k.partial, db, k.c0, v.lanes});
+        const FoldedLanes<float> sums = fold_lanes(ex, v, k, 1);
+        ex.for_each(k.cc, BiasChannelTotal{sums.partial, db, k.c0, sums.v.lanes});
     });
 }
 

@@ -347,9 +347,11 @@ inline ChannelView channel_view(const Shape &s) {
 template <class Exec>
 void channel_mean_rstd(Exec &ex, const float *x, const ChannelView &v, float eps, const ChannelChunk<float> &k) {
     ex.for_each(k.cc * v.lanes, ChannelLanes<SumOf<float>>{{x}, v, k.c0, k.partial});
-    ex.for_each(k.cc, ChannelMean<float>{k.partial, v, k.ws});
+    const FoldedLanes<float> sums = fold_lanes(ex, v, k, 1);
+    ex.for_each(k.cc, ChannelMean<float>{sums.partial, sums.v, k.ws});
     ex.for_each(k.cc * v.lanes, ChannelLanes<SquaredDeviations<float>>{{x, k.ws}, v, k.c0, k.partial});
-    ex.for_each(k.cc, ChannelRstd{k.partial, v, eps, k.ws});
+    const FoldedLanes<float> squares = fold_lanes(ex, v, k, 1);
+    ex.for_each(k.cc, ChannelRstd{squares.partial, squares.v, eps, k.ws});
 }
 
 template <class Exec>
@@ -371,7 +373,8 @@ void batch_norm_grad(Exec &ex, const std::vector<TensorRef> &in, const std::vect
     for_channel_chunks<float>(ex, v, 2, [&](const ChannelChunk<float> &k) {
         channel_mean_rstd(ex, x, v, eps, k);
         ex.for_each(k.cc * v.lanes, ChannelLanes<GradTerms>{{dy, x, k.ws}, v, k.c0, k.partial});
-        ex.for_each(k.cc, ChannelAffineGrad{k.partial, k.ws, v, k.c0, dgamma, dbeta});
+        const FoldedLanes<float> terms = fold_lanes(ex, v, k, 2);
+        ex.for_each(k.cc, ChannelAffineGrad{terms.partial, k.ws, terms.v, k.c0, dgamma, dbeta});
         ex.for_each(v.N * k.cc * v.S,
                     ChannelGradDx{dy, x, f32(in[2]), k.ws, dgamma, dbeta, f32_out(out[0]), {v, k.c0, k.cc}});
     });
@@ -385,9 +388,11 @@ void batch_norm_stats(Exec &ex, const std::vector<TensorRef> &in, const std::vec
     const float *x = f32(in[0]);
     for_channel_chunks<double>(ex, v, 1, [&](const ChannelChunk<double> &k) {
         ex.for_each(k.cc * v.lanes, ChannelLanes<SumOf<double>>{{x}, v, k.c0, k.partial});
-        ex.for_each(k.cc, ChannelMean<double>{k.partial, v, k.ws});
+        const FoldedLanes<double> sums = fold_lanes(ex, v, k, 1);
+        ex.for_each(k.cc, ChannelMean<double>{sums.partial, sums.v, k.ws});
         ex.for_each(k.cc * v.lanes, ChannelLanes<SquaredDeviations<double>>{{x, k.ws}, v, k.c0, k.partial});
-        ex.for_each(k.cc, ChannelRunning{k.partial, k.ws, f32(in[1]), f32(in[2]), v, k.c0, momentum,
+        const FoldedLanes<double> squares = fold_lanes(ex, v, k, 1);
+        ex.for_each(k.cc, ChannelRunning{squares.partial, k.ws, f32(in[1]), f32(in[2]), squares.v, k.c0, momentum,
                                          f32_out(out[0]), f32_out(out[1])});
     });
 }
