@@ -57,6 +57,7 @@ struct Executor::Prepared {
         int64_t died = 0;       // bytes that die when it ends
         int64_t touch_end = 0;  // the largest offset + size it touches
         NodeId node = kNoNode;  // Compute, Collective
+        bool view = false;      // Compute: a reshape the memory plan makes a view, which runs nothing
         // Collectives on a device whose arena the host cannot address: the
         // input is copied to `stage_in`, the collective runs on host memory,
         // and `stage_out` is copied back (pinned, allocated once per program).
@@ -113,7 +114,7 @@ Executor::Executor(const Graph &g, Device &device, MemoryPlan plan)
 Executor::~Executor() = default;
 
 bool Executor::host_homed(TensorId t) const {
-    TensorId r = storage_root(graph_, t);
+    TensorId r = storage_root(graph_, plan_, t);
     return persistent_[r] && plan_.host_offset_of(r) >= 0;
 }
 
@@ -122,7 +123,7 @@ std::byte *Executor::home(TensorId t, const char *what, bool *in_host) {
                   graph_.num_tensors(), " tensors");
     if (host_homed(t)) {
         *in_host = true;
-        return host_.data() + plan_.host_offset_of(storage_root(graph_, t));
+        return host_.data() + plan_.host_offset_of(storage_root(graph_, plan_, t));
     }
     int64_t off = plan_.offset[t];
     TESSERA_CHECK(off >= 0, what, ": tensor '", graph_.tensor(t).name,
@@ -136,7 +137,7 @@ std::byte *Executor::address(TensorId t) {
     std::byte *p = home(t, "address", &in_host);
     TESSERA_CHECK(!in_host, "address: tensor '", graph_.tensor(t).name,
                   "' is host-homed: between steps its value is in host memory (host offset ",
-                  plan_.host_offset_of(storage_root(graph_, t)), "), not in the arena; use read() or write()");
+                  plan_.host_offset_of(storage_root(graph_, plan_, t)), "), not in the arena; use read() or write()");
     return p;
 }
 
@@ -167,7 +168,7 @@ void Executor::initialize(uint64_t seed) {
     std::vector<float> staging;
     for (TensorId t = 0; t < graph_.num_tensors(); t++) {
         const TensorInfo &info = graph_.tensor(t);
-        if (storage_root(graph_, t) != t) continue;
+        if (storage_root(graph_, plan_, t) != t) continue;
         bool in_host = host_homed(t);
         if (!in_host && plan_.offset[t] < 0) continue;
         bool data = info.role == TensorRole::Data;
@@ -240,6 +241,7 @@ void Executor::resolve_step(const Program &p, size_t i, const VerifiedInstructio
     const Node &node = graph_.node(in.node);
     step.call = &node.call;
     step.node = in.node;
+    step.view = v.view;
     // The verifier gives a host-stream operator's operands in the host area.
     std::byte *base = in.stream == StreamKind::Host ? host_.data() : device_.arena();
     for (size_t k = 0; k < node.inputs.size(); k++)
@@ -328,7 +330,10 @@ void Executor::issue_step(Prepared &prep, size_t i, bool on_stream) {
             });
     };
     switch (st.kind) {
-    case Kind::Compute: issue_compute(prep, i, on_stream); break;
+    case Kind::Compute:
+        if (st.view) arrive();  // no kernel: the output already is the input's bytes
+        else issue_compute(prep, i, on_stream);
+        break;
     case Kind::Collective:
         if (st.on_device) {
             arrive();

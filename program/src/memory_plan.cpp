@@ -9,6 +9,7 @@
 #include "tessera/error.h"
 #include "tessera/json_input.h"
 #include "tessera/size.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 
@@ -60,6 +61,34 @@ int64_t place(const std::vector<Block> &blocks, const std::vector<int> &order, b
 }
 
 std::string node_label(const Graph &g, NodeId n) { return "'" + g.node(n).call.name + "'"; }
+
+// Each view is the output of a reshape operator, of its input, the same size,
+// not persistent; views of views end at a root.
+void check_views(const Graph &g, const MemoryPlan &plan, const std::string &source) {
+    if (plan.view_of.empty()) return;
+    TESSERA_CHECK(static_cast<int>(plan.view_of.size()) == g.num_tensors(), source, ": has views for ",
+                  plan.view_of.size(), " tensors but the graph has ", g.num_tensors(),
+                  "; give one entry per tensor (-1: not a view), or none");
+    const std::vector<bool> persistent = persistent_tensors(g);
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        const TensorId x = plan.view_of[t];
+        if (x == kNoTensor) continue;
+        const TensorInfo &info = g.tensor(t);
+        const NodeId p = info.producer;
+        TESSERA_CHECK(x >= 0 && x < g.num_tensors(), source, ": tensor '", info.name, "' is a view of tensor ", x,
+                      ", which does not exist; the graph has ", g.num_tensors(), " tensors");
+        TESSERA_CHECK(p != kNoNode && !g.node(p).comm && g.node(p).call.kind == OpKind::Reshape &&
+                          g.node(p).inputs.size() == 1 && g.node(p).inputs[0] == x,
+                      source, ": tensor '", info.name, "' is a view of '", g.tensor(x).name,
+                      "', but only the output of a reshape of '", g.tensor(x).name, "' can be");
+        TESSERA_CHECK(info.type.bytes() == g.tensor(x).type.bytes(), source, ": tensor '", info.name, "' (",
+                      type_str(info.type), ") is a view of '", g.tensor(x).name, "' (", type_str(g.tensor(x).type),
+                      "), which has another size");
+        TESSERA_CHECK(!persistent[t] && storage_root(g, t) == t, source, ": tensor '", info.name,
+                      "' is a view of '", g.tensor(x).name,
+                      "', but it persists or is updated in place, so it needs storage of its own");
+    }
+}
 
 }  // namespace
 
@@ -157,7 +186,47 @@ int64_t place_smallest(const std::vector<Block> &blocks, std::vector<int64_t> &b
 
 }  // namespace
 
-MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
+bool MemoryPlanOptions::reshape_views_default() {
+    static const bool on = env_choice("TESSERA_RESHAPE_VIEWS", {"1", "0"}, "1", "reshape views setting") == "1";
+    return on;
+}
+
+TensorId storage_root(const Graph &g, const MemoryPlan &plan, TensorId t) {
+    for (;;) {
+        t = storage_root(g, t);
+        if (!plan.is_view(t)) return t;
+        t = plan.view_of[t];
+    }
+}
+
+std::vector<TensorId> storage_roots(const Graph &g, const MemoryPlan &plan) {
+    std::vector<TensorId> roots(g.num_tensors());
+    for (TensorId t = 0; t < g.num_tensors(); t++) roots[t] = storage_root(g, plan, t);
+    return roots;
+}
+
+namespace {
+
+// Whether the node at position i of the order, a reshape, can leave its
+// output as a view of its input (the rule in memory_plan.h). `root`: the
+// storage roots so far; `writes`: per storage root, the positions of the
+// nodes that write it in place; `end`: per tensor, its last reader.
+bool can_view(const Graph &g, const Node &node, int i, const std::vector<TensorId> &root,
+              const std::vector<std::vector<int>> &writes, const std::vector<int> &end,
+              const std::vector<bool> &persistent, const std::vector<bool> &updated) {
+    if (node.comm || node.call.kind != OpKind::Reshape || node.inputs.size() != 1 || node.outputs.size() != 1)
+        return false;
+    const TensorId x = node.inputs[0], y = node.outputs[0];
+    if (persistent[y] || updated[y] || g.tensor(y).updates != kNoTensor) return false;
+    if (g.tensor(x).type.bytes() != g.tensor(y).type.bytes()) return false;
+    for (int p : writes[root[x]])
+        if (i < p && p <= end[y]) return false;
+    return true;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order, const MemoryPlanOptions &options) {
     const int nt = g.num_tensors(), n = static_cast<int>(order.size());
 
     check_node_order(g, order);
@@ -185,6 +254,34 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
             TESSERA_CHECK(info.type.bytes() == g.tensor(root[t]).type.bytes(), "tensor '", info.name,
                           "' updates '", g.tensor(root[t]).name, "' in place but has type ", type_str(info.type),
                           " instead of ", type_str(g.tensor(root[t]).type));
+    }
+
+    // Views, in order, so that a reshape's input has its final root: where
+    // storage roots are written in place, then each reshape the rule allows.
+    MemoryPlan plan;
+    plan.order = order;
+    if (options.reshape_views) {
+        std::vector<std::vector<int>> writes(nt);
+        std::vector<bool> updated(nt, false);
+        for (TensorId t = 0; t < nt; t++) {
+            if (root[t] == t) continue;
+            updated[root[t]] = true;
+            if (start[t] >= 0) writes[root[t]].push_back(start[t]);
+        }
+        plan.view_of.assign(nt, kNoTensor);
+        bool any = false;
+        for (int i = 0; i < n; i++) {
+            const Node &node = g.node(order[i]);
+            if (!can_view(g, node, i, root, writes, end, persistent, updated)) continue;
+            plan.view_of[node.outputs[0]] = node.inputs[0];
+            root[node.outputs[0]] = root[node.inputs[0]];
+            any = true;
+        }
+        if (!any) plan.view_of.clear();
+    }
+
+    for (TensorId t = 0; t < nt; t++) {
+        const TensorInfo &info = g.tensor(t);
         bool exists = info.producer == kNoNode || start[t] >= 0;
         if (persistent[t] || exists) stored[root[t]] = true;
         if (start[t] >= 0) {
@@ -193,8 +290,6 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order) {
         }
     }
 
-    MemoryPlan plan;
-    plan.order = order;
     std::vector<Block> blocks;
     std::vector<int64_t> diff(n + 1, 0);
     for (TensorId t = 0; t < nt; t++) {
@@ -233,6 +328,7 @@ void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string
     for (NodeId n : plan.order)
         TESSERA_CHECK(n >= 0 && n < g.num_nodes(), source, ": the order names node ", n, " but the graph has ",
                       g.num_nodes(), " nodes");
+    check_views(g, plan, source);
     for (TensorId t = 0; t < g.num_tensors(); t++) {
         const TensorInfo &info = g.tensor(t);
         int64_t off = plan.offset[t];
@@ -250,6 +346,10 @@ void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string
         TESSERA_CHECK(r == t || plan.offset[r] == off, source, ": tensor '", info.name, "' updates '",
                       g.tensor(r).name, "' in place, so it must have the same offset (", plan.offset[r],
                       "), not ", off);
+        if (!plan.is_view(t)) continue;
+        const TensorId x = plan.view_of[t];
+        TESSERA_CHECK(plan.offset[x] == off, source, ": tensor '", info.name, "' is a view of '", g.tensor(x).name,
+                      "', so it must have the same offset (", plan.offset[x], "), not ", off);
     }
     TESSERA_CHECK(plan.host_bytes >= 0, source, ": host_bytes is negative (", plan.host_bytes, ")");
     if (plan.host_offset.empty()) return;
@@ -262,10 +362,11 @@ void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string
         if (off == -1) continue;
         TESSERA_CHECK(off >= 0, source, ": tensor '", info.name, "' has host offset ", off,
                       "; use -1 for no host region");
-        TensorId r = storage_root(g, t);
-        TESSERA_CHECK(r == t, source, ": tensor '", info.name, "' updates '", g.tensor(r).name,
-                      "' in place and uses its host region; give the host offset to '", g.tensor(r).name,
-                      "' only");
+        TensorId r = storage_root(g, plan, t);
+        TESSERA_CHECK(r == t, source, ": tensor '", info.name, "' ",
+                      plan.is_view(t) ? "is a view of '" + g.tensor(plan.view_of[t]).name + "'"
+                                      : "updates '" + g.tensor(r).name + "' in place",
+                      " and uses its host region; give the host offset to '", g.tensor(r).name, "' only");
         TESSERA_CHECK(off % MemoryPlan::kAlignment == 0, source, ": tensor '", info.name, "' has host offset ", off,
                       ", which is not a multiple of ", MemoryPlan::kAlignment);
         TESSERA_CHECK(off + info.type.bytes() <= plan.host_bytes, source, ": tensor '", info.name, "' (",
@@ -283,6 +384,9 @@ std::string MemoryPlan::summary() const {
                           " tensors stored; arena ", arena_bytes, " bytes (", format_bytes(arena_bytes),
                           "), lower bound ", lower_bound, " bytes (", format_bytes(lower_bound), "), arena/bound ",
                           ratio, "; persistent ", persistent_bytes, " bytes (", format_bytes(persistent_bytes), ")");
+    int views = 0;
+    for (TensorId x : view_of) views += x != kNoTensor;
+    if (views > 0) s += detail::concat("; ", views, views == 1 ? " reshape is a view" : " reshapes are views");
     if (host_bytes > 0) s += detail::concat("; host area ", host_bytes, " bytes (", format_bytes(host_bytes), ")");
     return s;
 }
@@ -291,6 +395,7 @@ nlohmann::json memory_plan_to_json(const MemoryPlan &plan) {
     nlohmann::json j{{"alignment", MemoryPlan::kAlignment}, {"order", plan.order},
                           {"offset", plan.offset},           {"arena_bytes", plan.arena_bytes},
                           {"lower_bound", plan.lower_bound}, {"persistent_bytes", plan.persistent_bytes}};
+    if (!plan.view_of.empty()) j["view_of"] = plan.view_of;
     if (!plan.host_offset.empty()) {
         j["host_offset"] = plan.host_offset;
         j["host_bytes"] = plan.host_bytes;
@@ -335,6 +440,13 @@ MemoryPlan memory_plan_from_json(const nlohmann::json &j, const std::string &sou
     // Plans written before swapping existed have neither field.
     if (j.contains("host_offset")) plan.host_offset = integers("host_offset");
     if (j.contains("host_bytes")) plan.host_bytes = integer("host_bytes");
+    // Plans written before views existed have no views.
+    if (j.contains("view_of"))
+        for (int64_t t : integers("view_of")) {
+            TESSERA_CHECK(t >= kNoTensor && t <= std::numeric_limits<TensorId>::max(), source,
+                          ": view_of has tensor id ", t);
+            plan.view_of.push_back(static_cast<TensorId>(t));
+        }
     return plan;
 }
 

@@ -39,6 +39,7 @@ class Replay {
 public:
     Replay(const Graph &g, const Program &p, const MemoryPlan &plan, const VerifyNames &names)
         : g_(g), p_(p), plan_(plan), names_(names), persistent_(persistent_tensors(g)),
+          view_writer_(g.num_tensors(), -1),
           out_(p.instructions.size()), stay_of_(g.num_tensors(), -1), host_valid_(g.num_tensors(), 0),
           host_writer_(g.num_tensors()), host_reader_(g.num_tensors()), last_write_(g.num_tensors(), -1),
           event_clock_(p.num_events) {}
@@ -46,6 +47,7 @@ public:
     std::vector<VerifiedInstruction> run();
 
 private:
+    TensorId root_of(TensorId t) const { return roots_[t]; }
     bool host_homed(TensorId r) const { return persistent_[r] && plan_.host_offset_of(r) >= 0; }
     std::string name(TensorId t) const { return "'" + g_.tensor(t).name + "'"; }
     std::string label(int i) const;
@@ -71,6 +73,7 @@ private:
     void compute(int i, int s);
     void host_compute(int i, int s);
     void check_fresh(int i, int k, const char *verb) const;
+    void check_view(int i, TensorId t, int k) const;
     int compute_output(int i, int s, TensorId t, const std::vector<TensorId> &in_roots);
     TensorId overwritable_input(int i, int64_t off) const;
     void swap_out(int i, int s);
@@ -82,6 +85,10 @@ private:
     const MemoryPlan &plan_;
     const VerifyNames &names_;
     const std::vector<bool> persistent_;
+    std::vector<TensorId> roots_;  // storage roots under the plan: in-place updates and views
+    // Per view: the latest write of its root when the view was made (the
+    // instruction, -1: before the step); it holds its value until the next.
+    std::vector<int> view_writer_;
     std::vector<VerifiedInstruction> out_;
     std::vector<Stay> stays_;
     std::vector<int> stay_of_;     // per root: its current stay, -1 when not in the arena
@@ -213,7 +220,7 @@ TensorId Replay::overwritable_input(int i, int64_t off) const {
     const Node &node = g_.node(p_.instructions[i].node);
     if (node.comm || node.outputs.size() != 1) return kNoTensor;
     for (size_t k = 0; k < node.inputs.size(); k++) {
-        const TensorId r = storage_root(g_, node.inputs[k]);
+        const TensorId r = root_of(node.inputs[k]);
         if (!op_may_overwrite_input(node.call.kind, static_cast<int>(k)) || stay_of_[r] < 0) continue;
         if (stays_[stay_of_[r]].offset == off) return r;
     }
@@ -223,7 +230,7 @@ TensorId Replay::overwritable_input(int i, int64_t off) const {
 // An output of a compute instruction: in place (the stay goes on, with new
 // contents) or a new stay where the program or the plan places it.
 int Replay::compute_output(int i, int s, TensorId t, const std::vector<TensorId> &in_roots) {
-    TensorId r = storage_root(g_, t);
+    TensorId r = root_of(t);
     int k = stay_of_[r];
     bool pinned = k >= 0 && stays_[k].born_at < 0;
     if (r != t || pinned) {
@@ -245,21 +252,36 @@ void Replay::compute(int i, int s) {
     VerifiedInstruction &v = out_[i];
     std::vector<TensorId> in_roots;
     for (TensorId t : node.inputs) {
-        TensorId r = storage_root(g_, t);
+        TensorId r = root_of(t);
         int k = stay_of_[r];
         TESSERA_CHECK(k >= 0, where(i), " reads ", name(t), ", which is not in the arena: ",
                       host_homed(r) ? "it is host-homed and no swap-in brings it in before"
                                     : "it was written over, or never produced or swapped in, before");
         check_fresh(i, k, "reads");
         check_written(i, s, stays_[k].writer, t, "reads", "");
+        if (plan_.is_view(t)) check_view(i, t, k);
         v.inputs.push_back(stays_[k].offset);
         v.touch_end = std::max(v.touch_end, stays_[k].offset + g_.tensor(t).type.bytes());
         in_roots.push_back(r);
     }
     std::vector<int> written;
     for (TensorId t : node.outputs) {
+        if (plan_.is_view(t)) {
+            // A reshape that is a view runs nothing: its output is its input's bytes.
+            TESSERA_CHECK(p_.instructions[i].offset < 0, where(i), ": recomputes ", name(t),
+                          ", which the memory plan makes a view of ", name(plan_.view_of[t]),
+                          "; only a reshape that copies can be recomputed");
+            int k = stay_of_[root_of(t)];
+            TESSERA_INTERNAL_ASSERT(k >= 0, "the view ", name(t), " has a root that is not in the arena, though ",
+                                    "its input was just read");
+            view_writer_[t] = stays_[k].writer.instr;
+            v.outputs.push_back(stays_[k].offset);
+            v.touch_end = std::max(v.touch_end, stays_[k].offset + g_.tensor(t).type.bytes());
+            v.view = true;
+            continue;
+        }
         int k = compute_output(i, s, t, in_roots);
-        TensorId r = storage_root(g_, t);
+        TensorId r = root_of(t);
         host_valid_[r] = 0;
         last_write_[r] = i;
         v.outputs.push_back(stays_[k].offset);
@@ -272,6 +294,17 @@ void Replay::compute(int i, int s) {
         touch(k, i, s);
         stays_[k].writer = here(i, s);
     }
+}
+
+// A view (stay k) still holds the value its reshape saw: nothing has written
+// its root since. Only an in-place update could, and plan_memory makes no
+// view that one would change; a hand-made plan or program might.
+void Replay::check_view(int i, TensorId t, int k) const {
+    const Point &w = stays_[k].writer;
+    if (w.instr == view_writer_[t]) return;
+    fail(where(i), " reads ", name(t), ", which the memory plan makes a view of ", name(plan_.view_of[t]),
+         ", but ", w.instr >= 0 ? named(w.instr) : std::string("a move of the tensor"), " has written over ",
+         name(root_of(t)), " since the view was made; the reshape must copy (plan memory without that view)");
 }
 
 // A stay that a host-side update made stale holds an old value.
@@ -290,7 +323,9 @@ void Replay::host_compute(int i, int s) {
     const Node &node = g_.node(p_.instructions[i].node);
     VerifiedInstruction &v = out_[i];
     auto region = [&](TensorId t) {
-        TensorId r = storage_root(g_, t);
+        TESSERA_CHECK(!plan_.is_view(t), where(i), " runs on the host but ", name(t),
+                      " is a view in the memory plan; the host stream works on storage roots only");
+        TensorId r = root_of(t);
         int64_t h = plan_.host_offset_of(r);
         TESSERA_CHECK(h >= 0, where(i), " runs on the host but ", name(r),
                       " has no host region in the memory plan (host_offset -1)");
@@ -311,9 +346,9 @@ void Replay::host_compute(int i, int s) {
         if (stay_of_[r] >= 0) stays_[stay_of_[r]].stale = true;
         v.outputs.push_back(h);
     }
-    for (TensorId t : node.inputs) host_reader_[storage_root(g_, t)] = here(i, s);
+    for (TensorId t : node.inputs) host_reader_[root_of(t)] = here(i, s);
     for (TensorId t : node.outputs) {
-        TensorId r = storage_root(g_, t);
+        TensorId r = root_of(t);
         host_valid_[r] = 1;
         host_writer_[r] = here(i, s);
         last_write_[r] = i;
@@ -338,7 +373,7 @@ void Replay::check_swap(int i, TensorId r) const {
 
 void Replay::swap_out(int i, int s) {
     const Instruction &in = p_.instructions[i];
-    const TensorId r = storage_root(g_, in.tensor);
+    const TensorId r = root_of(in.tensor);
     check_swap(i, r);
     int k = stay_of_[r];
     TESSERA_CHECK(k >= 0, where(i), ": ", name(r), " is not in the arena, so there is nothing to swap out");
@@ -359,7 +394,7 @@ void Replay::swap_out(int i, int s) {
 
 void Replay::swap_in(int i, int s) {
     const Instruction &in = p_.instructions[i];
-    const TensorId r = storage_root(g_, in.tensor);
+    const TensorId r = root_of(in.tensor);
     check_swap(i, r);
     check_slot(i, r, in.offset, in.bytes, "copies");
     TESSERA_CHECK(host_valid_[r], where(i), ": the host region of ", name(r), " does not hold its current value: ",
@@ -380,13 +415,16 @@ void Replay::swap_in(int i, int s) {
 
 std::vector<VerifiedInstruction> Replay::run() {
     check_program(g_, p_);
+    // Views are followed to their roots below, so they must be sound first.
+    if (!plan_.view_of.empty()) check_memory_plan(g_, plan_);
+    roots_ = storage_roots(g_, plan_);
     TESSERA_CHECK(names_.step_of.empty() || names_.step_of.size() == p_.instructions.size(), names_.source,
                   ": step_of has ", names_.step_of.size(), " entries for ", p_.instructions.size(), " instructions");
     if (p_.place.empty()) check_order();
     const int nt = g_.num_tensors();
     // Pinned persistent tensors are in place before the step starts.
     for (TensorId r = 0; r < nt; r++) {
-        if (storage_root(g_, r) != r || !persistent_[r] || host_homed(r) || plan_.offset[r] < 0) continue;
+        if (root_of(r) != r || !persistent_[r] || host_homed(r) || plan_.offset[r] < 0) continue;
         open_stay(r, plan_.offset[r], g_.tensor(r).type.bytes(), -1);
     }
     for (TensorId r = 0; r < nt; r++) host_valid_[r] = host_homed(r);

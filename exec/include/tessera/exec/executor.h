@@ -15,7 +15,9 @@
 // addresses, the bytes that become live and die) is worked out once per
 // distinct program and cached, so a step allocates nothing on the host either.
 // Live bytes are counted as the streams run (see device.h), so StepStats'
-// peak is measured, not copied from the plan.
+// peak is measured, not copied from the plan. A reshape whose output the
+// memory plan makes a view of its input (MemoryPlan::view_of) launches
+// nothing, on any device: the output already is the input's bytes.
 //
 // Swapped runs (swap/swap_program.h). The memory plan may give tensors a region of
 // a host area (MemoryPlan::host_offset), allocated once here. Preparing a

@@ -6,9 +6,29 @@
 // step. Any other tensor lives from its producer's position to its last
 // reader's position, inclusive; after that its bytes can be reused. Two tensors whose
 // lifetimes share a position never share bytes, which in particular keeps a
-// node's outputs apart from its inputs. The one exception is an optimizer
-// output with `updates` set (w' replaces w): it shares its target's storage,
-// because the update kernels run in place.
+// node's outputs apart from its inputs. There are two exceptions:
+//   - an optimizer output with `updates` set (w' replaces w) shares its
+//     target's storage, because the update kernels run in place;
+//   - a reshape's output is a view: it shares its input's storage, and the
+//     executor runs nothing for the node. Tensors are dense and row-major, so
+//     a reshape's output is its input's bytes in the same order.
+// A storage root is a tensor whose storage others share; its lifetime is the
+// hull of the lifetimes of every tensor that shares it, so the bytes stay put
+// until the last reader of any of them.
+//
+// When a reshape is a view. The node is an operator (not a communication
+// node's carrier) with one input x and one output y of the same size, and:
+//   - y is not persistent (a graph output keeps its own storage all step) and
+//     nothing updates y in place;
+//   - no node writes x's storage root in place at a position after the
+//     reshape and up to y's last reader, inclusive: the view must read the
+//     value x had when it was made. Tensors are otherwise written once, so
+//     only an in-place update (w' over w, for a reshape of w read after the
+//     optimizer step) could change the bytes under a view; that reshape
+//     copies. A reshape of a view follows the same rule with its root.
+// Reshapes of reshapes chain to one root. Swapped runs (swap/swap_program.h)
+// build their own memory plan, without views: a swap plan moves each storage
+// root alone, and its reshapes copy as before.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +59,12 @@ struct MemoryPlan {
     // For any other tensor the region is its swap space.
     std::vector<int64_t> host_offset;
     int64_t host_bytes = 0;
+    // Per TensorId, for a reshape's output that is a view: the reshape's
+    // input, whose storage it shares (offset equal); kNoTensor otherwise.
+    // Empty when there are no views.
+    std::vector<TensorId> view_of;
+
+    bool is_view(TensorId t) const { return !view_of.empty() && view_of.at(t) != kNoTensor; }
 
     int64_t host_offset_of(TensorId root) const { return host_offset.empty() ? -1 : host_offset.at(root); }
 
@@ -64,7 +90,22 @@ std::vector<NodeId> default_order(const Graph &g);
 // first) and the smallest arena wins, so the result is deterministic and
 // usually within a few percent of the lower bound (the MLP training graphs of
 // the tests: within 0.1%). O(tensors^2); 5000 tensors plan in about 20 ms.
-MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order);
+struct MemoryPlanOptions {
+    // Reshapes become views where the rule above allows. Default: the
+    // environment variable TESSERA_RESHAPE_VIEWS, 1 (on) or 0 (off, every
+    // reshape copies), read once; 1 when unset.
+    bool reshape_views = reshape_views_default();
+
+    static bool reshape_views_default();
+};
+
+MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order, const MemoryPlanOptions &options = {});
+
+// The tensor whose storage `t` uses under `plan`: storage_root() of the graph
+// (in-place updates), following the plan's views as well.
+TensorId storage_root(const Graph &g, const MemoryPlan &plan, TensorId t);
+// The same for every tensor, indexed by TensorId.
+std::vector<TensorId> storage_roots(const Graph &g, const MemoryPlan &plan);
 
 // For each position i of `order` holding a communication node (Node::comm):
 // the position where the compute stream waits for it, the first later
@@ -75,8 +116,10 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order);
 std::vector<int> comm_sync_points(const Graph &g, const std::vector<NodeId> &order);
 
 // Checks that `plan` fits `g` (one offset per tensor, aligned, inside the arena,
-// in-place updates sharing storage; host regions aligned, inside host_bytes,
-// on storage roots). tessera::Error names the first problem and
+// in-place updates and views sharing storage, views only of reshapes; host
+// regions aligned, inside host_bytes, on storage roots). Whether a view's root
+// keeps its value while the view is read depends on the program:
+// verify_program() checks that. tessera::Error names the first problem and
 // `source` (a file name, or "memory plan").
 void check_memory_plan(const Graph &g, const MemoryPlan &plan, const std::string &source = "memory plan");
 

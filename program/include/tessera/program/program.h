@@ -125,6 +125,9 @@ struct Program {
 // collective starts once the compute stream has run every node before it,
 // and the compute stream waits for it only at comm_sync_points(), so
 // communication overlaps the compute that does not need its result.
+// A reshape that the memory plan makes a view (MemoryPlan::view_of) keeps
+// its compute instruction, which orders its readers as before; the verifier
+// marks it (VerifiedInstruction::view) and the executor runs nothing for it.
 Program build_program(const Graph &g, const std::vector<NodeId> &order);
 
 // Only the nodes of `order` that `targets` depend on, in that order: the

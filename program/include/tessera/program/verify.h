@@ -18,6 +18,9 @@
 //     that a swap-out may still be writing;
 //   - placements and host regions outside the arena and the host area;
 //   - a host-homed tensor whose last write is not swapped out by the end;
+//   - a read of a view (MemoryPlan::view_of) after its root has been written
+//     since the view was made (an in-place update), or whose root is no
+//     longer in the arena; a recomputed view; a view on the host stream;
 //   - an operator on the host stream (a host-side update) that reads a host
 //     region not holding its operand's current value, or that races with a
 //     swap of the regions it reads or writes; after it, the arena copy of
@@ -49,6 +52,9 @@ struct VerifiedInstruction {
     int64_t born = 0;       // arena bytes that become live when it starts
     int64_t died = 0;       // arena bytes that die when it ends
     int64_t touch_end = 0;  // the largest offset + size it touches in the arena
+    // Compute: a reshape whose output the memory plan makes a view of its
+    // input (MemoryPlan::view_of); there is nothing to run.
+    bool view = false;
 };
 
 // How messages name what the verifier finds. By default "program instruction
