@@ -32,31 +32,25 @@ mkdir -p "$OUT"
 for f in "$TRAIN" "$BUILD/bench/tessera-bench-gpu-copy" "$BUILD/tests/exec_cuda_device_test"; do
   [ -x "$f" ] || { echo "gpu_measure: $f is missing; build with scripts/build.sh first" >&2; exit 1; }
 done
-# A bundle packed with --no-nccl: NCCL from the machine, such as the one in
-# PyTorch's nvidia-nccl wheel, when the loader does not find one already.
-if ldd "$TRAIN" | grep -q "libnccl.so.2 => not found"; then
-  nccl="$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)"
-  if [ -n "$nccl" ] && [ -e "$nccl/libnccl.so.2" ]; then
-    export LD_LIBRARY_PATH="$nccl${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    echo "gpu_measure: NCCL from $nccl" >&2
+# A library the bundle leaves out, from the GPU machine's PyTorch wheel when the
+# loader does not find it already: NCCL in a bundle packed with --no-nccl, and
+# cuDNN, never packed (its engines are a gigabyte).
+#   from_wheel SONAME PYTHON_PACKAGE NAME
+from_wheel() {
+  ldd "$TRAIN" | grep -q "$1 => not found" || return 0
+  local dir
+  dir="$(python3 -c "import $2, os; print(os.path.join(list($2.__path__)[0], 'lib'))" 2>/dev/null)"
+  if [ -n "$dir" ] && [ -e "$dir/$1" ]; then
+    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "gpu_measure: $3 from $dir" >&2
   else
-    echo "gpu_measure: $TRAIN needs libnccl.so.2, which neither the bundle nor the loader's path has; put its" \
-         "folder on LD_LIBRARY_PATH" >&2
+    echo "gpu_measure: $TRAIN needs $1, which neither the bundle nor the loader's path has; put its folder on" \
+         "LD_LIBRARY_PATH" >&2
     exit 1
   fi
-fi
-# cuDNN is never packed (its engines are a gigabyte): the GPU machine's, such
-# as the one in PyTorch's nvidia-cudnn wheel, when the loader finds none.
-if ldd "$TRAIN" | grep -q "libcudnn.so.9 => not found"; then
-  cudnn="$(python3 -c 'import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], "lib"))' 2>/dev/null)"
-  if [ -n "$cudnn" ] && [ -e "$cudnn/libcudnn.so.9" ]; then
-    export LD_LIBRARY_PATH="$cudnn${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    echo "gpu_measure: cuDNN from $cudnn" >&2
-  else
-    echo "gpu_measure: $TRAIN needs libcudnn.so.9, which the loader's path lacks; put its folder on LD_LIBRARY_PATH" >&2
-    exit 1
-  fi
-fi
+}
+from_wheel libnccl.so.2 nvidia.nccl NCCL
+from_wheel libcudnn.so.9 nvidia.cudnn cuDNN
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "gpu_measure: no GPU (nvidia-smi finds none); these measurements need one" >&2
   exit 1

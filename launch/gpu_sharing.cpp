@@ -1,11 +1,11 @@
 #include "gpu_sharing.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 
@@ -44,11 +44,7 @@ GpuSharing gpu_sharing(const std::vector<GpuUuid> &uuids, int rank) {
 }
 
 bool nccl_shared_gpu_mode() {
-    const char *v = std::getenv("TESSERA_NCCL_SHARED_GPU");
-    const std::string value = v ? v : "";
-    TESSERA_CHECK(value.empty() || value == "0" || value == "1", "TESSERA_NCCL_SHARED_GPU='", value,
-                  "': expected 1 (let NCCL carry ranks that share a GPU, for testing) or 0");
-    return value == "1";
+    return env_choice("TESSERA_NCCL_SHARED_GPU", {"0", "1"}, "0", "value") == "1";
 }
 
 bool choose_nccl(const std::string &flag, bool sharded, bool nccl_built, const GpuSharing &gpus,

@@ -25,7 +25,7 @@ namespace {
 std::string conv_mode() { return env_choice("TESSERA_CONV", {"auto", "cudnn", "hand"}, "auto", "convolution path"); }
 
 bool conv_log() {
-    static const bool on = env_choice("TESSERA_CONV_LOG", {"0", "1"}, "0", "setting") == "1";
+    static const bool on = env_choice("TESSERA_CONV_LOG", {"0", "1"}, "0", "value") == "1";
     return on;
 }
 

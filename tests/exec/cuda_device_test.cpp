@@ -24,6 +24,7 @@
 #include "tessera/swap/swap_plan.h"
 #include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
+#include "zoo_training_graph.h"
 
 namespace tessera::test {
 namespace {
@@ -374,12 +375,7 @@ TEST(CudaDevice, EveryDeviceIsDescribed) {
 // ---- training on the device against training on the CPU ----
 
 Graph training_graph(const std::string &spec, int64_t batch) {
-    Model m = build_model(spec, batch);
-    OptimizerConfig cfg;
-    cfg.kind = OptimizerConfig::Kind::Adam;
-    cfg.lr = 0.001;
-    make_training_graph(m.graph, m.loss, cfg);
-    return std::move(m.graph);
+    return zoo_training_graph(spec, batch, optimizer_config(OptimizerConfig::Kind::Adam, 0.001));
 }
 
 std::vector<float> losses(Executor &ex, const Program &p, int steps) {

@@ -27,6 +27,7 @@
 #include "tessera/swap/swap_plan.h"
 #include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
+#include "zoo_training_graph.h"
 
 namespace tessera {
 namespace {
@@ -141,12 +142,7 @@ private:
 };
 
 Graph training_graph(const std::string &spec, int64_t batch) {
-    Model m = build_model(spec, batch);
-    OptimizerConfig cfg;
-    cfg.kind = OptimizerConfig::Kind::Adam;
-    cfg.lr = 0.01;
-    make_training_graph(m.graph, m.loss, cfg);
-    return std::move(m.graph);
+    return test::zoo_training_graph(spec, batch, test::optimizer_config(OptimizerConfig::Kind::Adam, 0.01));
 }
 
 std::vector<std::byte> read_bytes(Executor &ex, TensorId t) {

@@ -21,6 +21,7 @@
 #include "tessera/program/verify.h"
 #include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
+#include "zoo_training_graph.h"
 
 namespace tessera {
 namespace {
@@ -440,12 +441,7 @@ TEST(SwapExecution, BadSwapsNameTheInstructionAndTensor) {
 // ---- from the swap planner ----
 
 Graph training_graph(const std::string &spec, int64_t batch, OptimizerConfig::Kind opt) {
-    Model m = build_model(spec, batch);
-    OptimizerConfig cfg;
-    cfg.kind = opt;
-    cfg.lr = 0.01;
-    make_training_graph(m.graph, m.loss, cfg);
-    return std::move(m.graph);
+    return test::zoo_training_graph(spec, batch, test::optimizer_config(opt, 0.01));
 }
 
 // Times that make the planner's choices matter without profiling: an

@@ -63,7 +63,7 @@ TEST(GpuSharing, SharedGpuModeIsReadFromTheEnvironment) {
     EXPECT_FALSE(nccl_shared_gpu_mode());
     ::setenv("TESSERA_NCCL_SHARED_GPU", "yes", 1);
     EXPECT_EQ(error_of([] { nccl_shared_gpu_mode(); }),
-              "TESSERA_NCCL_SHARED_GPU='yes': expected 1 (let NCCL carry ranks that share a GPU, for testing) or 0");
+              "TESSERA_NCCL_SHARED_GPU: unknown value 'yes'; valid: 0, 1");
     ::unsetenv("TESSERA_NCCL_SHARED_GPU");
 }
 

@@ -16,15 +16,12 @@
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
+#include "zoo_training_graph.h"
 
 namespace tessera {
 namespace {
 
-Graph training_graph(const std::string &spec, int64_t batch) {
-    Model m = build_model(spec, batch);
-    make_training_graph(m.graph, m.loss, OptimizerConfig{});
-    return m.graph;
-}
+Graph training_graph(const std::string &spec, int64_t batch) { return test::zoo_training_graph(spec, batch); }
 
 Plan plan_with_buckets(const Graph &g, int devices, PartitionStrategy s, int64_t bucket_bytes) {
     PartitionOptions o;

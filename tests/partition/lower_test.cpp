@@ -11,17 +11,14 @@
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
+#include "zoo_training_graph.h"
 
 namespace tessera {
 namespace {
 
 using test::error_of;
 
-Graph training_graph(const std::string &spec, int64_t batch) {
-    Model m = build_model(spec, batch);
-    make_training_graph(m.graph, m.loss, OptimizerConfig{});
-    return m.graph;
-}
+Graph training_graph(const std::string &spec, int64_t batch) { return test::zoo_training_graph(spec, batch); }
 
 Plan executable_plan(const Graph &g, int devices, PartitionStrategy s,
                      std::vector<std::pair<std::string, std::string>> force = {}) {

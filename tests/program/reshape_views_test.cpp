@@ -18,6 +18,7 @@
 #include "tessera/program/memory_plan.h"
 #include "tessera/program/program.h"
 #include "tessera/program/verify.h"
+#include "zoo_training_graph.h"
 
 namespace tessera {
 namespace {
@@ -221,12 +222,7 @@ TEST(ReshapeViews, RoundTripsThroughJson) {
 // ---- the zoo's training graphs ----
 
 Graph training_graph(const std::string &spec, int64_t batch, OptimizerConfig::Kind opt) {
-    Model m = build_model(spec, batch);
-    OptimizerConfig cfg;
-    cfg.kind = opt;
-    cfg.lr = 0.01;
-    make_training_graph(m.graph, m.loss, cfg);
-    return std::move(m.graph);
+    return test::zoo_training_graph(spec, batch, test::optimizer_config(opt, 0.01));
 }
 
 const char *kTransformer = "transformer:layers=2,d_model=64,heads=4,seq=16,vocab=100";

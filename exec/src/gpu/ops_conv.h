@@ -201,16 +201,19 @@ struct PoolGradGather {
     }
 };
 
-// global_avg_pool: i = plane, summed serially (rows outer, as the description).
+// global_avg_pool: i = plane, summed serially (rows outer, as the
+// description), then divided by `divisor` (the plane's size; 1 for the
+// staged sum, ops_staged.h).
 struct GlobalAvg {
     const float *x;
     float *y;
     int64_t hw;
+    float divisor;
     TESSERA_HD void operator()(int64_t i) const {
         const float *xp = x + i * hw;
         float acc = 0.0f;
         for (int64_t e = 0; e < hw; e++) acc += xp[e];
-        y[i] = acc / static_cast<float>(hw);
+        y[i] = acc / divisor;
     }
 };
 
@@ -358,7 +361,7 @@ void run_conv(Exec &ex, const OpCall &call, const std::vector<TensorRef> &in, co
                                   f32(in[1]), y);
     case OpKind::GlobalAvgPool: {
         const Shape &x = in[0].type.shape;
-        ex.for_each(x[0] * x[1], GlobalAvg{f32(in[0]), y, x[2] * x[3]});
+        ex.for_each(x[0] * x[1], GlobalAvg{f32(in[0]), y, x[2] * x[3], static_cast<float>(x[2] * x[3])});
         return;
     }
     case OpKind::GlobalAvgPoolGrad:

@@ -36,6 +36,7 @@
 
 #include "exec.h"
 #include "lanes.h"
+#include "ops_conv.h"
 #include "ops_norm.h"
 #include "ops_softmax.h"
 #include "tessera/lang/staged.h"
@@ -195,18 +196,6 @@ struct ChannelRunningOfStages {
     }
 };
 
-// global_avg_pool's stage: plane i summed serially, rows outer, as the description.
-struct PlaneSum {
-    const float *x;
-    float *sum;
-    int64_t hw;
-    TESSERA_HD void operator()(int64_t i) const {
-        const float *xp = x + i * hw;
-        float acc = 0.0f;
-        for (int64_t e = 0; e < hw; e++) acc += xp[e];
-        sum[i] = acc;
-    }
-};
 
 struct PlaneMean {
     const float *sum;
@@ -432,7 +421,9 @@ template <class Exec>
 void global_avg_pool(Exec &ex, const Phase &ph) {
     const Shape &s = ph.in[0].type.shape;
     const int64_t planes = s[0] * s[1];
-    if (ph.p == 0) return ex.for_each(planes, PlaneSum{f32(ph.in[0]), f32_out(ph.out[0]), s[2] * s[3]});
+    // The stage is the planes' sums: the average's kernel with divisor 1.
+    if (ph.p == 0)
+        return ex.for_each(planes, conv_detail::GlobalAvg{f32(ph.in[0]), f32_out(ph.out[0]), s[2] * s[3], 1.0f});
     const float count = static_cast<float>(ph.whole[0][2] * ph.whole[0][3]);
     ex.for_each(planes, PlaneMean{f32(ph.given[0]), f32_out(ph.out[0]), count});
 }
