@@ -19,12 +19,14 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
 
 #include <CLI/CLI.hpp>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -436,7 +438,7 @@ struct PlanArgs {
     std::optional<int> devices;
     PlanRequest req;
     SwapRequest swap;
-    CLI::Option *devices_opt = nullptr, *machine_opt = nullptr, *mem_opt = nullptr;
+    CLI::Option *devices_opt = nullptr, *machine_opt = nullptr, *mem_opt = nullptr, *format_opt = nullptr;
     std::vector<CLI::Option *> swap_only;
     bool planning() const { return !req.model.empty(); }
     bool swapping() const { return mem_opt->count() > 0; }
@@ -477,9 +479,11 @@ void add_plan_flags(CLI::App &app, PlanArgs &a) {
                              ->capture_default_str();
     app.add_option("--compare", a.compare, "Plan with each of these strategies (comma separated) and compare them")
         ->excludes(strategy_opt);
-    app.add_option("--format", a.format, "Output format: table, json, dot or html")
-        ->check(CLI::IsMember({"table", "json", "dot", "html"}))
-        ->capture_default_str();
+    a.format_opt = app.add_option("--format", a.format,
+                                  "Output format: table, json, dot or html (default: from -o's extension, .json, "
+                                  ".html, .dot or .txt, else table)")
+                       ->check(CLI::IsMember({"table", "json", "dot", "html"}))
+                       ->capture_default_str();
     app.add_option("-o,--output", a.out_path, "Write to this file instead of standard output");
     app.add_flag("--executable", a.executable,
                  "The plan mpirun ... tessera-train --partition runs (no dropout blocks, no partial maxima), "
@@ -521,6 +525,31 @@ void add_swap_flags(CLI::App &app, PlanArgs &a) {
         app.add_option("--seed", swap.options.seed, "Swap search: random seed")->capture_default_str());
     a.swap_only.push_back(tessera::add_host_updates_flag(app, swap.host_updates));
     a.swap_only.push_back(tessera::add_recompute_flag(app, swap.recompute));
+}
+
+// The format -o's extension names: json, html, dot or table (.txt); "" for
+// any other extension, or none.
+std::string format_of_extension(const std::string &path) {
+    const std::string ext = std::filesystem::path(path).extension().string();
+    if (ext == ".json") return "json";
+    if (ext == ".html" || ext == ".htm") return "html";
+    if (ext == ".dot" || ext == ".gv") return "dot";
+    if (ext == ".txt") return "table";
+    return "";
+}
+
+// Without --format, -o's extension chooses it; with it, a known extension must
+// agree (a table in plan.json is a file tessera-train --plan cannot read).
+void resolve_format(PlanArgs &a) {
+    const std::string named = format_of_extension(a.out_path);
+    if (named.empty()) return;
+    if (a.format_opt->count() == 0) {
+        a.format = named;
+        return;
+    }
+    if (a.format != named)
+        throw UsageError{"-o " + a.out_path + " names " + named + " by its extension, but --format is " + a.format +
+                         "; drop --format or make them agree"};
 }
 
 // Combinations CLI11 cannot express.
@@ -631,6 +660,7 @@ int main(int argc, char **argv) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
     return tessera::exit_code_of("tessera-plan", [&] {
+        resolve_format(a);
         check_usage(a);
         const std::string text = a.ops ? ops_text(a.all_variants, a.format) : model_plan_text(a);
         tessera::write_output(a.out_path, text);

@@ -183,6 +183,17 @@ if [ -e "$TMP/missing-dir" ]; then echo "FAIL plan-unwritable left a file"; fail
 expect error-no-output 1 "unknown model" -- "$PLAN" --model nosuch --devices 4 -o "$TMP/never.json"
 if ls "$TMP" | grep -q "^never"; then echo "FAIL error-no-output left a file"; fail=1; fi
 expect plan-bad-format 2 "--format: xml not in {table,json,dot,html}" -- "$PLAN" --model mlp --devices 4 --format xml
+# Without --format, -o's extension chooses it; with it, they must agree.
+"$PLAN" --model mlp --devices 2 -o "$TMP/by-ext.json" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
+    "$TMP/by-ext.json" && echo "ok   format-from-json-extension" || { echo "FAIL format-from-json-extension"; fail=1; }
+"$PLAN" --model mlp --devices 2 -o "$TMP/by-ext.html" && grep -q "<html" "$TMP/by-ext.html" &&
+    echo "ok   format-from-html-extension" || { echo "FAIL format-from-html-extension"; fail=1; }
+"$PLAN" --model mlp --devices 2 -o "$TMP/by-ext.plan" && ! grep -q "^[{<]" "$TMP/by-ext.plan" &&
+    echo "ok   format-table-for-other-extensions" || { echo "FAIL format-table-for-other-extensions"; fail=1; }
+expect format-extension-mismatch 2 \
+    "-o $TMP/mismatch.json names json by its extension, but --format is table; drop --format or make them agree" \
+    -- "$PLAN" --model mlp --devices 2 --format table -o "$TMP/mismatch.json"
+[ ! -e "$TMP/mismatch.json" ] || { echo "FAIL format-extension-mismatch left a file"; fail=1; }
 expect model-needs-devices 2 "--model needs --devices N or --machine FILE" -- "$PLAN" --model mlp
 expect compare-and-strategy 2 "excludes" -- "$PLAN" --model mlp --devices 4 --compare tofu,data --strategy owt
 expect compare-html 2 "--compare prints a table or json, not --format html" -- \
