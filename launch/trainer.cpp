@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -28,6 +29,7 @@
 #include "tessera/progress.h"
 #include "tessera/size.h"
 #include "tessera/text.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 
@@ -207,11 +209,17 @@ public:
     }
 
 private:
+    // RANK:STEP, both integers, or (-1, -1) when unset; anything else is an
+    // error naming the variable (a misspelt hook must not silently do nothing).
     static std::pair<int, int64_t> read(const char *var) {
-        std::pair<int, int64_t> at{-1, -1};
-        if (const char *f = std::getenv(var))
-            if (std::sscanf(f, "%d:%ld", &at.first, &at.second) != 2) at.first = -1;
-        return at;
+        const std::optional<std::string> text = env_text(var);
+        if (!text) return {-1, -1};
+        int rank = -1;
+        long long step = -1;
+        char end = 0;
+        TESSERA_CHECK(std::sscanf(text->c_str(), "%d:%lld%c", &rank, &step, &end) == 2 && rank >= 0 && step >= 1, var,
+                      ": '", *text, "' is not RANK:STEP (a rank and a step from 1, e.g. 1:5)");
+        return {rank, static_cast<int64_t>(step)};
     }
     int rank_;
     std::pair<int, int64_t> kill_, hang_;

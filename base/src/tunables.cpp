@@ -18,6 +18,12 @@ void check_valid(const char *name, const std::string &value, const std::vector<s
 
 }  // namespace
 
+std::optional<std::string> env_text(const char *name) {
+    const char *v = std::getenv(name);
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+}
+
 std::string env_choice(const char *name, const std::vector<std::string> &valid, const std::string &fallback,
                        const std::string &what) {
     const char *v = std::getenv(name);

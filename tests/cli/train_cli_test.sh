@@ -18,6 +18,11 @@ expect unknown-model 1 "unknown model 'resnet'" -- "$TRAIN" --model resnet
 expect unknown-model-lists 1 "transformer" -- "$TRAIN" --model resnet
 expect bad-param 1 "hidden" -- "$TRAIN" --model mlp:hidden=0
 expect unknown-flag 2 "--bogus" -- "$TRAIN" --bogus
+# The failure hooks' variables: a bad value is an error naming it, not a silent no-op.
+expect bad-fault-hook 1 "TESSERA_FAULT_KILL: '1-5' is not RANK:STEP (a rank and a step from 1, e.g. 1:5)" -- \
+    env TESSERA_FAULT_KILL=1-5 "$TRAIN" --model mlp:hidden=8 --data synthetic --synthetic-size 64 --batch 32 --steps 1
+expect bad-fault-hook-trailing 1 "TESSERA_FAULT_HANG: '0:3x' is not RANK:STEP" -- \
+    env TESSERA_FAULT_HANG=0:3x "$TRAIN" --model mlp:hidden=8 --data synthetic --synthetic-size 64 --batch 32 --steps 1
 expect partition-auto-plan 1 "--partition auto chooses a strategy, and --plan" -- "$TRAIN" --model mlp --partition auto --plan "$TMP/none.json"
 expect partition-auto-weights 1 "--partition auto chooses each weight's layout, and --weights fc1.w=split fixes them" -- "$TRAIN" --model mlp --partition auto --weights fc1.w=split
 expect partition-search-time 1 "--partition-search-time must be non-negative, got -1" -- "$TRAIN" --model mlp --partition auto --partition-search-time -1

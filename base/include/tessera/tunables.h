@@ -6,11 +6,17 @@
 // never silently means the default.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 namespace tessera {
+
+// The raw value of variable `name`, or nothing when it is unset: for values
+// that are not a choice (paths, numbers), which the caller parses and, when
+// bad, rejects naming the variable.
+std::optional<std::string> env_text(const char *name);
 
 // The value of variable `name`, one of `valid`; `fallback` when it is unset.
 // Otherwise tessera::Error: "NAME: unknown WHAT 'VALUE'; valid: a, b".
