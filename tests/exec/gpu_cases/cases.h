@@ -1,6 +1,6 @@
 // Test cases for the GPU kernels: one list per operator family, shared by the
 // host test (the kernel bodies run on the host, tests/exec/gpu_kernels_host_test.cpp)
-// and the GPU test (the kernels on a CUDA device, tests/exec/cuda_kernels_test.cpp,
+// and the GPU test (the kernels on a CUDA device, tests/exec/cuda_device_test.cpp,
 // label gpu). Each case is compared with tessera::run_op(), the CPU kernel.
 #pragma once
 

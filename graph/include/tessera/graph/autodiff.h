@@ -16,8 +16,8 @@ namespace tessera {
 
 // Gradients of the scalar `loss` with respect to each tensor in `wrt`, in order.
 // A tensor that `loss` does not depend on gets kNoTensor. Throws tessera::Error
-// when the loss is not a scalar f32, and InternalError for an operator with no
-// backward rule.
+// when the loss is not a scalar f32, and, naming it, for an operator with no
+// backward rule (a backward or optimizer operator in the forward graph).
 std::vector<TensorId> append_backward(Graph &g, TensorId loss, const std::vector<TensorId> &wrt);
 
 }  // namespace tessera
