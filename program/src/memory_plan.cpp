@@ -224,6 +224,33 @@ bool can_view(const Graph &g, const Node &node, int i, const std::vector<TensorI
     return true;
 }
 
+// Views, in order, so that a reshape's input has its final root: where
+// storage roots are written in place, then each reshape the rule allows.
+// Sets plan.view_of (left empty when no reshape is a view) and moves each
+// view's storage root to its input's.
+void mark_reshape_views(const Graph &g, const std::vector<NodeId> &order, const std::vector<int> &start,
+                        const std::vector<int> &end, const std::vector<bool> &persistent, std::vector<int> &root,
+                        MemoryPlan &plan) {
+    const int nt = g.num_tensors(), n = static_cast<int>(order.size());
+    std::vector<std::vector<int>> writes(nt);
+    std::vector<bool> updated(nt, false);
+    for (TensorId t = 0; t < nt; t++) {
+        if (root[t] == t) continue;
+        updated[root[t]] = true;
+        if (start[t] >= 0) writes[root[t]].push_back(start[t]);
+    }
+    plan.view_of.assign(nt, kNoTensor);
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        const Node &node = g.node(order[i]);
+        if (!can_view(g, node, i, root, writes, end, persistent, updated)) continue;
+        plan.view_of[node.outputs[0]] = node.inputs[0];
+        root[node.outputs[0]] = root[node.inputs[0]];
+        any = true;
+    }
+    if (!any) plan.view_of.clear();
+}
+
 }  // namespace
 
 MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order, const MemoryPlanOptions &options) {
@@ -256,29 +283,9 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order, const M
                           " instead of ", type_str(g.tensor(root[t]).type));
     }
 
-    // Views, in order, so that a reshape's input has its final root: where
-    // storage roots are written in place, then each reshape the rule allows.
     MemoryPlan plan;
     plan.order = order;
-    if (options.reshape_views) {
-        std::vector<std::vector<int>> writes(nt);
-        std::vector<bool> updated(nt, false);
-        for (TensorId t = 0; t < nt; t++) {
-            if (root[t] == t) continue;
-            updated[root[t]] = true;
-            if (start[t] >= 0) writes[root[t]].push_back(start[t]);
-        }
-        plan.view_of.assign(nt, kNoTensor);
-        bool any = false;
-        for (int i = 0; i < n; i++) {
-            const Node &node = g.node(order[i]);
-            if (!can_view(g, node, i, root, writes, end, persistent, updated)) continue;
-            plan.view_of[node.outputs[0]] = node.inputs[0];
-            root[node.outputs[0]] = root[node.inputs[0]];
-            any = true;
-        }
-        if (!any) plan.view_of.clear();
-    }
+    if (options.reshape_views) mark_reshape_views(g, order, start, end, persistent, root, plan);
 
     for (TensorId t = 0; t < nt; t++) {
         const TensorInfo &info = g.tensor(t);

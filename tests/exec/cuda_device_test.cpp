@@ -111,23 +111,18 @@ TEST(CudaDevice, ConvolutionsMatchTheCpuKernelThroughCudnnAndByHand) {
     }
 }
 
-// Every phase of every staged operator (exec/src/gpu/ops_staged.h) on the
-// device against the CPU's staged kernel, on one block of each operator's
-// inputs (uneven: the whole shapes and origins put it inside a larger
-// tensor), each phase given the CPU's earlier stages. The host test
-// (gpu_staged_host_test) checks the same kernel bodies phase by phase and
-// over combined blocks; this covers their launch and the device's math.
-TEST(CudaDevice, EveryStagedPhaseMatchesTheCpuKernel) {
-    TESSERA_REQUIRE_GPU();
-    auto dev = make_cuda_device(0, int64_t{64} << 20);
-    struct Staged {
-        OpCall call;
-        std::vector<TensorType> block;  // the operator's inputs on this device
-        std::vector<Shape> whole, origin;
-    };
+// One block of each staged operator, as a partition cuts it: the block's
+// input types, and each input's whole shape and the block's origin in it.
+struct StagedCase {
+    OpCall call;
+    std::vector<TensorType> block;  // the operator's inputs on this device
+    std::vector<Shape> whole, origin;
+};
+
+std::vector<StagedCase> staged_cases() {
     const TensorType c3{DType::F32, {3}}, d10{DType::F32, {10}};
     auto op = [](OpKind k) { return with_defaults(OpCall{k, op_name(k), {}}); };
-    const std::vector<Staged> cases = {
+    return {
         {op(OpKind::BatchNorm), {{DType::F32, {5, 3, 6, 7}}, c3, c3}, {{16, 3, 6, 7}, {3}, {3}}, {{11, 0, 0, 0}, {0}, {0}}},
         {op(OpKind::BatchNormGrad), {{DType::F32, {5, 3, 6, 7}}, {DType::F32, {5, 3, 6, 7}}, c3},
          {{16, 3, 6, 7}, {16, 3, 6, 7}, {3}}, {{11, 0, 0, 0}, {11, 0, 0, 0}, {0}}},
@@ -145,26 +140,42 @@ TEST(CudaDevice, EveryStagedPhaseMatchesTheCpuKernel) {
          {{6, 130}, {6}, {}}, {{0, 80}, {0}, {}}},
         {op(OpKind::GlobalAvgPool), {{DType::F32, {2, 3, 5, 8}}}, {{2, 3, 12, 8}}, {{0, 0, 7, 0}}},
     };
-    std::mt19937 rng(17);
+}
+
+// The block's data: labels in and out of this block of classes (and out of
+// range), log-probabilities for log_softmax_grad's y.
+std::vector<std::vector<std::byte>> staged_inputs(const StagedCase &c, std::mt19937 &rng) {
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-    int checked = 0;
-    for (const Staged &c : cases) {
-        SCOPED_TRACE(c.call.name);
-        // The block's data: labels in and out of this block of classes (and
-        // out of range), log-probabilities for log_softmax_grad's y.
-        std::vector<std::vector<std::byte>> host;
-        std::vector<TensorType> types = c.block;
-        for (const TensorType &t : c.block) {
-            host.emplace_back(static_cast<size_t>(t.bytes()));
-            if (t.dtype == DType::I32) {
-                const int32_t labels[] = {3, 85, 129, 80, -2, 500};
-                std::memcpy(host.back().data(), labels, host.back().size());
-                continue;
-            }
-            auto *f = reinterpret_cast<float *>(host.back().data());
-            for (int64_t e = 0; e < t.elements(); e++)
-                f[e] = c.call.kind == OpKind::LogSoftmaxGrad && host.size() == 2 ? -3.0f + uniform(rng) : uniform(rng);
+    std::vector<std::vector<std::byte>> host;
+    for (const TensorType &t : c.block) {
+        host.emplace_back(static_cast<size_t>(t.bytes()));
+        if (t.dtype == DType::I32) {
+            const int32_t labels[] = {3, 85, 129, 80, -2, 500};
+            std::memcpy(host.back().data(), labels, host.back().size());
+            continue;
         }
+        auto *f = reinterpret_cast<float *>(host.back().data());
+        for (int64_t e = 0; e < t.elements(); e++)
+            f[e] = c.call.kind == OpKind::LogSoftmaxGrad && host.size() == 2 ? -3.0f + uniform(rng) : uniform(rng);
+    }
+    return host;
+}
+
+// Every phase of every staged operator (exec/src/gpu/ops_staged.h) on the
+// device against the CPU's staged kernel, on one block of each operator's
+// inputs (uneven: the whole shapes and origins put it inside a larger
+// tensor), each phase given the CPU's earlier stages. The host test
+// (gpu_staged_host_test) checks the same kernel bodies phase by phase and
+// over combined blocks; this covers their launch and the device's math.
+TEST(CudaDevice, EveryStagedPhaseMatchesTheCpuKernel) {
+    TESSERA_REQUIRE_GPU();
+    auto dev = make_cuda_device(0, int64_t{64} << 20);
+    std::mt19937 rng(17);
+    int checked = 0;
+    for (const StagedCase &c : staged_cases()) {
+        SCOPED_TRACE(c.call.name);
+        std::vector<std::vector<std::byte>> host = staged_inputs(c, rng);
+        std::vector<TensorType> types = c.block;
         const int stages = static_cast<int>(op_stages(c.call, c.block).size());
         ASSERT_GT(stages, 0);
         for (int p = 0; p <= stages; p++) {
