@@ -168,11 +168,13 @@ void say(const BenchContext &ctx, const std::string &text) {
 
 }  // namespace
 
-Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer) {
+Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer,
+                           Precision precision) {
     RunSpec spec;
     spec.model = model;
     spec.batch = batch;
     spec.optimizer = optimizer;
+    spec.precision = precision;
     spec.log_stages = false;
     return std::move(build_training_model(spec).graph);
 }

@@ -24,12 +24,12 @@ std::string header_text(const BenchHeader &h) {
                                        "host to fit (the swap planner)\n",
                                        format_bytes(h.device_mem))
                          : "";
-    return fmt::format("tessera-bench {}: {}, batch {}\n"
+    return fmt::format("tessera-bench {}: {}, batch {}, {}\n"
                        "machine   {} ({})\n"
                        "{}"
                        "roofline  {}; predictions from the roofline and an alpha-beta model of the links, "
                        "not measurements\n\n",
-                       h.mode, h.model, h.batch, h.machine, h.links, memory, h.roofline);
+                       h.mode, h.model, h.batch, h.precision, h.machine, h.links, memory, h.roofline);
 }
 
 std::string advantage_text(const std::vector<TofuAdvantage> &adv) {
@@ -105,6 +105,7 @@ std::string bench_json(const BenchHeader &h, const std::vector<BenchRow> &rows) 
     j["mode"] = h.mode;
     j[h.mode == "models" ? "family" : "model"] = h.model;
     j["batch"] = h.batch;
+    j["precision"] = h.precision;
     if (h.device_mem > 0) j["device_mem"] = h.device_mem;
     j["machine"] = h.machine;
     j["links"] = h.links;

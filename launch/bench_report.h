@@ -18,6 +18,7 @@ struct BenchHeader {
     std::string links;     // machine_links_str
     std::string roofline;  // the roofline preset's name
     int64_t batch = 0;
+    std::string precision = "fp32";  // graph/precision.h's name
     int64_t device_mem = 0;  // per device; 0: unlimited
 };
 

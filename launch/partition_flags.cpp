@@ -3,6 +3,8 @@
 #include <cctype>
 #include <cmath>
 
+#include "tessera/error.h"
+
 namespace tessera {
 
 void PartitionFlags::apply(PartitionOptions &o) const {
@@ -94,6 +96,23 @@ void refuse_empty_values(const CLI::App &app) {
         for (const std::string &value : opt->results())
             if (value.empty())
                 throw CLI::ValidationError(opt->get_name(), "the value is empty; give a value or leave the flag out");
+    }
+}
+
+CLI::Option *add_precision_flag(CLI::App &app, std::string &value) {
+    return app
+        .add_option("--precision", value,
+                    "Storage and arithmetic of the step: fp32, tf32 (f32 storage, tf32 matrix products on a GPU; "
+                    "fp32 on the CPU), bf16 or fp16 (activations and working weights in 16 bits, f32 master "
+                    "weights and optimizer state, as autocast). bf16 is what to use on a GPU")
+        ->capture_default_str();
+}
+
+Precision read_precision(const std::string &value) {
+    try {
+        return precision_from_name(value);
+    } catch (const Error &e) {
+        fail("--precision: ", e.what());
     }
 }
 

@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tessera/graph/precision.h"
 #include "tessera/partition/partition.h"
 
 namespace tessera {
@@ -38,6 +39,11 @@ std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population,
 CLI::Option *add_host_updates_flag(CLI::App &app, std::string &value);
 // --recompute off|auto (SwapSpec::recompute) into `value`.
 CLI::Option *add_recompute_flag(CLI::App &app, std::string &value);
+// --precision fp32|tf32|bf16|fp16 into `value` (read with read_precision).
+CLI::Option *add_precision_flag(CLI::App &app, std::string &value);
+// The Precision `value` names; tessera::Error starting "--precision: " and
+// naming the choices otherwise.
+Precision read_precision(const std::string &value);
 
 // Throws CLI::ValidationError (a usage error) naming the first option given
 // an empty value (--device-mem "", --compare ""): every option's empty value

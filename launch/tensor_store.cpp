@@ -1,6 +1,7 @@
 #include "tensor_store.h"
 
 #include "tessera/error.h"
+#include "tessera/half.h"
 
 namespace tessera {
 
@@ -49,6 +50,17 @@ void ShardedStore::write(TensorId t, const void *host, size_t bytes) {
         copy_box(host, Box::whole(info.type.shape), block_.data(), box, box, elem);
         ex_.write(id, block_.data(), block_.size());
     }
+}
+
+void read_as_f32(TensorStore &store, const Graph &g, TensorId t, std::vector<float> &out) {
+    const TensorType &type = g.tensor(t).type;
+    out.resize(static_cast<size_t>(type.elements()));
+    if (type.dtype == DType::F32) return store.read(t, out.data(), out.size() * sizeof(float));
+    TESSERA_INTERNAL_ASSERT(is_half(type.dtype), "read_as_f32: '", g.tensor(t).name, "' is ", type_str(type));
+    std::vector<uint16_t> held(out.size());
+    store.read(t, held.data(), held.size() * sizeof(uint16_t));
+    for (size_t k = 0; k < held.size(); k++)
+        out[k] = type.dtype == DType::BF16 ? float_from_bf16(held[k]) : float_from_f16(held[k]);
 }
 
 }  // namespace tessera

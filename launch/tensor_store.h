@@ -25,6 +25,10 @@ public:
     virtual bool root() const = 0;
 };
 
+// A floating tensor of `g` as f32 values (bf16 and f16 widened), read from
+// `store` into `out` (sized to its elements); collective as read() is.
+void read_as_f32(TensorStore &store, const Graph &g, TensorId t, std::vector<float> &out);
+
 // One process: the executor runs the training graph itself.
 class DirectStore final : public TensorStore {
 public:

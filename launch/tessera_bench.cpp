@@ -38,6 +38,7 @@
 #include "child_process.h"
 #include "cli_exit.h"
 #include "partition_choice.h"
+#include "partition_flags.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
@@ -68,6 +69,7 @@ struct BenchArgs {
     double timeout_s = 600;
     bool oversubscribe = false;
     std::string device_mem;  // scaling, models: per-device memory; empty: unlimited
+    std::string precision = "fp32";  // scaling, models, budgets: the step's precision (graph/precision.h)
     double bucket_mb = 25;   // scaling, models: fused all-reduces' bucket (PartitionOptions::bucket_bytes)
 };
 
@@ -125,7 +127,13 @@ private:
 
 tessera::BenchHeader header_for(const std::string &mode, const std::string &what, const tessera::Machine &m,
                                 const BenchArgs &a) {
-    return {mode, what, tessera::machine_str(m), tessera::machine_links_str(m), a.roofline, a.batch,
+    return {mode,
+            what,
+            tessera::machine_str(m),
+            tessera::machine_links_str(m),
+            a.roofline,
+            a.batch,
+            tessera::precision_name(tessera::read_precision(a.precision)),
             a.device_mem.empty() ? 0 : tessera::parse_size(a.device_mem, "--device-mem")};
 }
 
@@ -137,7 +145,8 @@ std::string report(const BenchArgs &a, const tessera::BenchHeader &h, const std:
 // The predictions' shared context; --device-mem and --search-time make ranks
 // over the budget swap.
 tessera::BenchContext bench_context(const BenchArgs &a, BenchProgress &progress) {
-    tessera::BenchContext ctx{read_roofline(a.roofline), a.batch, std::ref(progress)};
+    tessera::BenchContext ctx{tessera::with_precision(read_roofline(a.roofline), tessera::read_precision(a.precision)),
+                              a.batch, std::ref(progress)};
     if (!a.device_mem.empty()) ctx.device_mem = tessera::parse_size(a.device_mem, "--device-mem");
     ctx.search_s = a.search_s;
     ctx.bucket_bytes = std::llround(a.bucket_mb * double(int64_t{1} << 20));
@@ -196,7 +205,7 @@ std::string run_scaling(const BenchArgs &a) {
     BenchProgress progress;
     tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
-    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
+    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch, {}, tessera::read_precision(a.precision));
     const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
     std::vector<tessera::BenchRow> rows;
     for (const tessera::Machine &m : machines) {
@@ -265,7 +274,7 @@ std::string run_models(const BenchArgs &a) {
     tessera::BenchContext ctx = bench_context(a, progress);
     std::vector<tessera::BenchRow> rows;
     for (const std::string &model : models) {
-        const tessera::Graph training = tessera::bench_training_graph(model, a.batch);
+        const tessera::Graph training = tessera::bench_training_graph(model, a.batch, {}, tessera::read_precision(a.precision));
         const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
         std::vector<tessera::BenchRow> these;
         for (tessera::PartitionStrategy s : strategies)
@@ -299,7 +308,7 @@ std::string run_budgets(const BenchArgs &a) {
     BenchProgress progress;
     tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
-    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch);
+    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch, {}, tessera::read_precision(a.precision));
     const int64_t footprint = tessera::footprint_bytes(training);
     tessera::BenchRow single = tessera::predict_single(model, training, ctx);
     single.strategy = "unlimited";
@@ -423,6 +432,7 @@ void add_flags(CLI::App &app, BenchArgs &a) {
         ->capture_default_str();
     app.add_option("--roofline", a.roofline, "Roofline preset for operator times and the host link: cpu or h100")
         ->capture_default_str();
+    tessera::add_precision_flag(app, a.precision);
     app.add_option("--per-weight", a.per_weight_s,
                    "scaling, models: after the strategies, seconds for the per-weight search from the best of them "
                    "(that strategy with each of its largest weights fixed replicated or split, as tessera-train "

@@ -104,6 +104,7 @@ struct PlanRequest {
     tessera::Machine machine;
     int64_t batch = tessera::RunSpec{}.batch;  // tessera-train's default too
     std::string optimizer = "sgd";
+    std::string precision = "fp32";  // --precision, checked by read_precision
     bool coarsen = true, executable = false;
     tessera::PartitionFlags partition;  // --force, --no-staged-reductions, --no-replicate-weights
 };
@@ -121,6 +122,7 @@ TrainingGraph training_graph(const PlanRequest &r) {
     spec.model = r.model;
     spec.batch = r.batch;
     spec.optimizer.kind = optimizer_from_name(r.optimizer);
+    spec.precision = read_precision(r.precision);
     TrainingGraph tg;
     tg.spec = model_spec_str(parse_model_spec(r.model));
     tg.graph = std::move(build_training_model(spec).graph);
@@ -157,6 +159,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.model = r.model;
     spec.batch = r.batch;
     spec.optimizer.kind = tessera::optimizer_from_name(r.optimizer);
+    spec.precision = tessera::read_precision(r.precision);
     spec.machine = r.machine;
     spec.partition.strategy = strategy;
     spec.partition.coarsen = r.coarsen;
@@ -283,7 +286,7 @@ SwapResult plan_swapping(const SwapRequest &s, const tessera::RunSpec &base, con
     TESSERA_CHECK(s.rank >= 0 && s.rank < r.devices, "--rank ", s.rank, " is not a rank of ", r.devices,
                   r.devices == 1 ? " device" : " devices", "; give 0 to ", r.devices - 1);
     try {
-        r.device = roofline_device(s.device);
+        r.device = with_precision(roofline_device(s.device), base.precision);
     } catch (const Error &e) {
         fail("--device: ", e.what());
     }
@@ -472,6 +475,7 @@ void add_plan_flags(CLI::App &app, PlanArgs &a) {
     app.add_option("--batch", a.req.batch, "Global batch size")->capture_default_str();
     app.add_option("--optimizer", a.req.optimizer, "sgd or adam: the optimizer whose state the plan holds")
         ->capture_default_str();
+    tessera::add_precision_flag(app, a.req.precision);
     auto *strategy_opt = app.add_option("--strategy", a.strategy,
                                         "tofu (the search), data, ddp (data with batch norm per device, as PyTorch DDP), fsdp (ddp with "
                                         "weights, gradients and optimizer state sharded, as FSDP), owt (one weird "

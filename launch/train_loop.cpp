@@ -43,6 +43,9 @@ using Clock = std::chrono::steady_clock;
 
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
+    TESSERA_CHECK(read_precision(o.precision) != Precision::FP16, "--precision fp16: training in fp16 is planned "
+                  "(tessera-plan --precision fp16) but not run yet: the CPU kernels have bf16 forms only, and fp16 "
+                  "needs loss scaling; train with --precision bf16 (docs/limitations.md, Mixed precision)");
     // 2^30 samples of even one value each is 4 GiB; the bound keeps the sizes' products far from overflow.
     constexpr int64_t kMaxSynthetic = int64_t{1} << 30;
     TESSERA_CHECK(o.synthetic_size >= 1 && o.synthetic_size <= kMaxSynthetic, "--synthetic-size must be in [1, ",
@@ -137,6 +140,7 @@ RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine
     spec.model = o.model;
     spec.batch = o.batch;
     spec.optimizer = o.optimizer;
+    spec.precision = read_precision(o.precision);
     spec.machine = machine;
     spec.rank = rank;
     spec.log_stages = root;
@@ -305,6 +309,17 @@ void write_op_profile(const std::string &path, const RunPlan &run, Device &devic
 
 }  // namespace
 
+// What the chosen device runs: bf16 on the CPU only; tf32 rounds a GPU's
+// matrix operands, and on the CPU it is fp32, which it says.
+void check_precision_on(const TrainOptions &o, const DeviceChoice &choice) {
+    const Precision p = read_precision(o.precision);
+    TESSERA_CHECK(!choice.cuda || p == Precision::FP32, "--precision ", o.precision, " on a GPU is not run yet: the "
+                  "GPU kernels read and write f32 only; train with --precision fp32 there, or with --device cpu "
+                  "(docs/limitations.md, Mixed precision)");
+    if (p == Precision::TF32 && (!o.comm || o.comm->rank() == 0))
+        std::cout << "tessera-train: --precision tf32 means fp32 on the CPU: its matrix products have no tf32 path\n";
+}
+
 // The stages of a run, one a line: the device, the plan (pipeline/), the
 // executor and its communicators, the data, then the training loop (trainer.h).
 TrainResult run_training(const TrainOptions &o) {
@@ -317,6 +332,7 @@ TrainResult run_training(const TrainOptions &o) {
     const int local_rank = o.comm ? o.comm->local_rank() : local_rank_from_env(0);
     const int local_ranks = o.comm ? o.comm->local_size() : local_size_from_env(1);
     const DeviceChoice choice = choose_device(o.device, local_rank);
+    check_precision_on(o, choice);
     if (root) {
         std::cout << fmt::format("tessera-train: device {} ({}){}\n", device_description(choice), choice.why,
                                  sharded ? fmt::format(", rank 0 of {}", ranks) : "")

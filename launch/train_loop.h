@@ -34,6 +34,9 @@ struct TrainOptions {
     // the run at most kMaxSteps steps.
     std::optional<int64_t> epochs, steps;
     OptimizerConfig optimizer;
+    // graph/precision.h's name. The CPU runs fp32, tf32 (as fp32) and bf16;
+    // a GPU fp32 alone; fp16 plans (tessera-plan) but does not run yet.
+    std::string precision = "fp32";
     std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;
     // auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N;

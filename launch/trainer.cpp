@@ -158,14 +158,14 @@ struct EvalResult {
 EvalResult evaluate(Executor &ex, TensorStore &store, const Program &forward, const Model &m, const Batcher &batcher,
                     BatchBuffers &buf) {
     const int64_t classes = m.num_classes, le = m.label_elements;
-    std::vector<float> logits(m.graph.tensor(m.logits).type.elements());
+    std::vector<float> logits;
     int64_t correct = 0, counted = 0;
     double loss_sum = 0;
     for (int64_t b = 0; b < batcher.eval_batches(); b++) {
         int64_t valid = batcher.fill_eval(b, buf.x_data(), buf.xi_data(), buf.labels.data());
         buf.write_to(store, m.input, m.labels);
         ex.run(forward);
-        store.read(m.logits, logits.data(), logits.size() * sizeof(float));
+        read_as_f32(store, m.graph, m.logits, logits);
         float loss = 0;
         store.read(m.loss, &loss, sizeof(float));
         loss_sum += static_cast<double>(loss) * static_cast<double>(valid);

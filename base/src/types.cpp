@@ -11,6 +11,8 @@ const char *dtype_name(DType t) {
     case DType::F32: return "f32";
     case DType::I32: return "i32";
     case DType::F64: return "f64";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }
@@ -20,9 +22,19 @@ size_t dtype_size(DType t) {
     case DType::F32: return 4;
     case DType::I32: return 4;
     case DType::F64: return 8;
+    case DType::BF16: return 2;
+    case DType::F16: return 2;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }
+
+DType dtype_from_name(const std::string &name, const std::string &where) {
+    for (DType t : {DType::F32, DType::I32, DType::F64, DType::BF16, DType::F16})
+        if (name == dtype_name(t)) return t;
+    fail(where, ": unknown dtype '", name, "' (valid: f32, i32, f64, bf16, f16)");
+}
+
+bool is_floating(DType t) { return t != DType::I32; }
 
 std::string shape_str(const Shape &s) {
     std::ostringstream os;

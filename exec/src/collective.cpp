@@ -29,6 +29,9 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     group_.ranks = a.ranks;
     TESSERA_CHECK(group_.index_of(rank) >= 0, "communication node '", c.name, "': its group ",
                   group_.str(), " does not hold this rank (", rank, ")");
+    TESSERA_CHECK(!is_half(in.type.dtype), "communication node '", c.name, "' sums ", type_str(in.type),
+                  " partial values across devices, and reductions of bf16 and f16 are not run yet; a plan whose "
+                  "reductions are all of f32 gradients runs (docs/limitations.md, Mixed precision)");
     if (a.kind == CommNodeKind::AllReduce) {
         kind_ = Kind::AllReduce;
         TESSERA_CHECK(in.type.shape == out.type.shape && in.type.dtype != DType::I32, "communication node '",

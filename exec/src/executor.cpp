@@ -178,15 +178,17 @@ void Executor::initialize(uint64_t seed) {
                       "' is ", type_str(info.type), " but has initialiser ", init_str(init),
                       "; only f32 tensors can have a non-zero initialiser");
         int64_t n = info.type.elements();
+        const auto elem = static_cast<int64_t>(dtype_size(info.type.dtype));
         std::byte *base = home(t, "initialize", &in_host);
         for (int64_t first = 0; first < n; first += kChunk) {
             int64_t m = std::min(kChunk, n - first);
-            staging.resize(static_cast<size_t>(m));
-            // Zeros are zero bits for i32 as well.
-            fill_init(init, seed, info.name, info.type.shape, staging.data(), m, first);
-            size_t chunk = static_cast<size_t>(m) * 4;
-            if (in_host) std::memcpy(base + first * 4, staging.data(), chunk);
-            else device_.copy_to_device(base + first * 4, staging.data(), chunk);
+            // Zeros are zero bits in every dtype; other initialisers are f32's.
+            staging.resize(static_cast<size_t>((m * elem + 3) / 4));
+            if (elem == 4) fill_init(init, seed, info.name, info.type.shape, staging.data(), m, first);
+            else std::fill(staging.begin(), staging.end(), 0.0f);
+            const auto chunk = static_cast<size_t>(m * elem);
+            if (in_host) std::memcpy(base + first * elem, staging.data(), chunk);
+            else device_.copy_to_device(base + first * elem, staging.data(), chunk);
         }
     }
 }

@@ -58,10 +58,14 @@ private:
             for (TensorId t : node.inputs) any = any || w[t];
             if (any)
                 for (TensorId t : node.outputs)
-                    if (g_.tensor(t).type.dtype == DType::F32) w[t] = true;
+                    if (differentiable(g_.tensor(t).type.dtype)) w[t] = true;
         }
         return w;
     }
+
+    // Gradients flow through f32, bf16 and f16 tensors (not ids, nor the f64
+    // statistics of batch norm).
+    static bool differentiable(DType t) { return t == DType::F32 || is_half(t); }
 
     // Nodes the loss depends on.
     std::vector<bool> reaches(TensorId loss, int forward_nodes) {
@@ -304,6 +308,12 @@ private:
         case OpKind::Dropout:
             accumulate(n, in[0], emit(n, "dx", OpKind::Dropout, {dy(n)}, copy_attrs(n, {"rate", "seed"})), w);
             break;
+        case OpKind::Cast: {
+            // The gradient goes back to the storage type x has.
+            Attrs back = {{"to", std::string(dtype_name(g_.tensor(in[0]).type.dtype))}};
+            accumulate(n, in[0], emit(n, "dx", OpKind::Cast, {dy(n)}, std::move(back)), w);
+            break;
+        }
         default:
             fail("autodiff: ", n.call.who(), " has no backward rule; ", op_name(n.call.kind),
                  " is itself a backward or optimizer operator");

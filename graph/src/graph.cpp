@@ -86,6 +86,17 @@ TensorId Graph::add_constant(const std::string &name, TensorType type, Init init
     return add_tensor(graph_input(name, std::move(type), TensorRole::Constant, init));
 }
 
+TensorId Graph::add_input(const std::string &name, TensorType type, TensorRole role, Init init,
+                          const std::string &where) {
+    switch (role) {
+    case TensorRole::Data: return add_data(name, std::move(type));
+    case TensorRole::Param: return add_param(name, std::move(type), init);
+    case TensorRole::OptState: return add_opt_state(name, std::move(type), init);
+    case TensorRole::Constant: return add_constant(name, std::move(type), init);
+    default: fail(where, ": role '", role_name(role), "' belongs to node outputs, not graph inputs");
+    }
+}
+
 std::vector<TensorId> Graph::add_node(OpCall call, const std::vector<TensorId> &inputs,
                                       TensorRole output_role) {
     TESSERA_CHECK(!call.name.empty(), call.who(), ": a node needs a name");

@@ -37,13 +37,6 @@ AttrValue attr_value(const json &j, const std::string &where) {
     fail(where, ": unsupported attribute value ", json_preview(j));
 }
 
-DType dtype_from(const std::string &s, const std::string &where) {
-    if (s == "f32") return DType::F32;
-    if (s == "i32") return DType::I32;
-    if (s == "f64") return DType::F64;
-    fail(where, ": unknown dtype '", s, "' (valid: f32, i32)");
-}
-
 Init::Kind init_kind_from(const std::string &s, const std::string &where) {
     for (int i = 0; i < 7; i++)
         if (s == init_kind_name(static_cast<Init::Kind>(i))) return static_cast<Init::Kind>(i);
@@ -85,7 +78,7 @@ void link_updates(Graph &g, TensorId new_value, TensorId persistent, const std::
 void add_input_tensor(Graph &g, const json &e, std::string where) {
     auto name = field<std::string>(e, "name", where);
     where += " '" + name + "'";
-    TensorType type{dtype_from(field<std::string>(e, "dtype", where), where), field<Shape>(e, "shape", where)};
+    TensorType type{dtype_from_name(field<std::string>(e, "dtype", where), where), field<Shape>(e, "shape", where)};
     TensorRole role = role_from_name(field<std::string>(e, "role", where));
     Init init;
     if (is_persistent(role)) {
@@ -96,13 +89,7 @@ void add_input_tensor(Graph &g, const json &e, std::string where) {
         init.fan_in = field<int64_t>(ij, "fan_in", where);
         init.fan_out = field<int64_t>(ij, "fan_out", where);
     }
-    switch (role) {
-    case TensorRole::Data: g.add_data(name, type); break;
-    case TensorRole::Param: g.add_param(name, type, init); break;
-    case TensorRole::OptState: g.add_opt_state(name, type, init); break;
-    case TensorRole::Constant: g.add_constant(name, type, init); break;
-    default: fail(where, ": role '", role_name(role), "' belongs to node outputs, not graph inputs");
-    }
+    g.add_input(name, type, role, init, where);
     if (e.contains("grad_of")) {
         auto primal = g.find_tensor(field<std::string>(e, "grad_of", where));
         TESSERA_CHECK(primal.has_value(), where, ": unknown tensor '", e.at("grad_of").get<std::string>(),
@@ -231,7 +218,7 @@ void add_node_from_json(Graph &g, const json &e, std::string where, std::map<std
         std::vector<Graph::CommOutput> types;
         for (const json &o : outs)
             types.push_back({field<std::string>(o, "name", where),
-                             TensorType{dtype_from(field<std::string>(o, "dtype", where), where),
+                             TensorType{dtype_from_name(field<std::string>(o, "dtype", where), where),
                                         field<Shape>(o, "shape", where)},
                              role_from_name(field<std::string>(o, "role", where))});
         got = g.add_comm_node(call.name, call.attrs, in, types);

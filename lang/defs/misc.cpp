@@ -3,6 +3,7 @@
 //   embedding(table [V, D], ids [b0, .., b{r-1}])      y[b.., e] = table[clamp(ids[b..], 0, V-1), e]
 //   embedding_grad(dy [b.., D], ids [b..]; vocab)      dtable[v, e] = sum of dy[b.., e] over ids[b..] == v
 //   dropout(x; rate, seed)                             y = x * keep / (1 - rate)
+//   cast(x; to)                                        y = x converted to `to` (f32 <-> bf16, f16)
 //
 // Out-of-range ids are data, not errors: both the lookup and the scatter clamp
 // them into [0, V-1] (an id below 0 reads row 0, one past the end reads row V-1),
@@ -111,6 +112,46 @@ OpDef dropout(Ctx &c) {
     return shaped_like_input(c, y, rank);
 }
 
+// A storage type's Halide type, by its DType code (the structural attributes
+// "from" and "to" of a cast's kernel variants).
+Type storage_type(int dtype) {
+    switch (static_cast<DType>(dtype)) {
+    case DType::F32: return Float(32);
+    case DType::BF16: return BFloat(16);
+    case DType::F16: return Float(16);
+    default: throw std::runtime_error("cast: no storage type for dtype code " + std::to_string(dtype));
+    }
+}
+
+// The analysis sees one conversion (f32 to bf16): which types are converted
+// does not change what a block of y reads.
+OpDef cast_op(Ctx &c) {
+    const int rank = c.structural("rank");
+    const bool typed = c.structurals().count("from") != 0;
+    Type from = typed ? storage_type(c.structural("from")) : Float(32);
+    Type to = typed ? storage_type(c.structural("to")) : BFloat(16);
+    Func x = c.input(0, from, rank);
+    std::vector<Var> v = dim_vars(rank);
+    Func y("y");
+    Expr value = x(as_exprs(v));
+    // Halide 14 narrows an f32 NaN to an f16 infinity; keep it a (quiet) NaN.
+    if (to == Float(16)) value = select(is_nan(value), reinterpret(to, cast(UInt(16), 0x7e00)), cast(to, value));
+    y(v) = to == Float(16) ? value : cast(to, value);
+    if (c.scheduling()) schedule_elementwise(y, c.target());
+    return shaped_like_input(c, y, rank);
+}
+
+// The kernels: one per conversion, on the flattened tensor.
+std::vector<KernelVariant> cast_kernels() {
+    std::vector<KernelVariant> v;
+    for (DType half : {DType::BF16, DType::F16}) {
+        const int f = static_cast<int>(DType::F32), h = static_cast<int>(half);
+        v.push_back({std::string("f32_") + dtype_name(half), {{"rank", 1}, {"from", f}, {"to", h}}});
+        v.push_back({std::string(dtype_name(half)) + "_f32", {{"rank", 1}, {"from", h}, {"to", f}}});
+    }
+    return v;
+}
+
 std::vector<StructMap> ranks(int lo, int hi) {
     std::vector<StructMap> v;
     for (int r = lo; r <= hi; r++) v.push_back({{"rank", r}});
@@ -125,6 +166,7 @@ void register_misc(std::vector<Description> &out) {
     out.push_back({OpKind::Embedding, embedding, ranks(1, 3), flat});
     out.push_back({OpKind::EmbeddingGrad, embedding_grad, ranks(1, 3), flat});
     out.push_back({OpKind::Dropout, dropout, ranks(1, 4), flat});
+    out.push_back({OpKind::Cast, cast_op, ranks(1, 4), cast_kernels()});
 }
 
 }  // namespace tessera::lang::defs

@@ -63,4 +63,10 @@ std::vector<int64_t> Attrs::get_ints(const std::string &who, const std::string &
     return has(name) ? get_ints(who, name) : fallback;
 }
 
+std::string Attrs::get_string(const std::string &who, const std::string &name) const {
+    const AttrValue &v = lookup(values_, who, name);
+    if (auto *s = std::get_if<std::string>(&v)) return *s;
+    fail(who, ": attribute '", name, "' must be a string, got ", attr_str(v));
+}
+
 }  // namespace tessera

@@ -466,7 +466,8 @@ void run_conv(const OpCall &call, const std::vector<TensorRef> &in, const std::v
     // Every integer attribute (defaults filled) is offered; each kernel takes the
     // ones its description names.
     OpCall c = with_defaults(call);
-    if (gemm_backend() == GemmBackend::Blas && run_blas_conv(c, in, out)) return;
+    const bool f32 = in[0].type.dtype == DType::F32;  // bf16 runs the Halide kernel's storage form
+    if (f32 && gemm_backend() == GemmBackend::Blas && run_blas_conv(c, in, out)) return;
     Scalars s;
     for (const auto &[name, v] : c.attrs.values())
         if (auto *i = std::get_if<int64_t>(&v)) s.set(name, static_cast<double>(*i));

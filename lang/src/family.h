@@ -74,9 +74,11 @@ struct KernelArg {
     Shape view;  // empty: the tensor's own shape
 };
 
-// Calls generated kernel `name` ("tk_matmul_nn"); throws InternalError on failure.
+// Calls generated kernel `name` ("tk_matmul_nn"), or its storage form
+// ("tk_matmul_nn__bf16") when a tensor is bf16 and `storage_form` is true;
+// throws InternalError on failure.
 void call_kernel(const std::string &name, const std::vector<KernelArg> &in, const Scalars &s,
-                 const std::vector<KernelArg> &out);
+                 const std::vector<KernelArg> &out, bool storage_form = true);
 
 // The product of shape[begin, end).
 int64_t extent_product(const Shape &s, int begin, int end);

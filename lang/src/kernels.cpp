@@ -37,6 +37,8 @@ halide_type_t halide_type_of(DType t) {
     case DType::F32: return halide_type_t(halide_type_float, 32);
     case DType::I32: return halide_type_t(halide_type_int, 32);
     case DType::F64: return halide_type_t(halide_type_float, 64);
+    case DType::BF16: return halide_type_t(halide_type_bfloat, 16);
+    case DType::F16: return halide_type_t(halide_type_float, 16);
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }
@@ -145,6 +147,31 @@ void run_staged(const OpCall &call, const std::vector<TensorRef> &inputs, const 
 
 namespace lang {
 
+namespace {
+
+// A storage form computes each 16-bit output in f32 into a scratch output of
+// its own before narrowing it (tessera-kernelc's stored_outputs): one f32
+// buffer per 16-bit output, in order, after the outputs.
+void add_narrowing_scratch(std::vector<KernelArg> &out, std::vector<std::vector<float>> &scratch) {
+    const size_t outputs = out.size();
+    for (size_t k = 0; k < outputs; k++) {
+        const TensorType &t = out[k].t.type;
+        if (!is_half(t.dtype)) continue;
+        scratch.emplace_back(static_cast<size_t>(t.elements()));
+        out.push_back({{scratch.back().data(), TensorType{DType::F32, t.shape}}, out[k].view});
+    }
+}
+
+// "__bf16" when the call holds bf16 tensors (kernelc's storage forms), else "".
+std::string storage_suffix(const std::vector<KernelArg> &in, const std::vector<KernelArg> &out) {
+    for (const auto *args : {&in, &out})
+        for (const KernelArg &a : *args)
+            if (is_half(a.t.type.dtype)) return std::string("__") + dtype_name(a.t.type.dtype);
+    return "";
+}
+
+}  // namespace
+
 double Scalars::get(const std::string &k) const {
     auto it = values.find(k);
     TESSERA_INTERNAL_ASSERT(it != values.end(), "kernel scalar '", k, "' was not supplied");
@@ -152,8 +179,9 @@ double Scalars::get(const std::string &k) const {
 }
 
 void call_kernel(const std::string &plain_name, const std::vector<KernelArg> &plain_in, const Scalars &plain_s,
-                 const std::vector<KernelArg> &plain_out) {
+                 const std::vector<KernelArg> &plain_out, bool storage_form) {
     std::string name = plain_name;
+    if (storage_form) name += storage_suffix(plain_in, plain_out);
     std::vector<KernelArg> in = plain_in, out = plain_out;
     Scalars s = plain_s;
     if (staged_run) {
@@ -164,6 +192,8 @@ void call_kernel(const std::string &plain_name, const std::vector<KernelArg> &pl
     auto it = index.find(name);
     TESSERA_INTERNAL_ASSERT(it != index.end(), "no kernel named '", name, "'");
     const gen::KernelEntry &k = *it->second;
+    std::vector<std::vector<float>> scratch;
+    if (storage_form) add_narrowing_scratch(out, scratch);
     TESSERA_INTERNAL_ASSERT(static_cast<int>(in.size()) == k.num_inputs &&
                                 static_cast<int>(out.size()) == k.num_outputs,
                             name, " takes ", k.num_inputs, " inputs and ", k.num_outputs, " outputs");
@@ -191,9 +221,29 @@ void check_output_types(const OpCall &call, const std::vector<TensorRef> &inputs
                       type_str(expect[i]), ", got ", type_str(outputs[i].type));
 }
 
+void check_kernel_storage(const OpCall &call, const std::vector<TensorRef> &inputs,
+                          const std::vector<TensorRef> &outputs, const char *device,
+                          const std::vector<DType> &forms) {
+    if (!forms.empty() && call.kind == OpKind::Cast) return;
+    std::string held = "f32";
+    for (DType t : forms) held += std::string(" and ") + dtype_name(t);
+    auto check = [&](const std::vector<TensorRef> &ts, const char *what) {
+        for (size_t i = 0; i < ts.size(); i++) {
+            const DType t = ts[i].type.dtype;
+            const bool has_form = std::find(forms.begin(), forms.end(), t) != forms.end();
+            TESSERA_CHECK(!is_half(t) || has_form, call.who(), ": ", what, " ", i, " is ", type_str(ts[i].type),
+                          ", and the ", device, " kernels read and write ", held,
+                          " only; docs/limitations.md, Mixed precision");
+        }
+    };
+    check(inputs, "input");
+    check(outputs, "output");
+}
+
 void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
+    check_kernel_storage(call, inputs, outputs, "CPU", {DType::BF16});
     if (is_staged(call)) run_staged(call, inputs, outputs);
     else lang::family_of(call.kind).run(call, inputs, outputs);
 }

@@ -77,7 +77,8 @@ void blas_gemm(const OpCall &c, const std::vector<TensorRef> &in, const std::vec
 }  // namespace
 
 void run_matmul(const OpCall &c, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
-    if (gemm_backend_state() == GemmBackend::Blas) return blas_gemm(c, in, out);
+    // OpenBLAS has no bf16 GEMM here: bf16 runs the Halide kernel's storage form.
+    if (gemm_backend_state() == GemmBackend::Blas && in[0].type.dtype == DType::F32) return blas_gemm(c, in, out);
     std::string name = c.kind == OpKind::BatchMatmul ? "tk_batch_matmul_" : "tk_matmul_";
     name += flag(c, "transpose_a") ? "t" : "n";
     name += flag(c, "transpose_b") ? "t" : "n";

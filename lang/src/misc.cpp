@@ -1,5 +1,10 @@
-// embedding, embedding_grad and dropout: shapes, variants and dispatch. Kernels see
-// the ids (and dropout's x) flattened to one dimension.
+// embedding, embedding_grad, dropout and cast: shapes, variants and dispatch.
+// Kernels see the ids (and dropout's and cast's x) flattened to one dimension.
+//
+// cast(x; to) converts floats between storage types: f32 to bf16 or f16 rounds
+// to nearest even, the reverse is exact (base/half.h gives the same
+// conversions in software). A cast to the type x already has is an error: the
+// precision policy never makes one.
 #include <algorithm>
 #include <cstdint>
 
@@ -21,6 +26,15 @@ int64_t dropout_seed(const OpCall &c) {
     TESSERA_CHECK(seed >= 0 && seed <= INT32_MAX, c.who(), ": attribute 'seed' = ", seed, " must be in [0, ",
                   INT32_MAX, "]");
     return seed;
+}
+
+// The storage type a cast writes, checked against what it reads.
+DType cast_target(const OpCall &c, const TensorType &x) {
+    const DType to = dtype_from_name(c.attrs.get_string(c.who(), "to"), c.who() + ": attribute 'to'");
+    const bool pair = (x.dtype == DType::F32 && is_half(to)) || (is_half(x.dtype) && to == DType::F32);
+    TESSERA_CHECK(pair, c.who(), ": casts convert f32 to bf16 or f16 and back; cannot cast ", type_str(x), " to ",
+                  dtype_name(to));
+    return to;
 }
 
 }  // namespace
@@ -55,12 +69,14 @@ std::vector<TensorType> infer_misc(const OpCall &c, const std::vector<TensorType
         dropout_seed(c);
         return {in[0]};
     }
+    case OpKind::Cast: return {{cast_target(c, in[0]), in[0].shape}};
     default: TESSERA_INTERNAL_ASSERT(false, "not a misc operator: ", op_name(c.kind));
     }
 }
 
 StructMap structural_misc(const OpCall &c, const std::vector<TensorType> &in) {
-    return {{"rank", c.kind == OpKind::Dropout ? in[0].rank() : in[1].rank()}};
+    const bool own_rank = c.kind == OpKind::Dropout || c.kind == OpKind::Cast;
+    return {{"rank", own_rank ? in[0].rank() : in[1].rank()}};
 }
 
 void fill_defaults_misc(OpCall &) {}  // every attribute is required
@@ -85,6 +101,13 @@ void run_misc(const OpCall &c, const std::vector<TensorRef> &in, const std::vect
         Scalars s;
         s.set("rate", dropout_rate(c)).set("seed", double(dropout_seed(c)));
         call_kernel(name, {{in[0], flat}}, s, {{out[0], flat}});
+        return;
+    }
+    case OpKind::Cast: {
+        // One kernel per conversion: tk_cast_f32_bf16 and so on.
+        Shape flat = {in[0].type.elements()};
+        name += std::string("_") + dtype_name(in[0].type.dtype) + "_" + dtype_name(out[0].type.dtype);
+        call_kernel(name, {{in[0], flat}}, {}, {{out[0], flat}}, false);
         return;
     }
     default: TESSERA_INTERNAL_ASSERT(false, "not a misc operator: ", op_name(c.kind));

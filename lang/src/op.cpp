@@ -40,6 +40,14 @@ bool op_may_overwrite_input(OpKind k, int input) {
     return k == OpKind::Dropout || std::string(op_info(k).family) == "elementwise";
 }
 
+bool input_stays_f32(OpKind k, int input) {
+    return (k == OpKind::SoftmaxXentGrad && input == 2) || (k == OpKind::BatchNormStats && input >= 1);
+}
+
+bool output_stays_f32(OpKind k, int) { return k == OpKind::SoftmaxXent || k == OpKind::BatchNormStats; }
+
+bool has_storage_forms(OpKind k) { return k != OpKind::Cast && std::string(op_info(k).family) != "optim"; }
+
 std::string OpCall::who() const {
     std::string s = op_name(kind);
     if (!name.empty()) s += " '" + name + "'";

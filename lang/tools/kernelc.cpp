@@ -57,19 +57,34 @@ class KernelCtx : public Ctx {
 public:
     // `provided` < 0: the plain kernel. Otherwise a staged kernel: the first
     // `provided` stages are read from extra inputs.
-    KernelCtx(StructMap s, Target t, int provided = -1)
-        : Ctx(std::move(s)), target_(std::move(t)), provided_(provided) {}
+    // `storage`: the type the kernel's f32 inputs and outputs are held in
+    // (Float(32), or BFloat(16) for a storage form; see compile_variant).
+    KernelCtx(StructMap s, Target t, int provided = -1, tessera::OpKind op = tessera::OpKind::Matmul,
+              Type storage = Float(32))
+        : Ctx(std::move(s)), target_(std::move(t)), provided_(provided), op_(op), storage_(storage) {}
 
+    // A storage form's f32 inputs are read from the storage type and widened,
+    // before any boundary condition, so that padding is the f32 kernel's.
     Func input(int i, Type t, int rank, Boundary b) override {
+        const bool stored = t == Float(32) && storage_ != Float(32) && !tessera::input_stays_f32(op_, i);
         auto it = inputs_.find(i);
-        if (it == inputs_.end()) it = inputs_.emplace(i, ImageParam(t, rank, "in" + std::to_string(i))).first;
+        if (it == inputs_.end())
+            it = inputs_.emplace(i, ImageParam(stored ? storage_ : t, rank, "in" + std::to_string(i))).first;
         ImageParam &p = it->second;
-        if (b == Boundary::Zero) return BoundaryConditions::constant_exterior(p, cast(t, 0));
-        if (b == Boundary::Lowest) return BoundaryConditions::constant_exterior(p, t.min());
-        if (b == Boundary::Clamp) return BoundaryConditions::repeat_edge(p);
         Func f("in" + std::to_string(i) + "_view");
         std::vector<Var> v = dim_vars(rank, "i");
-        f(v) = p(as_exprs(v));
+        f(v) = stored ? cast(t, p(as_exprs(v))) : p(as_exprs(v));
+        if (!stored) {
+            if (b == Boundary::Zero) return BoundaryConditions::constant_exterior(p, cast(t, 0));
+            if (b == Boundary::Lowest) return BoundaryConditions::constant_exterior(p, t.min());
+            if (b == Boundary::Clamp) return BoundaryConditions::repeat_edge(p);
+            return f;
+        }
+        Region bounds;
+        for (int d = 0; d < rank; d++) bounds.emplace_back(p.dim(d).min(), p.dim(d).extent());
+        if (b == Boundary::Zero) return BoundaryConditions::constant_exterior(f, cast(t, 0), bounds);
+        if (b == Boundary::Lowest) return BoundaryConditions::constant_exterior(f, t.min(), bounds);
+        if (b == Boundary::Clamp) return BoundaryConditions::repeat_edge(f, bounds);
         return f;
     }
     Expr extent(int i, int d) override {
@@ -139,6 +154,8 @@ public:
 private:
     Target target_;
     int provided_ = -1;
+    tessera::OpKind op_;
+    Type storage_;
     std::vector<Func> stages_;
     std::vector<ImageParam> stage_inputs_;
     std::map<int, ImageParam> inputs_;
@@ -235,23 +252,59 @@ struct FamilyOut {
     }
 };
 
+// A storage form's outputs: each f32 output the operator stores in the
+// storage type is narrowed from the description's own output, which stays an
+// output of the pipeline (an f32 scratch buffer the caller passes after the
+// stored outputs, one per narrowed output, in order) so that its schedule,
+// specialisations included, applies as written. Halide 14 fails on those
+// specialisations once the Func is an inner stage computed at root.
+std::vector<Func> stored_outputs(const Description &d, const KernelCtx &ctx, const std::vector<Func> &outputs,
+                                 Type storage) {
+    if (storage == Float(32)) return outputs;
+    std::vector<Func> stored, scratch;
+    for (size_t k = 0; k < outputs.size(); k++) {
+        Func y = outputs[k];
+        if (y.output_types()[0] != Float(32) || tessera::output_stays_f32(d.op, static_cast<int>(k))) {
+            stored.push_back(y);
+            continue;
+        }
+        Func narrow(y.name() + "_stored");
+        narrow(y.args()) = cast(storage, y(y.args()));
+        if (ctx.scheduling()) schedule_elementwise(narrow, ctx.target());
+        stored.push_back(narrow);
+        scratch.push_back(y);
+    }
+    stored.insert(stored.end(), scratch.begin(), scratch.end());
+    return stored;
+}
+
 // The plain kernel of a variant and, when its description marks stages, the
-// staged kernels (see the top of this file).
-void compile_variant(const Description &d, const KernelVariant &kv, const Target &target, FamilyOut &out) {
+// staged kernels (see the top of this file), in f32 or a storage form
+// ("<name>__bf16": f32 inputs and outputs held in bf16, computed in f32).
+void compile_form(const Description &d, const KernelVariant &kv, const Target &target, Type storage,
+                  FamilyOut &out) {
     std::string fn = std::string("tk_") + tessera::op_name(d.op) + (kv.suffix.empty() ? "" : "_" + kv.suffix);
-    KernelCtx ctx(kv.structural, target);
+    if (storage != Float(32)) fn += storage == BFloat(16) ? "__bf16" : "__f16";
+    KernelCtx ctx(kv.structural, target, -1, d.op, storage);
     OpDef def = d.define(ctx);
-    out.add(fn, ctx, def.outputs);
+    out.add(fn, ctx, stored_outputs(d, ctx, def.outputs, storage));
     const int m = static_cast<int>(ctx.stages().size());
     if (m == 0) return;
     for (int p = 0; p <= m; p++) {
-        KernelCtx staged(kv.structural, target, p);
+        KernelCtx staged(kv.structural, target, p, d.op, storage);
         OpDef sd = d.define(staged);
-        std::vector<Func> outputs = p < m ? std::vector<Func>{staged.stages()[p]} : sd.outputs;
+        std::vector<Func> outputs =
+            p < m ? std::vector<Func>{staged.stages()[p]} : stored_outputs(d, staged, sd.outputs, storage);
         std::string name = fn + (p < m ? "__s" + std::to_string(p) : std::string("__fin"));
         check_uses_provided(outputs, staged, p, name);
         out.add(name, staged, outputs);
     }
+}
+
+// Every operator with storage forms gets a bf16 one beside its f32 kernel.
+void compile_variant(const Description &d, const KernelVariant &kv, const Target &target, FamilyOut &out) {
+    compile_form(d, kv, target, Float(32), out);
+    if (tessera::has_storage_forms(d.op)) compile_form(d, kv, target, BFloat(16), out);
 }
 
 void collect_family(const std::string &family, const Target &target, FamilyOut &out) {

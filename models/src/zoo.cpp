@@ -176,6 +176,12 @@ std::string canonical_model_spec(const std::string &text) {
 
 Model build_model(const std::string &spec, int64_t batch) { return build_model(parse_model_spec(spec), batch); }
 
+void apply_precision(Model &m, Precision p) {
+    const std::vector<TensorId> moved = apply_precision(m.graph, p);
+    for (TensorId *t : {&m.input, &m.labels, &m.logits, &m.loss})
+        if (*t != kNoTensor) *t = moved[*t];
+}
+
 std::string models_help() {
     std::ostringstream os;
     os << "Models (--model NAME or NAME:key=value,...; every value is a positive integer unless noted):\n";

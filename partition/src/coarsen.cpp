@@ -53,6 +53,7 @@ bool unary_elementwise(OpKind k) {
     case OpKind::Erf:
     case OpKind::Scale:
     case OpKind::Dropout:
+    case OpKind::Cast:
     case OpKind::BiasAdd: return true;
     default: return false;
     }

@@ -907,13 +907,7 @@ DeviceGraph Lowerer::run(int rank) {
             if (info.producer != kNoNode) continue;
             Box b = held(t, rank);
             TensorType type{info.type.dtype, b.extents()};
-            TensorId id = kNoTensor;
-            switch (info.role) {
-            case TensorRole::Param: id = dg_.graph.add_param(info.name, type, info.init); break;
-            case TensorRole::OptState: id = dg_.graph.add_opt_state(info.name, type, info.init); break;
-            case TensorRole::Constant: id = dg_.graph.add_constant(info.name, type, info.init); break;
-            default: id = dg_.graph.add_data(info.name, type); break;
-            }
+            TensorId id = dg_.graph.add_input(info.name, type, info.role, info.init, "lowering");
             dg_.source.push_back(t);
             dg_.box.push_back(b);
             dg_.local[t] = id;

@@ -640,11 +640,17 @@ int64_t peak_live_bytes(const Graph &g, const std::vector<int64_t> &bytes, const
     return peak;
 }
 
+// A reduced-precision working copy: a cast of a weight or a constant.
+bool is_working_copy(const Graph &g, TensorId t) {
+    const NodeId p = g.tensor(t).producer;
+    return p != kNoNode && g.node(p).call.kind == OpKind::Cast && is_persistent(g.tensor(g.node(p).inputs[0]).role);
+}
+
 // Weights, optimizer state, parameter gradients (all of them: the updates run
-// last), and the peak of everything else.
+// last), the peak of the working copies, and the peak of everything else.
 MemoryFootprint footprint(const Graph &g, const std::vector<int64_t> &bytes) {
     MemoryFootprint m;
-    std::vector<bool> activation(g.num_tensors(), false);
+    std::vector<bool> activation(g.num_tensors(), false), working(g.num_tensors(), false);
     // A weight's complete gradient is the one an optimizer reads; partial
     // contributions to it are short-lived, like activations.
     std::vector<bool> read_by_optimizer(g.num_tensors(), false);
@@ -662,10 +668,11 @@ MemoryFootprint footprint(const Graph &g, const std::vector<int64_t> &bytes) {
             if (g.tensor(primal_of(g, t)).role == TensorRole::Param && read_by_optimizer[t]) m.gradients += bytes[t];
             else activation[t] = true;
             break;
-        default: activation[t] = true;
+        default: (is_working_copy(g, t) ? working : activation)[t] = true;
         }
     }
     m.activations = peak_live_bytes(g, bytes, activation);
+    m.working_copies = peak_live_bytes(g, bytes, working);
     return m;
 }
 
@@ -769,7 +776,7 @@ Plan partition(const Graph &g, const Machine &machine, const PartitionOptions &o
         local[t] = lt.bytes();
         whole[t] = info.type.bytes();
         plan.tensors.push_back(TensorPlan{info.name, role_name(info.role), info.type.shape, lt.shape, gid,
-                                          search.tensor_layouts(t), whole[t], local[t]});
+                                          search.tensor_layouts(t), whole[t], local[t], dtype_name(info.type.dtype)});
     }
     plan.memory = footprint(g, local);
     for (NodeId n = 0; n < g.num_nodes(); n++) {

@@ -156,6 +156,7 @@ json memory_json(const MemoryFootprint &m) {
             {"gradients", m.gradients},
             {"optimizer_state", m.optimizer_state},
             {"activations", m.activations},
+            {"working_copies", m.working_copies},
             {"comm_buffers", m.comm_buffers},
             {"total", m.total()}};
 }
@@ -168,6 +169,9 @@ MemoryFootprint read_memory(const Reader &r, const json &j, const std::string &p
     m.optimizer_state = r.bytes(r.at(j, path, "optimizer_state"), Reader::join(path, "optimizer_state"));
     m.activations = r.bytes(r.at(j, path, "activations"), Reader::join(path, "activations"));
     m.comm_buffers = r.bytes(r.at(j, path, "comm_buffers"), Reader::join(path, "comm_buffers"));
+    // Plans older than reduced precision have none.
+    if (j.contains("working_copies"))
+        m.working_copies = r.bytes(j.at("working_copies"), Reader::join(path, "working_copies"));
     // The total is derived; a file whose total disagrees was edited or corrupted.
     if (j.contains("total")) {
         int64_t total = r.bytes(j.at("total"), Reader::join(path, "total"));
@@ -209,7 +213,8 @@ json tensor_json(const TensorPlan &t) {
             {"group", t.group},
             {"layout", layout},
             {"bytes", t.bytes},
-            {"local_bytes", t.local_bytes}};
+            {"local_bytes", t.local_bytes},
+            {"dtype", t.dtype}};
 }
 
 TensorPlan read_tensor(const Reader &r, const json &j, const std::string &path) {
@@ -225,6 +230,10 @@ TensorPlan read_tensor(const Reader &r, const json &j, const std::string &path) 
     });
     t.bytes = r.bytes(r.at(j, path, "bytes"), Reader::join(path, "bytes"));
     t.local_bytes = r.bytes(r.at(j, path, "local_bytes"), Reader::join(path, "local_bytes"));
+    if (j.contains("dtype")) {
+        const std::string where = Reader::join(path, "dtype");
+        t.dtype = dtype_name(dtype_from_name(r.str(j.at("dtype"), where), r.source() + ": '" + where + "'"));
+    }
     return t;
 }
 

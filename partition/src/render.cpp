@@ -118,12 +118,14 @@ struct MemoryRow {
     int64_t bytes;
 };
 
+// Working copies only where there are (bf16 and fp16 plans).
 std::vector<MemoryRow> memory_rows(const MemoryFootprint &m) {
-    return {{"weights", m.weights},
-            {"gradients", m.gradients},
-            {"optimizer state", m.optimizer_state},
-            {"activations", m.activations},
-            {"comm buffers", m.comm_buffers}};
+    std::vector<MemoryRow> rows = {
+        {"weights", m.weights}, {"gradients", m.gradients}, {"optimizer state", m.optimizer_state},
+        {"activations", m.activations}};
+    if (m.working_copies > 0) rows.push_back({"working copies", m.working_copies});
+    rows.push_back({"comm buffers", m.comm_buffers});
+    return rows;
 }
 
 // Whole and per-device bytes of the tensors of each role, in first-seen order:
@@ -272,10 +274,10 @@ std::string table_ops_and_tensors(const Plan &p) {
     }
     s += ops.str();
     s += strf("\ntensors (%zu)\n", p.tensors.size());
-    TextTable tensors({"tensor", "role", "shape", "layout", "local shape", "local bytes"},
-                      {false, false, false, false, false, true});
+    TextTable tensors({"tensor", "role", "dtype", "shape", "layout", "local shape", "local bytes"},
+                      {false, false, false, false, false, false, true});
     for (const TensorPlan &t : p.tensors)
-        tensors.add({t.tensor, t.role, shape_text(t.shape), layout_text(t.layout), shape_text(t.local_shape),
+        tensors.add({t.tensor, t.role, t.dtype, shape_text(t.shape), layout_text(t.layout), shape_text(t.local_shape),
                      format_bytes(t.local_bytes)});
     return s + tensors.str();
 }
@@ -626,13 +628,15 @@ std::string html_tensors(const Plan &p) {
     for (const TensorPlan &t : p.tensors)
         rows.push_back({{t.tensor},
                         {t.role},
+                        {t.dtype},
                         {shape_text(t.shape)},
                         {layout_text(t.layout)},
                         {shape_text(t.local_shape)},
                         {std::to_string(t.group), true},
                         {format_bytes(t.local_bytes), true}});
     s += html_table(
-        {{"tensor"}, {"role"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}}, rows);
+        {{"tensor"}, {"role"}, {"dtype"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}},
+        rows);
     s += "</details>\n";
     return s;
 }
@@ -707,6 +711,7 @@ std::string compare_json(const std::vector<Plan> &plans, int indent) {
                           {"gradients", p.memory.gradients},
                           {"optimizer_state", p.memory.optimizer_state},
                           {"activations", p.memory.activations},
+                          {"working_copies", p.memory.working_copies},
                           {"comm_buffers", p.memory.comm_buffers},
                           {"total", p.memory.total()}}},
                         {"per_device_peak_bytes", p.per_device_peak_bytes},

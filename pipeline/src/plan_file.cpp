@@ -46,6 +46,7 @@ nlohmann::json run_identity(const RunSpec &spec) {
     return {{"model", model_spec_str(parse_model_spec(spec.model))},
             {"batch", spec.batch},
             {"optimizer", optimizer_name(spec.optimizer.kind)},
+            {"precision", precision_name(spec.precision)},
             {"devices", spec.machine.devices()},
             {"budget", spec.budget ? nlohmann::json(*spec.budget) : nlohmann::json(nullptr)}};
 }
@@ -77,9 +78,11 @@ PlanFile read_plan_file(const std::string &path) {
 
 void use_plan_file(const PlanFile &file, RunSpec &spec) {
     const nlohmann::json want = run_identity(spec);
-    for (const char *key : {"model", "batch", "optimizer", "devices", "budget"}) {
-        TESSERA_CHECK(file.run.contains(key), "--plan: '", file.path, "' does not say its ", key);
-        const nlohmann::json &made = file.run.at(key), &here = want.at(key);
+    for (const char *key : {"model", "batch", "optimizer", "precision", "devices", "budget"}) {
+        // Plans written before precisions existed are fp32 ones.
+        const bool fp32_plan = std::string(key) == "precision" && !file.run.contains(key);
+        TESSERA_CHECK(fp32_plan || file.run.contains(key), "--plan: '", file.path, "' does not say its ", key);
+        const nlohmann::json made = fp32_plan ? nlohmann::json("fp32") : file.run.at(key), &here = want.at(key);
         TESSERA_CHECK(made == here, "--plan ", file.path, " was made for ", field_text(key, made), "; this run has ",
                       field_text(key, here));
     }

@@ -46,6 +46,7 @@ double per_element_flops(OpKind k) {
     case OpKind::ReluGrad:
     case OpKind::ReduceSum:
     case OpKind::Dropout:
+    case OpKind::Cast:
     case OpKind::EmbeddingGrad:
         return 1;
     case OpKind::Gelu:
@@ -82,18 +83,47 @@ double per_element_flops(OpKind k) {
     }
 }
 
+bool is_matrix_product(OpKind k) {
+    switch (k) {
+    case OpKind::Matmul:
+    case OpKind::BatchMatmul:
+    case OpKind::Conv2d:
+    case OpKind::Conv2dGradInput:
+    case OpKind::Conv2dGradWeight: return true;
+    default: return false;
+    }
+}
+
+double compute_rate(const Graph &g, NodeId n, const RooflineDevice &dev) {
+    const Node &node = g.node(n);
+    if (!is_matrix_product(node.call.kind)) return dev.flops_per_s;
+    return matmul_flops_per_s(dev, g.tensor(node.inputs.at(0)).type.dtype);
+}
+
 }  // namespace
 
 RooflineDevice roofline_device(const std::string &name) {
     // On the CPU device the host is the device: the same rates.
-    if (name == "cpu") return {"cpu", kCpuFlops, kCpuBytes, kCpuLaunch, kCpuLink, kCpuHost, kCpuBytes, kCpuFlops, kCpuLaunch};
-    if (name == "h100") return {"h100", 60e12, 3.35e12, 5e-6, 450e9, 25e9, 50e9, 1e12, 5e-6};
+    if (name == "cpu")
+        return {"cpu", kCpuFlops, kCpuBytes, kCpuLaunch, kCpuLink, kCpuHost, kCpuBytes, kCpuFlops, kCpuLaunch,
+                kCpuFlops, kCpuFlops};
+    if (name == "h100") return {"h100", 60e12, 3.35e12, 5e-6, 450e9, 25e9, 50e9, 1e12, 5e-6, 370e12, 790e12};
     std::string valid;
     for (const std::string &n : roofline_device_names()) valid += (valid.empty() ? "" : ", ") + n;
     fail("unknown roofline device '", name, "'; valid: ", valid);
 }
 
 std::vector<std::string> roofline_device_names() { return {"cpu", "h100"}; }
+
+RooflineDevice with_precision(RooflineDevice dev, Precision p) {
+    dev.tf32 = p == Precision::TF32;
+    return dev;
+}
+
+double matmul_flops_per_s(const RooflineDevice &dev, DType operand) {
+    const double rate = is_half(operand) ? dev.half_flops_per_s : dev.tf32 ? dev.tf32_flops_per_s : 0;
+    return rate > 0 ? rate : dev.flops_per_s;
+}
 
 double node_flops(const Graph &g, NodeId n) {
     const Node &node = g.node(n);
@@ -176,7 +206,7 @@ std::vector<double> roofline_node_times(const Graph &g, const RooflineDevice &de
             continue;
         }
         times[static_cast<size_t>(n)] =
-            std::max(node_flops(g, n) / dev.flops_per_s, node_bytes(g, n) / dev.bytes_per_s) + dev.launch_s;
+            std::max(node_flops(g, n) / compute_rate(g, n, dev), node_bytes(g, n) / dev.bytes_per_s) + dev.launch_s;
     }
     return times;
 }

@@ -53,7 +53,7 @@ expect plan-no-coarsen 0 "26 ops -> 26 groups" -- "$PLAN" --model mlp --devices 
 
 # A batch of 32 split 7 ways is uneven: blocks of 5,5,5,5,4,4,4 (the local
 # shape is the longest), and the estimate (2,045,808 bytes) is exact, as lowered.
-expect plan-odd-devices 0 "input            data        [32, 784]     split(0)    [5, 784]" -- \
+expect plan-odd-devices 0 "input            data        f32    [32, 784]     split(0)    [5, 784]" -- \
     "$PLAN" --model mlp --batch 32 --devices 7 --strategy data
 expect plan-odd-lowered 0 "comm bytes   1.95 MiB per iteration (2,045,808 bytes, as lowered)" -- \
     "$PLAN" --model mlp --batch 32 --devices 7 --executable
@@ -166,6 +166,11 @@ expect unknown-strategy 1 "--strategy: unknown partition strategy 'magic' (valid
     "$PLAN" --model mlp --devices 4 --strategy magic
 expect unknown-compare 1 "--compare: unknown partition strategy 'nope'" -- "$PLAN" --model mlp --devices 4 --compare tofu,nope
 expect unknown-optimizer 1 "unknown optimizer 'rmsprop'" -- "$PLAN" --model mlp --devices 4 --optimizer rmsprop
+# bf16: the working copies are cast nodes, and each tensor shows its dtype.
+expect plan-bf16 0 "fc1.w.bf16       activation  bf16   [784, 1024]" -- "$PLAN" --model mlp --devices 2 --precision bf16
+expect plan-bf16-copies 0 "working copies" -- "$PLAN" --model mlp --devices 2 --precision bf16
+expect unknown-precision 1 "--precision: unknown precision 'half'; valid: fp32|tf32|bf16|fp16" -- \
+  "$PLAN" --model mlp --devices 2 --precision half
 expect devices-zero 1 "--devices must be in [1, 4096], got 0" -- "$PLAN" --model mlp --devices 0
 expect batch-zero 1 "--batch must be at least 1, got 0" -- "$PLAN" --model mlp --devices 2 --batch 0
 expect devices-machine 2 "--devices 4 disagrees with --machine $TMP/machine.json, which has 8 devices" -- \
@@ -393,8 +398,8 @@ expect weights-unknown 1 "--weights 'nope': the training graph has no weight nam
 expect weights-bad-value 1 "--weights 'fc1.w=half': a weight is 'replicate' or 'split'" -- "$PLAN" --model mlp --devices 2 --weights fc1.w=half
 expect weights-bad-entry 1 "--weights: bad entry 'fc1.w'; expected WEIGHT=replicate|split" -- "$PLAN" --model mlp --devices 2 --weights fc1.w
 # The free search splits mlp's weights on 2 devices; fixed, they are whole.
-expect weights-free-split 0 "fc2.w            param       [1024, 1024]  split(0)" -- "$PLAN" --model mlp --devices 2
-expect weights-replicate 0 "fc2.w            param       [1024, 1024]  replicated" -- "$PLAN" --model mlp --devices 2 --weights 'fc*=replicate'
+expect weights-free-split 0 "fc2.w            param       f32    [1024, 1024]  split(0)" -- "$PLAN" --model mlp --devices 2
+expect weights-replicate 0 "fc2.w            param       f32    [1024, 1024]  replicated" -- "$PLAN" --model mlp --devices 2 --weights 'fc*=replicate'
 TESSERA_LOG=swap "$PLAN" "${SW[@]}" --device-mem 16MiB --format json >"$TMP/log.json" 2>"$TMP/log.txt" || fail=1
 grep -q "^---- swap ----" "$TMP/log.txt" && grep -q "^(advisor)" "$TMP/log.txt" && python3 -c "import json,sys; json.load(open(sys.argv[1]))" \
     "$TMP/log.json" && echo "ok   log-swap" || { echo "FAIL log-swap: $(head -3 "$TMP/log.txt")"; fail=1; }

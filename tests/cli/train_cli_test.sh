@@ -30,6 +30,16 @@ expect gemm-unknown 1 "TESSERA_GEMM: unknown GEMM kernel 'blass'; valid: blas, h
 expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'memroy'" -- env TESSERA_LOG=graph,memroy "$TRAIN" --model mlp --steps 1
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
 expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
+expect bad-precision 1 "--precision: unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16" -- "$TRAIN" "${SMALL[@]}" --precision fp8
+expect fp16-not-run 1 "--precision fp16: training in fp16 is planned (tessera-plan --precision fp16) but not run yet" -- \
+  "$TRAIN" "${SMALL[@]}" --precision fp16
+expect tf32-on-cpu 0 "--precision tf32 means fp32 on the CPU" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision tf32
+expect bf16-trains 0 "test accuracy" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision bf16
+# Checkpoints hold the f32 master weights: an fp32 run resumes in bf16 and the reverse.
+"$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --checkpoint "$TMP/mixed" >/dev/null 2>&1 || { echo "FAIL fp32 checkpoint"; fail=1; }
+expect fp32-resumes-in-bf16 0 "at step 2" -- "$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --checkpoint "$TMP/mixed" --resume \
+  --precision bf16
+expect bf16-resumes-in-fp32 0 "at step 4" -- "$TRAIN" "${SMALL[@]}" --steps 6 --no-eval --checkpoint "$TMP/mixed" --resume
 expect bad-lr 1 "learning rate must be positive" -- "$TRAIN" "${SMALL[@]}" --lr -1
 expect bad-size 1 "--device-mem: '12XB' is not a size" -- "$TRAIN" "${SMALL[@]}" --device-mem 12XB
 expect bad-dataset 1 "unknown dataset 'cifar'" -- "$TRAIN" --model mlp --data cifar

@@ -109,6 +109,32 @@ TEST(Roofline, PresetsAndErrors) {
                  "has no link bandwidth (link_bytes_per_s = 0) but communication node 'ar' needs one");
 }
 
+// Matrix products run at their operand type's rate; every other operator
+// computes in f32 whatever it stores, so only its bytes shrink.
+TEST(Roofline, MatrixProductsRunAtTheirPrecisionsRate) {
+    Graph g;
+    auto bf16 = [](Shape s) { return TensorType{DType::BF16, std::move(s)}; };
+    TensorId x = g.add_data("x", bf16({1024, 1024}));
+    TensorId w = g.add_data("w", bf16({1024, 1024}));
+    TensorId y = g.add_node({OpKind::Matmul, "mm", {}}, {x, w})[0];
+    g.add_node({OpKind::Relu, "relu", {}}, {y});
+    RooflineDevice dev{"test", 1e12, 1e15, 0, 1, 1, 1, 1, 0, 4e12, 8e12};
+    const double flops = 2.0 * 1024 * 1024 * 1024;
+    std::vector<double> t = roofline_node_times(g, dev);
+    EXPECT_DOUBLE_EQ(t[0], flops / 8e12);
+    EXPECT_DOUBLE_EQ(t[1], 1024.0 * 1024 / 1e12);  // one flop an element at the f32 rate
+    EXPECT_DOUBLE_EQ(node_bytes(g, 1), 2.0 * 1024 * 1024 * 2);
+    EXPECT_DOUBLE_EQ(matmul_flops_per_s(dev, DType::F32), 1e12);
+    EXPECT_DOUBLE_EQ(matmul_flops_per_s(with_precision(dev, Precision::TF32), DType::F32), 4e12);
+    EXPECT_DOUBLE_EQ(matmul_flops_per_s(with_precision(dev, Precision::TF32), DType::F16), 8e12);
+    RooflineDevice h100 = roofline_device("h100");
+    EXPECT_DOUBLE_EQ(matmul_flops_per_s(h100, DType::BF16), 790e12);
+    EXPECT_DOUBLE_EQ(matmul_flops_per_s(with_precision(h100, Precision::TF32), DType::F32), 370e12);
+    // No faster path on the CPU: every precision at the fp32 rate.
+    RooflineDevice cpu = roofline_device("cpu");
+    EXPECT_DOUBLE_EQ(matmul_flops_per_s(cpu, DType::BF16), cpu.flops_per_s);
+}
+
 // ---- the HTML timeline ----
 
 // x (data, 4 KiB) -> fc (matmul with w) -> h (8 KiB, named "fc" after its node) -> act

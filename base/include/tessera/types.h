@@ -12,11 +12,20 @@ namespace tessera {
 
 // F64 holds only the statistics that batch norm sums in double precision so
 // that their float value does not depend on how the sum is split across
-// devices (docs/lowering.md, "Staged reductions"); every other tensor is F32 or I32.
-enum class DType : uint8_t { F32, I32, F64 };
+// devices (docs/lowering.md, "Staged reductions"). BF16 and F16 are storage
+// types of a reduced-precision run (graph/precision.h): operators read and
+// write them and compute in f32.
+enum class DType : uint8_t { F32, I32, F64, BF16, F16 };
 
-const char *dtype_name(DType t);
+const char *dtype_name(DType t);  // "f32", "i32", "f64", "bf16", "f16"
 size_t dtype_size(DType t);
+// The dtype a name from dtype_name() stands for; throws tessera::Error naming
+// the valid names (`where` says whose it was).
+DType dtype_from_name(const std::string &name, const std::string &where);
+// F32, F64, BF16 and F16.
+bool is_floating(DType t);
+// BF16 and F16: 2-byte floats that operators compute on in f32.
+inline bool is_half(DType t) { return t == DType::BF16 || t == DType::F16; }
 
 using Shape = std::vector<int64_t>;
 

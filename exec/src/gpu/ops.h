@@ -27,6 +27,7 @@ template <class Exec>
 void run_op(Exec &ex, const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
+    check_kernel_storage(call, inputs, outputs, "GPU", {});
     if (is_staged(call)) return run_staged(ex, call, inputs, outputs);
     const std::string family = op_info(call.kind).family;
     if (family == "matmul") return run_matmul(ex, call, inputs, outputs);

@@ -32,6 +32,7 @@ public:
     std::vector<int64_t> get_ints(const std::string &who, const std::string &name) const;
     std::vector<int64_t> get_ints(const std::string &who, const std::string &name,
                                   std::vector<int64_t> fallback) const;
+    std::string get_string(const std::string &who, const std::string &name) const;
 
     const std::map<std::string, AttrValue> &values() const { return values_; }
     bool operator==(const Attrs &) const = default;

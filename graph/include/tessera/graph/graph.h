@@ -113,6 +113,10 @@ public:
     TensorId add_param(const std::string &name, TensorType type, Init init);
     TensorId add_opt_state(const std::string &name, TensorType type, Init init = Init::zeros());
     TensorId add_constant(const std::string &name, TensorType type, Init init);
+    // One of the four above, by role; tessera::Error for a role that only
+    // node outputs have (Activation, Gradient), naming `where`.
+    TensorId add_input(const std::string &name, TensorType type, TensorRole role, Init init,
+                       const std::string &where);
 
     // Appends a node. Output types come from lang's shape inference, which
     // validates the attributes; errors name the node. Outputs are named

@@ -24,6 +24,12 @@ void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
 // for the inputs: the check every kernel entry point (CPU or GPU) makes first.
 void check_output_types(const OpCall &call, const std::vector<TensorRef> &inputs,
                         const std::vector<TensorRef> &outputs);
+// Throws tessera::Error when a bf16 or f16 tensor reaches a kernel that
+// cannot take it: `forms` are the 16-bit storage types `device`'s kernels
+// have; a device with any runs cast too.
+void check_kernel_storage(const OpCall &call, const std::vector<TensorRef> &inputs,
+                          const std::vector<TensorRef> &outputs, const char *device,
+                          const std::vector<DType> &forms);
 
 // Which kernel runs GEMMs (matmul, batch_matmul). The Halide kernel generated from
 // the description is the definition; OpenBLAS sgemm is faster on CPUs (see the

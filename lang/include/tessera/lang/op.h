@@ -43,6 +43,16 @@ OpKind op_from_name(const std::string &name);
 // the verifier to accept that write.
 bool op_may_overwrite_input(OpKind k, int input);
 
+// Storage types (docs/lowering.md, "Storage types"). An operator whose
+// floating inputs are bf16 (or f16) reads and writes that type and computes in
+// f32, except for these inputs and outputs, which are f32 whatever the others
+// hold: softmax_xent's loss and the loss gradient softmax_xent_grad reads, and
+// batch norm's running statistics. Cast and the optimizer updates have no
+// 16-bit forms: has_storage_forms() is false for them.
+bool input_stays_f32(OpKind k, int input);
+bool output_stays_f32(OpKind k, int output);
+bool has_storage_forms(OpKind k);
+
 // One use of an operator: what, the node's name (for errors), and its attributes.
 struct OpCall {
     OpKind kind;

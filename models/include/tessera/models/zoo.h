@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tessera/graph/graph.h"
+#include "tessera/graph/precision.h"
 
 namespace tessera {
 
@@ -77,6 +78,10 @@ struct Model {
 // parameters), or a bad value (saying what is valid), and for batch < 1.
 Model build_model(const ModelSpec &spec, int64_t batch);
 Model build_model(const std::string &spec, int64_t batch);
+
+// Applies the precision policy (graph/precision.h) to the model's forward
+// graph, keeping input, labels, logits and loss pointing at their tensors.
+void apply_precision(Model &m, Precision p);
 
 // The names of the models, in the order models_help() lists them.
 std::vector<std::string> model_names();

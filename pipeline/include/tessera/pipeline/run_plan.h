@@ -9,6 +9,7 @@
 //
 // The stages, in order (each one's result is logged under its name):
 //   model      build_model(spec.model, spec.batch)
+//   precision  the precision policy's casts (bf16 and fp16 only)
 //   graph      make_training_graph: backward pass and optimizer updates
 //   partition  Tofu's search over spec.machine (more than one device only)
 //   lowered    this rank's graph: local shapes and communication nodes
@@ -76,6 +77,7 @@ struct RunSpec {
     std::string model = "mlp";  // a zoo spec, "NAME[:key=value,...]"
     int64_t batch = 128;
     OptimizerConfig optimizer;
+    Precision precision = Precision::FP32;  // graph/precision.h
     Machine machine = flat_machine(1);
     int rank = 0;                    // which device of `machine` this run is for
     PartitionOptions partition;      // strategy and flags; plan_run makes it executable

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "tessera/graph/graph.h"
+#include "tessera/graph/precision.h"
 
 namespace tessera {
 
@@ -25,13 +26,24 @@ struct RooflineDevice {
     double host_mem_bytes_per_s = 0;
     double host_flops_per_s = 0;
     double host_launch_s = 0;
+    // Matrix products (matmul, batch_matmul, the convolutions) by operand
+    // type: tf32 (f32 storage under --precision tf32) and bf16 or f16. Where
+    // the device has no faster path they equal flops_per_s.
+    double tf32_flops_per_s = 0;
+    double half_flops_per_s = 0;
+    bool tf32 = false;  // f32 matrix products run as tf32 (set by with_precision)
     bool operator==(const RooflineDevice &) const = default;
 };
 
 // The presets, by name:
-//   "cpu":  this build machine (2 cores, OpenBLAS), measured; roofline.cpp says how;
-//   "h100": NVIDIA H100 SXM published peaks: 60 TFLOP/s fp32 without tensor
-//           cores (the executor runs fp32, not tf32), 3.35 TB/s HBM3, NVLink 4
+//   "cpu":  this build machine (2 cores, OpenBLAS), measured; roofline.cpp says
+//           how. Halide computes bf16 and f16 in f32 with converted loads and
+//           stores, so every precision has the fp32 rate;
+//   "h100": NVIDIA H100 SXM: 60 TFLOP/s fp32 without tensor cores (the
+//           published peak; large GEMMs measure about 52, but every fp32
+//           prediction in docs/benchmarks.md was made with 60), and for
+//           matrix products what large GEMMs measure: 370 tf32, 790 bf16 and
+//           fp16 (dense, f32 accumulation); 3.35 TB/s HBM3, NVLink 4
 //           at 450 GB/s a direction, and 25 GB/s host copies (typical measured
 //           PCIe 5 x16 with pinned memory; the one H100 measured here, on
 //           2026-11-27, copied at 55 GB/s alone and 46 to 50 GB/s while
@@ -43,6 +55,10 @@ struct RooflineDevice {
 //           with AVX-512, 1 TFLOP/s), 5 us to dispatch an update.
 // Throws tessera::Error listing the valid names for any other name.
 RooflineDevice roofline_device(const std::string &name);
+// The device with `tf32` set for Precision::TF32.
+RooflineDevice with_precision(RooflineDevice dev, Precision p);
+// The rate of a matrix product whose operands are `operand`.
+double matmul_flops_per_s(const RooflineDevice &dev, DType operand);
 std::vector<std::string> roofline_device_names();
 
 // The floating-point operations of one node, from its operator and shapes:
@@ -55,7 +71,9 @@ double node_flops(const Graph &g, NodeId n);
 // The bytes a node reads and writes: its inputs' and outputs' sizes.
 double node_bytes(const Graph &g, NodeId n);
 
-// Per NodeId: max(flops / flops_per_s, bytes / bytes_per_s) + launch_s; for a
+// Per NodeId: max(flops / rate, bytes / bytes_per_s) + launch_s, the rate
+// being matmul_flops_per_s() for matrix products and flops_per_s for the
+// rest (which compute in f32 whatever they store); for a
 // communication node (Node::comm), its input bytes / link_bytes_per_s.
 // Throws tessera::Error when a rate the graph needs is not positive.
 std::vector<double> roofline_node_times(const Graph &g, const RooflineDevice &dev);

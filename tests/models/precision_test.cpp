@@ -1,0 +1,138 @@
+// The precision policy (graph/precision.h) on the zoo's models: where the casts
+// go, what every tensor is stored in, what the backward pass and optimizer then
+// hold, and that the activations' bytes halve.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "expect_error.h"
+#include "tessera/graph/optimizer.h"
+#include "tessera/graph/precision.h"
+#include "tessera/graph/serialize.h"
+#include "tessera/models/zoo.h"
+
+namespace tessera::test {
+namespace {
+
+const char *kTransformer = "transformer:layers=2,d_model=64,heads=4,seq=16,vocab=100";
+
+Model model_in(const std::string &spec, Precision p, int64_t batch = 8) {
+    Model m = build_model(spec, batch);
+    apply_precision(m, p);
+    return m;
+}
+
+int64_t bytes_of_role(const Graph &g, TensorRole r) {
+    int64_t b = 0;
+    for (const TensorInfo &t : g.tensors())
+        if (t.role == r) b += t.type.bytes();
+    return b;
+}
+
+TEST(Precision, NamesAndErrors) {
+    for (Precision p : {Precision::FP32, Precision::TF32, Precision::BF16, Precision::FP16})
+        EXPECT_EQ(precision_from_name(precision_name(p)), p);
+    EXPECT_EQ(precision_choices(), "fp32|tf32|bf16|fp16");
+    expect_error([] { precision_from_name("fp8"); }, "unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16");
+    EXPECT_EQ(storage_dtype(Precision::TF32), DType::F32);
+    EXPECT_EQ(storage_dtype(Precision::FP16), DType::F16);
+}
+
+TEST(Precision, Fp32AndTf32LeaveTheGraphAsItWas) {
+    for (Precision p : {Precision::FP32, Precision::TF32}) {
+        Model plain = build_model("mlp", 4), m = model_in("mlp", p, 4);
+        EXPECT_EQ(m.graph, plain.graph);
+        EXPECT_EQ(m.loss, plain.loss);
+    }
+}
+
+// Every weight is read through one cast; every node reads one storage type.
+TEST(Precision, EachWeightHasOneWorkingCopy) {
+    for (const char *spec : {"mlp", "cnn", kTransformer}) {
+        Model m = model_in(spec, Precision::BF16);
+        const Graph &g = m.graph;
+        const auto readers = g.consumers();
+        for (TensorId w : g.with_role(TensorRole::Param)) {
+            ASSERT_EQ(readers[w].size(), 1u) << spec << ": " << g.tensor(w).name;
+            const Node &cast = g.node(readers[w][0]);
+            EXPECT_EQ(cast.call.kind, OpKind::Cast) << g.tensor(w).name;
+            EXPECT_EQ(g.tensor(cast.outputs[0]).type.dtype, DType::BF16);
+            EXPECT_EQ(g.tensor(cast.outputs[0]).name, g.tensor(w).name + ".bf16");
+        }
+        for (const Node &n : g.nodes())
+            if (n.call.kind == OpKind::Matmul || n.call.kind == OpKind::BatchMatmul || n.call.kind == OpKind::Conv2d)
+                for (TensorId t : n.inputs) EXPECT_EQ(g.tensor(t).type.dtype, DType::BF16) << n.call.who();
+        EXPECT_EQ(g.tensor(m.logits).type.dtype, DType::BF16) << spec;
+        EXPECT_EQ(g.tensor(m.loss).type, (TensorType{DType::F32, {}})) << spec;
+        EXPECT_EQ(g.tensor(m.labels).type.dtype, DType::I32) << spec;
+    }
+}
+
+// What stays f32 after the backward pass and the optimizer: the master
+// weights, their gradients (the casts' backward), optimizer state, the loss
+// and batch norm's running statistics. Everything else floating is f16.
+TEST(Precision, MasterWeightsGradientsAndStateStayF32) {
+    for (const char *spec : {"mlp", "cnn", kTransformer}) {
+        Model m = model_in(spec, Precision::FP16);
+        OptimizerConfig adam;
+        adam.kind = OptimizerConfig::Kind::Adam;
+        const std::vector<TensorId> grads = make_training_graph(m.graph, m.loss, adam);
+        const Graph &g = m.graph;
+        for (TensorId d : grads) EXPECT_EQ(g.tensor(d).type.dtype, DType::F32) << g.tensor(d).name;
+        for (const Node &n : g.nodes()) {
+            const bool stays_f32 = n.optimizer || n.call.kind == OpKind::BatchNormStats ||
+                                   n.call.kind == OpKind::SoftmaxXent ||
+                                   (n.call.kind == OpKind::Cast && g.tensor(n.inputs[0]).type.dtype == DType::F16);
+            for (TensorId t : n.outputs) {
+                const DType d = g.tensor(t).type.dtype;
+                if (d == DType::I32 || d == DType::F64) continue;
+                EXPECT_EQ(d, stays_f32 ? DType::F32 : DType::F16) << spec << ": " << g.tensor(t).name;
+            }
+        }
+        for (TensorId s : g.with_role(TensorRole::OptState)) EXPECT_EQ(g.tensor(s).type.dtype, DType::F32);
+    }
+}
+
+// Every tensor of the fp32 training graph is in the bf16 one under its name,
+// with half its bytes unless it stays f32; the bf16 graph's other tensors are
+// the casts (working copies, cast inputs, and the casts' gradients).
+TEST(Precision, EachActivationHalvesAndTheRestAreCasts) {
+    for (const char *spec : {"mlp", "cnn", kTransformer}) {
+        Model full = build_model(spec, 8), half = model_in(spec, Precision::BF16);
+        make_training_graph(full.graph, full.loss, {});
+        make_training_graph(half.graph, half.loss, {});
+        int64_t full_bytes = 0, half_bytes = 0;
+        for (const TensorInfo &t : full.graph.tensors()) {
+            const TensorInfo &h = half.graph.tensor(half.graph.tensor_named(t.name));
+            EXPECT_EQ(h.type.shape, t.type.shape) << t.name;
+            const bool halves = h.type.dtype == DType::BF16;
+            EXPECT_EQ(h.type.bytes(), halves ? t.type.bytes() / 2 : t.type.bytes()) << t.name;
+            // The updated weights and state (optimizer outputs) stay f32.
+            if (t.role == TensorRole::Activation && t.updates == kNoTensor) {
+                full_bytes += t.type.bytes();
+                half_bytes += h.type.bytes();
+            }
+        }
+        EXPECT_LE(double(half_bytes) / double(full_bytes), 0.501) << spec;
+        for (const TensorInfo &h : half.graph.tensors()) {
+            if (full.graph.find_tensor(h.name)) continue;
+            ASSERT_NE(h.producer, kNoNode) << h.name;
+            EXPECT_EQ(half.graph.node(h.producer).call.kind, OpKind::Cast) << h.name;
+        }
+        EXPECT_EQ(bytes_of_role(half.graph, TensorRole::Param), bytes_of_role(full.graph, TensorRole::Param));
+    }
+}
+
+TEST(Precision, GraphsKeepTheirTypesThroughJson) {
+    Model m = model_in(kTransformer, Precision::BF16);
+    make_training_graph(m.graph, m.loss, {});
+    EXPECT_EQ(graph_from_json(graph_to_json(m.graph), "g.json"), m.graph);
+}
+
+TEST(Precision, AppliesToForwardGraphsOnly) {
+    Model m = build_model("mlp", 4);
+    make_training_graph(m.graph, m.loss, {});
+    expect_error([&] { apply_precision(m.graph, Precision::BF16); }, "applies to a forward graph, before autodiff");
+}
+
+}  // namespace
+}  // namespace tessera::test

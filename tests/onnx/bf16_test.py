@@ -1,0 +1,193 @@
+"""bf16 against PyTorch (ctest label onnx): one of the ONNX test models
+(onnx_models.py: mlp, cnn, gpt), exported from PyTorch and trained 20 steps by
+tessera-train --precision bf16 with SGD+momentum, against
+
+  autocast   PyTorch 1.13's CPU autocast (torch.autocast("cpu", torch.bfloat16)),
+             which casts only matrix products and convolutions;
+  emulation  Tessera's own policy written in PyTorch (TesseraPolicy): every
+             tensor an operation reads or writes, and every gradient, rounded
+             to bf16 where Tessera stores bf16; f32 master weights.
+
+Bars (docs/training.md, "Precision"):
+  * step 1's loss within 1e-2 relative of autocast's;
+  * step 1's gradients within 2e-2 of the emulation's and 5e-2 of autocast's
+    (each weight's ||g - g_ref|| / ||g_ref||; Tessera's are read from the
+    weights after one step: g = (w0 - w1) / lr);
+  * every step's loss within max(1e-2, twice autocast's own spread), the
+    spread being how far autocast's losses move when the initial weights are
+    perturbed by 1e-3 (relative).
+
+    python3 bf16_test.py BUILD_DIR WORK_DIR MODEL
+
+Exits 77 (ctest's skip) when PyTorch or ONNX is missing.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_train_test as T  # noqa: E402  (exits 77 without torch or onnx)
+import onnx_models as M  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
+
+
+def loss_f32(logits, y):
+    logits = logits.float()
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+
+def initial_module(kind, work, perturb=0.0):
+    torch.manual_seed(0)
+    model, x, y = M.make(kind)
+    state = torch.load(f"{work}/initial.pt")
+    if perturb:
+        g = torch.Generator().manual_seed(3)
+        state = {k: v * (1 + perturb * torch.randn(v.shape, generator=g)) if v.is_floating_point() else v
+                 for k, v in state.items()}
+    model.load_state_dict(state, strict=True)
+    model.train()
+    return model, x, y
+
+
+def batch(x, y, step):
+    rows = slice(step * M.BATCH, (step + 1) * M.BATCH)
+    return x[rows], y[rows]
+
+
+def autocast_training(kind, work, steps, perturb=0.0):
+    """Autocast's losses, and its gradients at step 1."""
+    model, x, y = initial_module(kind, work, perturb)
+    opt = torch.optim.SGD(model.parameters(), lr=T.lr_for(kind), momentum=T.MOMENTUM)
+    losses, grads = [], None
+    for step in range(steps):
+        xb, yb = batch(x, y, step)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_f32(model(xb), yb)
+        loss.backward()
+        if grads is None:
+            grads = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+        opt.step()
+        losses.append(loss.item())
+    return losses, grads
+
+
+class RoundBoth(torch.autograd.Function):
+    """Rounds to bf16 (kept in the tensor's own type) going forward, and the
+    gradient coming back."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(torch.bfloat16).to(g.dtype)
+
+
+def rounded(v):
+    if isinstance(v, torch.Tensor) and v.is_floating_point():
+        return RoundBoth.apply(v)
+    if isinstance(v, (tuple, list)):
+        return type(v)(rounded(e) for e in v)
+    if isinstance(v, dict):
+        return {k: rounded(e) for k, e in v.items()}
+    return v
+
+
+class TesseraPolicy(TorchFunctionMode):
+    """Tessera's storage types in PyTorch: every floating tensor an operation
+    reads or writes is rounded to bf16, and so is every gradient (each
+    operation still computes in f32). A linear layer or convolution with a
+    bias is two operators in Tessera, the product and bias_add, each output
+    rounded. Cross-entropy's loss and batch norm's running statistics stay f32."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        bias = (args[2] if len(args) > 2 else kwargs.get("bias")) if func in (F.linear, F.conv2d) else None
+        if bias is not None:
+            args = list(args)
+            if len(args) > 2:
+                args[2] = None
+            else:
+                kwargs["bias"] = None
+            y = rounded(func(*rounded(args), **rounded(kwargs)))
+            shape = [1, -1] + [1] * (y.dim() - 2) if func is F.conv2d else [-1]
+            return rounded(y + rounded(bias).reshape(shape))
+        if func is F.batch_norm:
+            stats, args = list(args[1:3]), list(args[:1]) + list(args[3:])
+            args = rounded(args)
+            return rounded(func(args[0], *stats, *args[1:], **rounded(kwargs)))
+        out = func(*rounded(args), **rounded(kwargs))
+        return out if func is F.cross_entropy else rounded(out)
+
+
+def emulated_gradients(kind, work, dtype=torch.float32):
+    """Step 1's gradients under Tessera's policy, emulated in PyTorch
+    (TesseraPolicy) with `dtype` arithmetic between the roundings; the loss
+    from the rounded logits."""
+    model, x, y = initial_module(kind, work)
+    model = model.to(dtype)
+    xb, yb = batch(x, y, 0)
+    if xb.is_floating_point():
+        xb = xb.to(dtype)
+    with TesseraPolicy():
+        logits = model(xb)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1))
+    loss.backward()
+    return {n: p.grad.detach().float() for n, p in model.named_parameters()}
+
+
+def largest_difference(got, want):
+    """The largest ||g - ref|| / ||ref|| over the weights, and its weight."""
+    return max((((got[n] - g).norm() / g.norm().clamp_min(1e-30)).item(), n) for n, g in want.items())
+
+
+def tessera_gradients(kind, work):
+    w0 = torch.load(f"{work}/initial.pt")
+    w1 = M.read_safetensors(f"{work}/one/model.safetensors")
+    lr = T.lr_for(kind)
+    return {n: (w0[n] - w1[n]) / lr for n in w0 if n in w1 and w0[n].is_floating_point()}
+
+
+def check_gradients(what, got, want, bar):
+    worst, name = largest_difference(got, want)
+    print(f"step 1 gradients against {what}: {len(want)} weights, largest ||g - ref|| / ||ref|| {worst:.3g} "
+          f"({name}; bar {bar:g})")
+    if worst > bar:
+        sys.exit(f"FAIL: step 1 gradients against {what}")
+
+
+def main():
+    build, work, kind = sys.argv[1], sys.argv[2], sys.argv[3]
+    os.makedirs(work, exist_ok=True)
+    M.export(kind, work)
+    steps = M.STEPS
+    T.run(T.tessera_args(build, work, kind, f"{work}/bf16.jsonl", "--precision", "bf16", "--no-eval"))
+    losses, _, _ = T.read_metrics(f"{work}/bf16.jsonl")
+    args = T.tessera_args(build, work, kind, f"{work}/one.jsonl", "--precision", "bf16", "--no-eval",
+                          "--checkpoint", f"{work}/one")
+    args[args.index("--steps") + 1] = "1"
+    T.run(args)
+
+    autocast, autocast_grads = autocast_training(kind, work, steps)
+    perturbed, _ = autocast_training(kind, work, steps, perturb=1e-3)
+    spread = max(abs(p - a) / abs(a) for p, a in zip(perturbed, autocast))
+    T.check_relative("step 1 loss, Tessera bf16 against PyTorch autocast", losses[0], autocast[0], 1e-2)
+    grads = tessera_gradients(kind, work)
+    # Where bf16 roundings flip on sub-ulp differences (the CNN's batch norms
+    # over 16 samples), the emulation's own f32 and f64 arithmetic part: the
+    # bar is twice that, if larger than 2e-2.
+    emulated = emulated_gradients(kind, work)
+    emulation_spread, weight = largest_difference(emulated, emulated_gradients(kind, work, torch.float64))
+    print(f"the emulation's spread between f32 and f64 arithmetic: {emulation_spread:.3g} ({weight})")
+    check_gradients("the emulation of Tessera's policy", grads, emulated, max(2e-2, 2 * emulation_spread))
+    check_gradients("PyTorch autocast", grads, autocast_grads, 5e-2)
+    bar = max(1e-2, 2 * spread)
+    print(f"autocast's spread from weights perturbed by 1e-3: {spread:.3g}")
+    T.compare(f"{kind}: Tessera bf16 against PyTorch autocast", losses, autocast, bar)
+
+
+if __name__ == "__main__":
+    main()
