@@ -247,7 +247,7 @@ TEST(PlanTable, ShowsHeaderMemoryOpsCommAndNotes) {
     EXPECT_EQ(line_with(t, "input 0: split(1)"),
               "2 all-gather act<&> fc1 input 0: split(1) -> replicated 3.00 KiB 2.00 us");
     EXPECT_EQ(line_with(t, " halo "), "2 halo 1 100 B 0 s");
-    EXPECT_EQ(line_with(t, "fc1.w   param"), "fc1.w param [784, 64] split(0) | split(1) [392, 32] 49.0 KiB");
+    EXPECT_EQ(line_with(t, "fc1.w   param"), "fc1.w param f32 [784, 64] split(0) | split(1) [392, 32] 49.0 KiB");
     EXPECT_TRUE(contains(t, "- fc1.b: no dimension of [10] divides 4 ways; replicated"));
     EXPECT_TRUE(contains(t, "- second note"));
 }

@@ -55,10 +55,10 @@ struct MemoryFootprint {
     int64_t gradients = 0;        // gradients of parameters
     int64_t optimizer_state = 0;
     int64_t activations = 0;      // activations, data and their gradients, all of them
+    int64_t comm_buffers = 0;     // the largest set of received buffers one operator needs
     // bf16 or f16 working copies of weights and constants (graph/precision.h),
     // at their peak; 0 in fp32.
     int64_t working_copies = 0;
-    int64_t comm_buffers = 0;     // the largest set of received buffers one operator needs
     int64_t total() const { return weights + gradients + optimizer_state + activations + working_copies + comm_buffers; }
     bool operator==(const MemoryFootprint &) const = default;
 };
