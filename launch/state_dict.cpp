@@ -91,7 +91,8 @@ void map_zoo_param(const Model &built, const StFile &f, const std::string &model
 
 }  // namespace
 
-void export_state_dict(const std::string &model, const std::string &checkpoint_dir, const std::string &out) {
+void export_state_dict(const std::string &model, const std::string &checkpoint_dir, const std::string &out,
+                       DType dtype) {
     TESSERA_CHECK(!checkpoint_dir.empty(), "--export-state-dict needs --checkpoint DIR, the checkpoint to export");
     const StFile f = read_safetensors(checkpoint_path(checkpoint_dir));
     const Model m = build_model(model, 1);
@@ -110,6 +111,8 @@ void export_state_dict(const std::string &model, const std::string &checkpoint_d
         for (TensorId t : running_statistics(m.graph)) tensors.push_back(running_statistic(m, f, m.graph.tensor(t).name));
         for (StTensor &c : step_counters(m.graph, step)) tensors.push_back(std::move(c));
     }
+    if (dtype != DType::F32)
+        for (StTensor &t : tensors) t = narrowed(std::move(t), dtype);
     write_safetensors(out, tensors, {{"format", "pt"}, {"step", std::to_string(step)}, {"model", model}});
 }
 

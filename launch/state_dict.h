@@ -23,12 +23,17 @@
 
 #include <string>
 
+#include "tessera/types.h"
+
 namespace tessera {
 
 // Reads checkpoint_dir's checkpoint.safetensors, written for `model`, and
-// writes the state_dict to `out` atomically. Errors name the file, the model
-// and the tensor. A checkpoint written before Tessera tracked batch norm's
-// running statistics gives their initial values (a fresh module's).
-void export_state_dict(const std::string &model, const std::string &checkpoint_dir, const std::string &out);
+// writes the state_dict to `out` atomically: its floating tensors in `dtype`
+// (F32, or BF16 as module.to(torch.bfloat16)'s state_dict has them; the
+// checkpoint itself holds the f32 master weights). Errors name the file, the
+// model and the tensor. A checkpoint written before Tessera tracked batch
+// norm's running statistics gives their initial values (a fresh module's).
+void export_state_dict(const std::string &model, const std::string &checkpoint_dir, const std::string &out,
+                       DType dtype = DType::F32);
 
 }  // namespace tessera

@@ -119,10 +119,13 @@ void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
 
 // --export-state-dict FILE: writes the --checkpoint's weights as a PyTorch
 // state_dict and exits without training.
-int export_and_exit(const tessera::TrainOptions &o, const std::string &out) {
+int export_and_exit(const tessera::TrainOptions &o, const std::string &out, const std::string &dtype) {
     try {
-        tessera::export_state_dict(o.model, o.checkpoint_dir, out);
-        std::cout << "wrote " << out << " (the weights of " << o.model << " as a PyTorch state_dict)\n";
+        TESSERA_CHECK(dtype == "fp32" || dtype == "bf16", "--export-dtype: '", dtype, "' is not fp32 or bf16");
+        tessera::export_state_dict(o.model, o.checkpoint_dir, out,
+                                   dtype == "bf16" ? tessera::DType::BF16 : tessera::DType::F32);
+        std::cout << "wrote " << out << " (the weights of " << o.model << " as a PyTorch state_dict, " << dtype
+                  << ")\n";
         return 0;
     } catch (const tessera::Error &e) {
         std::cerr << "tessera-train: error: " << e.what() << "\n";
@@ -241,10 +244,15 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     add_memory_flags(app, o);
     add_output_flags(app, o);
-    std::string export_path;
-    app.add_option("--export-state-dict", export_path,
+    std::string export_path, export_dtype = "fp32";
+    auto *export_opt = app.add_option("--export-state-dict", export_path,
                    "Write the weights of the --checkpoint DIR as a PyTorch state_dict (safetensors) to this file and "
                    "exit; zoo names map to PyTorch's by the rules in docs/training.md");
+    app.add_option("--export-dtype", export_dtype,
+                   "With --export-state-dict: fp32 (the checkpoint's master weights) or bf16 (rounded to nearest "
+                   "even, as module.to(torch.bfloat16) holds them)")
+        ->needs(export_opt)
+        ->capture_default_str();
     bool no_eval = false;
     app.add_flag("--no-eval", no_eval, "Skip the test-set evaluation");
     app.add_flag("--simulate-steps", o.simulate_steps,
@@ -267,6 +275,6 @@ int main(int argc, char **argv) {
     }
     o.eval = !no_eval;
     o.shuffle = !no_shuffle;
-    if (!export_path.empty()) return export_and_exit(o, export_path);
+    if (!export_path.empty()) return export_and_exit(o, export_path, export_dtype);
     return train_in_job(o, &argc, &argv, optimizer, lr, comm_timeout, threads);
 }

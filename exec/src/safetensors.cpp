@@ -19,6 +19,7 @@
 
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/half.h"
 #include "tessera/json_input.h"
 
 namespace tessera {
@@ -35,7 +36,7 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 std::string where(const std::string &path) { return "safetensors file '" + path + "': "; }
 
 bool parse_dtype(const std::string &s, StDType *out) {
-    for (StDType t : {StDType::F32, StDType::I32, StDType::I64, StDType::U8, StDType::F64})
+    for (StDType t : {StDType::F32, StDType::I32, StDType::I64, StDType::U8, StDType::F64, StDType::BF16, StDType::F16})
         if (s == st_dtype_name(t)) return *out = t, true;
     return false;
 }
@@ -105,7 +106,7 @@ Entry parse_entry(const std::string &file, const std::string &name, const nlohma
     const nlohmann::json &dt = v["dtype"];
     TESSERA_CHECK(dt.is_string() && parse_dtype(dt.get<std::string>(), &out.tensor.dtype),
                   where(file), e, " has dtype ", json_preview(dt),
-                  ", which Tessera does not read (supported: F32, I32, I64, U8, F64)");
+                  ", which Tessera does not read (supported: F32, I32, I64, U8, F64, BF16, F16)");
     const nlohmann::json &shape = v["shape"];
     TESSERA_CHECK(shape.is_array(), where(file), e, " has shape ", json_preview(shape),
                   ", not a list of extents");
@@ -139,6 +140,8 @@ const char *st_dtype_name(StDType t) {
     case StDType::I64: return "I64";
     case StDType::U8: return "U8";
     case StDType::F64: return "F64";
+    case StDType::BF16: return "BF16";
+    case StDType::F16: return "F16";
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown safetensors dtype");
 }
@@ -150,6 +153,8 @@ size_t st_dtype_size(StDType t) {
     case StDType::I64: return 8;
     case StDType::U8: return 1;
     case StDType::F64: return 8;
+    case StDType::BF16: return 2;
+    case StDType::F16: return 2;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown safetensors dtype");
 }
@@ -159,11 +164,26 @@ StDType to_st_dtype(DType t) {
     case DType::F32: return StDType::F32;
     case DType::I32: return StDType::I32;
     case DType::F64: return StDType::F64;
+    case DType::BF16: return StDType::BF16;
+    case DType::F16: return StDType::F16;
     }
     TESSERA_INTERNAL_ASSERT(false, "unknown dtype");
 }
 
 // ---- StTensor -------------------------------------------------------------------
+
+StTensor narrowed(StTensor t, DType to) {
+    TESSERA_INTERNAL_ASSERT(is_half(to), "narrowed: ", dtype_name(to), " is not a 16-bit float");
+    if (t.dtype != StDType::F32) return t;
+    const std::vector<float> v = t.to_f32();
+    t.dtype = to_st_dtype(to);
+    t.data.resize(v.size() * 2);
+    for (size_t k = 0; k < v.size(); k++) {
+        const uint16_t h = to == DType::BF16 ? bf16_from_float(v[k]) : f16_from_float(v[k]);
+        std::memcpy(t.data.data() + 2 * k, &h, 2);
+    }
+    return t;
+}
 
 StTensor StTensor::from(std::string name, DType dtype, Shape shape, const void *src) {
     StTensor t;

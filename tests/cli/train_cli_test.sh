@@ -39,6 +39,9 @@ expect bf16-trains 0 "test accuracy" -- "$TRAIN" "${SMALL[@]}" --device cpu --pr
 "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --checkpoint "$TMP/mixed" >/dev/null 2>&1 || { echo "FAIL fp32 checkpoint"; fail=1; }
 expect fp32-resumes-in-bf16 0 "at step 2" -- "$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --checkpoint "$TMP/mixed" --resume \
   --precision bf16
+expect export-dtype-bad 1 "--export-dtype: 'fp16' is not fp32 or bf16" -- \
+  "$TRAIN" "${SMALL[@]}" --checkpoint "$TMP/mixed" --export-state-dict "$TMP/x.safetensors" --export-dtype fp16
+expect export-dtype-alone 2 "--export-dtype requires --export-state-dict" -- "$TRAIN" "${SMALL[@]}" --export-dtype bf16
 expect bf16-resumes-in-fp32 0 "at step 4" -- "$TRAIN" "${SMALL[@]}" --steps 6 --no-eval --checkpoint "$TMP/mixed" --resume
 expect bad-lr 1 "learning rate must be positive" -- "$TRAIN" "${SMALL[@]}" --lr -1
 expect bad-size 1 "--device-mem: '12XB' is not a size" -- "$TRAIN" "${SMALL[@]}" --device-mem 12XB

@@ -12,6 +12,7 @@
 
 #include "tessera/error.h"
 #include "tessera/exec/safetensors.h"
+#include "tessera/half.h"
 
 namespace tessera {
 namespace {
@@ -114,6 +115,30 @@ TEST_F(Safetensors, RoundTrip) {
     EXPECT_TRUE(e.tensors.empty());
     EXPECT_TRUE(e.metadata.empty());
     EXPECT_EQ(slurp(file("empty.safetensors")), std::string("\x08\0\0\0\0\0\0\0{}      ", 16));
+}
+
+// --export-dtype bf16: F32 tensors narrowed as base/half.h rounds, the rest
+// untouched, and the file reads back with its 16-bit dtypes.
+TEST_F(Safetensors, NarrowedTensorsRoundTrip) {
+    const std::vector<float> w = {1.0f, -2.5f, 3.14159f, 1e-3f, 65520.0f, -0.0f};
+    const StTensor labels = StTensor::i32("labels", {2}, {7, -1});
+    std::vector<StTensor> tensors{narrowed(StTensor::f32("w", {2, 3}, w), DType::BF16),
+                                  narrowed(StTensor::f32("h", {6}, w), DType::F16), narrowed(labels, DType::BF16)};
+    EXPECT_EQ(tensors[2], labels);
+    for (DType t : {DType::BF16, DType::F16}) {
+        const StTensor &n = tensors[t == DType::BF16 ? 0 : 1];
+        ASSERT_EQ(n.dtype, to_st_dtype(t));
+        ASSERT_EQ(n.data.size(), w.size() * 2);
+        for (size_t k = 0; k < w.size(); k++) {
+            uint16_t h;
+            std::memcpy(&h, n.data.data() + 2 * k, 2);
+            EXPECT_EQ(h, t == DType::BF16 ? bf16_from_float(w[k]) : f16_from_float(w[k])) << k;
+        }
+    }
+    write_safetensors(file("half.safetensors"), tensors, {});
+    const StFile f = read_safetensors(file("half.safetensors"));
+    for (const StTensor &t : tensors) EXPECT_EQ(f.get(t.name), t) << t.name;
+    EXPECT_EQ(f.get("w", DType::BF16, {2, 3}), tensors[0]);
 }
 
 TEST_F(Safetensors, ExactBytes) {
@@ -248,8 +273,8 @@ TEST_F(SafetensorsCorrupt, Duplicates) {
 
 TEST_F(SafetensorsCorrupt, BadEntries) {
     expect_bad(make_file(R"({"a":[1]})", ""), {"entry 'a' must be an object"});
-    expect_bad(make_file(R"({"a":{"dtype":"F16","shape":[2],"data_offsets":[0,4]}})", "1234"),
-               {"entry 'a' has dtype \"F16\"", "supported: F32, I32, I64, U8"});
+    expect_bad(make_file(R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", "12"),
+               {"entry 'a' has dtype \"F8_E4M3\"", "supported: F32, I32, I64, U8, F64, BF16, F16"});
     expect_bad(make_file(R"({"a":{"dtype":"F32","shape":[2]}})", ""), {"entry 'a' has no 'data_offsets'"});
     expect_bad(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", kData8),
                {"entry 'a' has an unknown field 'x'"});

@@ -15,7 +15,9 @@ Bars (docs/training.md, "Precision"):
     weights after one step: g = (w0 - w1) / lr);
   * every step's loss within max(1e-2, twice autocast's own spread), the
     spread being how far autocast's losses move when the initial weights are
-    perturbed by 1e-3 (relative).
+    perturbed by 1e-3 (relative);
+  * --export-dtype bf16 writes the checkpoint's weights rounded to bf16, which
+    module.to(torch.bfloat16) loads with strict=True.
 
     python3 bf16_test.py BUILD_DIR WORK_DIR MODEL
 
@@ -159,6 +161,21 @@ def check_gradients(what, got, want, bar):
         sys.exit(f"FAIL: step 1 gradients against {what}")
 
 
+def check_bf16_export(build, work, kind):
+    out = f"{work}/bf16_state.safetensors"
+    T.run([f"{build}/launch/tessera-train", "--model", f"{work}/model.onnx", "--checkpoint", f"{work}/one",
+           "--export-state-dict", out, "--export-dtype", "bf16"])
+    state, masters = M.read_safetensors(out), M.read_safetensors(f"{work}/one/model.safetensors")
+    model, _, _ = M.make(kind)
+    model.to(torch.bfloat16).load_state_dict(state, strict=True)
+    floats = [n for n, t in masters.items() if t.is_floating_point()]
+    bad = [n for n in floats if state[n].dtype != torch.bfloat16 or not torch.equal(state[n], masters[n].to(torch.bfloat16))]
+    print(f"--export-dtype bf16: load_state_dict(strict=True) into the bf16 module; {len(floats)} floating tensors, "
+          f"{len(bad)} not the masters rounded to bf16")
+    if bad:
+        sys.exit(f"FAIL: --export-dtype bf16: {bad[:3]}")
+
+
 def main():
     build, work, kind = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -187,6 +204,7 @@ def main():
     bar = max(1e-2, 2 * spread)
     print(f"autocast's spread from weights perturbed by 1e-3: {spread:.3g}")
     T.compare(f"{kind}: Tessera bf16 against PyTorch autocast", losses, autocast, bar)
+    check_bf16_export(build, work, kind)
 
 
 if __name__ == "__main__":

@@ -119,6 +119,7 @@ class Gpt(nn.Module):
 
 _DTYPES = {torch.float32: "F32", torch.int32: "I32", torch.int64: "I64"}
 _TORCH = {v: k for k, v in _DTYPES.items()}
+_TORCH["BF16"] = torch.bfloat16  # read only: tessera-train --export-dtype bf16
 
 
 def write_safetensors(path, tensors, metadata=None):

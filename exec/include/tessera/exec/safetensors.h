@@ -21,10 +21,11 @@ namespace tessera {
 
 // The safetensors element types Tessera reads and writes. Tessera's tensors are F32
 // or I32 (F64 only for batch norm's statistics); I64 and U8 exist for what other
-// tools store (PyTorch's int64 step counters, byte masks).
-enum class StDType : uint8_t { F32, I32, I64, U8, F64 };
+// tools store (PyTorch's int64 step counters, byte masks); BF16 and F16 for
+// state_dicts exported in 16 bits (--export-dtype).
+enum class StDType : uint8_t { F32, I32, I64, U8, F64, BF16, F16 };
 
-const char *st_dtype_name(StDType t);  // "F32", "I32", "I64", "U8", "F64"
+const char *st_dtype_name(StDType t);  // "F32", "I32", "I64", "U8", "F64", "BF16", "F16"
 size_t st_dtype_size(StDType t);
 StDType to_st_dtype(DType t);
 
@@ -47,6 +48,10 @@ struct StTensor {
     std::vector<int32_t> to_i32() const;
     bool operator==(const StTensor &) const = default;
 };
+
+// An F32 tensor's values narrowed to `to` (BF16 or F16, rounding to nearest
+// even as base/half.h does); any other tensor as it is.
+StTensor narrowed(StTensor t, DType to);
 
 // Writes `tensors` and `metadata` to `path` atomically: into a temporary file in the
 // same directory, flushed with fsync, then renamed over `path`. On any failure the
