@@ -10,7 +10,7 @@
 namespace tessera::lang {
 
 void call_kernel(const std::string &, const std::vector<KernelArg> &, const Scalars &,
-                 const std::vector<KernelArg> &) {
+                 const std::vector<KernelArg> &, bool) {
     std::abort();  // a reader ran a kernel: not what it is for
 }
 
