@@ -108,6 +108,23 @@ CLI::Option *add_precision_flag(CLI::App &app, std::string &value) {
         ->capture_default_str();
 }
 
+CLI::Option *add_grad_reduce_flag(CLI::App &app, std::string &value) {
+    return app
+        .add_option("--grad-reduce-dtype", value,
+                    "With --precision bf16: fp32 computes each weight gradient into f32, sums it over its uses "
+                    "and across devices in f32 (exact sums; twice the bytes); bf16 rounds it to bf16 and reduces "
+                    "bf16 (Megatron's default)")
+        ->capture_default_str();
+}
+
+GradReduce read_grad_reduce(const std::string &value) {
+    try {
+        return grad_reduce_from_name(value);
+    } catch (const Error &e) {
+        fail("--grad-reduce-dtype: ", e.what());
+    }
+}
+
 Precision read_precision(const std::string &value) {
     try {
         return precision_from_name(value);

@@ -44,6 +44,10 @@ CLI::Option *add_precision_flag(CLI::App &app, std::string &value);
 // The Precision `value` names; tessera::Error starting "--precision: " and
 // naming the choices otherwise.
 Precision read_precision(const std::string &value);
+// --grad-reduce-dtype fp32|bf16 into `value`; read_grad_reduce gives the
+// GradReduce it names, or tessera::Error starting "--grad-reduce-dtype: ".
+CLI::Option *add_grad_reduce_flag(CLI::App &app, std::string &value);
+GradReduce read_grad_reduce(const std::string &value);
 
 // Throws CLI::ValidationError (a usage error) naming the first option given
 // an empty value (--device-mem "", --compare ""): every option's empty value

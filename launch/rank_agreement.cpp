@@ -79,6 +79,7 @@ std::vector<std::string> run_arguments(const TrainOptions &o) {
     auto optional = [](const std::optional<int64_t> &v) { return v ? std::to_string(*v) : std::string("-"); };
     return {
         "--model " + model_line(o.model), "--batch " + std::to_string(o.batch), "--precision " + o.precision,
+        "--grad-reduce-dtype " + o.grad_reduce,
         "--seed " + std::to_string(o.seed), "--epochs " + optional(o.epochs), "--steps " + optional(o.steps),
         "--data " + o.data, fmt::format("--shuffle {}", o.shuffle), "--data-dir " + o.data_dir, "--synthetic-size " + std::to_string(o.synthetic_size),
         fmt::format("--optimizer {} --lr {} --momentum {} --weight-decay {}", optimizer_name(opt.kind), opt.lr,

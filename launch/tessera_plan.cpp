@@ -105,6 +105,7 @@ struct PlanRequest {
     int64_t batch = tessera::RunSpec{}.batch;  // tessera-train's default too
     std::string optimizer = "sgd";
     std::string precision = "fp32";  // --precision, checked by read_precision
+    std::string grad_reduce = "fp32";  // --grad-reduce-dtype, checked by read_grad_reduce
     bool coarsen = true, executable = false;
     tessera::PartitionFlags partition;  // --force, --no-staged-reductions, --no-replicate-weights
 };
@@ -123,6 +124,7 @@ TrainingGraph training_graph(const PlanRequest &r) {
     spec.batch = r.batch;
     spec.optimizer.kind = optimizer_from_name(r.optimizer);
     spec.precision = read_precision(r.precision);
+    spec.grad_reduce = read_grad_reduce(r.grad_reduce);
     TrainingGraph tg;
     tg.spec = model_spec_str(parse_model_spec(r.model));
     tg.graph = std::move(build_training_model(spec).graph);
@@ -160,6 +162,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.batch = r.batch;
     spec.optimizer.kind = tessera::optimizer_from_name(r.optimizer);
     spec.precision = tessera::read_precision(r.precision);
+    spec.grad_reduce = tessera::read_grad_reduce(r.grad_reduce);
     spec.machine = r.machine;
     spec.partition.strategy = strategy;
     spec.partition.coarsen = r.coarsen;
@@ -476,6 +479,7 @@ void add_plan_flags(CLI::App &app, PlanArgs &a) {
     app.add_option("--optimizer", a.req.optimizer, "sgd or adam: the optimizer whose state the plan holds")
         ->capture_default_str();
     tessera::add_precision_flag(app, a.req.precision);
+    tessera::add_grad_reduce_flag(app, a.req.grad_reduce);
     auto *strategy_opt = app.add_option("--strategy", a.strategy,
                                         "tofu (the search), data, ddp (data with batch norm per device, as PyTorch DDP), fsdp (ddp with "
                                         "weights, gradients and optimizer state sharded, as FSDP), owt (one weird "

@@ -231,6 +231,7 @@ int main(int argc, char **argv) {
     app.add_option("--steps", o.steps, "Steps to train, instead of --epochs")->excludes(epochs);
     app.add_option("--optimizer", optimizer, "sgd (with momentum) or adam")->capture_default_str();
     tessera::add_precision_flag(app, o.precision);
+    tessera::add_grad_reduce_flag(app, o.grad_reduce);
     app.add_option("--lr", lr, "Learning rate (default 0.05 for sgd, 0.001 for adam)");
     app.add_option("--lr-schedule", o.lr_schedule, "constant, or cosine decay to zero over the run")
         ->capture_default_str();

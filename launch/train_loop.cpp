@@ -43,6 +43,7 @@ using Clock = std::chrono::steady_clock;
 
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
+    read_grad_reduce(o.grad_reduce);  // a bad name fails before any work
     TESSERA_CHECK(read_precision(o.precision) != Precision::FP16, "--precision fp16: training in fp16 is planned "
                   "(tessera-plan --precision fp16) but not run yet: the CPU kernels have bf16 forms only, and fp16 "
                   "needs loss scaling; train with --precision bf16 (docs/limitations.md, Mixed precision)");
@@ -141,6 +142,7 @@ RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine
     spec.batch = o.batch;
     spec.optimizer = o.optimizer;
     spec.precision = read_precision(o.precision);
+    spec.grad_reduce = read_grad_reduce(o.grad_reduce);
     spec.machine = machine;
     spec.rank = rank;
     spec.log_stages = root;
@@ -316,8 +318,12 @@ void check_precision_on(const TrainOptions &o, const DeviceChoice &choice) {
     TESSERA_CHECK(!choice.cuda || p == Precision::FP32, "--precision ", o.precision, " on a GPU is not run yet: the "
                   "GPU kernels read and write f32 only; train with --precision fp32 there, or with --device cpu "
                   "(docs/limitations.md, Mixed precision)");
-    if (p == Precision::TF32 && (!o.comm || o.comm->rank() == 0))
+    const bool root = !o.comm || o.comm->rank() == 0;
+    if (p == Precision::TF32 && root)
         std::cout << "tessera-train: --precision tf32 means fp32 on the CPU: its matrix products have no tf32 path\n";
+    if (storage_dtype(p) == DType::F32 && read_grad_reduce(o.grad_reduce) != GradReduce::F32 && root)
+        std::cout << "tessera-train: --grad-reduce-dtype " << o.grad_reduce << " does nothing with --precision "
+                  << o.precision << ": its gradients are f32\n";
 }
 
 // The stages of a run, one a line: the device, the plan (pipeline/), the

@@ -37,6 +37,7 @@ struct TrainOptions {
     // graph/precision.h's name. The CPU runs fp32, tf32 (as fp32) and bf16;
     // a GPU fp32 alone; fp16 plans (tessera-plan) but does not run yet.
     std::string precision = "fp32";
+    std::string grad_reduce = "fp32";  // --grad-reduce-dtype (graph/precision.h's GradReduce)
     std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;
     // auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N;

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/half.h"
 
 namespace tessera {
 
@@ -159,9 +160,10 @@ int64_t Communicator::reduce_scatter_bytes(const std::vector<size_t> &counts, in
     return static_cast<int64_t>((total - counts[me]) * sizeof(float));
 }
 
-float *Communicator::scratch(size_t count) {
-    if (scratch_.size() < count) scratch_.resize(count);
-    return scratch_.data();
+std::byte *Communicator::scratch(size_t bytes) {
+    const size_t words = (bytes + sizeof(double) - 1) / sizeof(double);
+    if (scratch_.size() < words) scratch_.resize(words);
+    return reinterpret_cast<std::byte *>(scratch_.data());
 }
 
 int64_t Communicator::algorithm_bytes(CommOp op, size_t n, int k, int me, int root_index) {
@@ -234,6 +236,14 @@ void Communicator::sendrecv(const void *send_buf, size_t send_bytes, int dst, vo
 
 namespace {
 
+// How errors name a collective's elements.
+template <typename T>
+const char *values_name() {
+    if constexpr (sizeof(T) == sizeof(double)) return "doubles";
+    else if constexpr (sizeof(T) == sizeof(float)) return "floats";
+    else return "16-bit floats";
+}
+
 // The ring's chunks of one buffer of `count` elements: k + 1 offsets.
 std::vector<size_t> even_chunks(size_t count, int k) {
     std::vector<size_t> offsets(static_cast<size_t>(k) + 1);
@@ -263,6 +273,32 @@ void Communicator::all_reduce_many(const std::vector<float *> &bufs, const std::
 void Communicator::all_reduce_many_f64(const std::vector<double *> &bufs, const std::vector<size_t> &counts,
                                        const Group &g) {
     ring_all_reduce_many(bufs, counts, g, [](double a, double b) { return a + b; });
+}
+
+namespace {
+
+// How two 16-bit floats combine: in f32, rounded back to the format.
+template <typename Narrow, typename Widen>
+auto half_combine(ReduceOp reduce, Narrow narrow, Widen widen) {
+    return [=](uint16_t a, uint16_t b) {
+        const float x = widen(a), y = widen(b);
+        return narrow(reduce == ReduceOp::Max ? std::max(x, y) : x + y);
+    };
+}
+
+}  // namespace
+
+void Communicator::all_reduce_many_16(const std::vector<uint16_t *> &bufs, const std::vector<size_t> &counts,
+                                      HalfFormat format, const Group &g, ReduceOp reduce) {
+    if (format == HalfFormat::BF16) ring_all_reduce_many(bufs, counts, g, half_combine(reduce, bf16_from_float, float_from_bf16));
+    else ring_all_reduce_many(bufs, counts, g, half_combine(reduce, f16_from_float, float_from_f16));
+}
+
+void Communicator::reduce_scatter_16(const uint16_t *in, uint16_t *out, const std::vector<size_t> &counts,
+                                     HalfFormat format, const Group &g) {
+    const auto sum = ReduceOp::Sum;
+    if (format == HalfFormat::BF16) ring_reduce_scatter(in, out, counts, g, half_combine(sum, bf16_from_float, float_from_bf16));
+    else ring_reduce_scatter(in, out, counts, g, half_combine(sum, f16_from_float, float_from_f16));
 }
 
 template <typename T, typename Combine>
@@ -303,15 +339,14 @@ void Communicator::ring_all_reduce(T *data, const std::vector<size_t> &offsets, 
     const int k = g.size();
     const size_t count = offsets.back();
     if (k == 1 || count == 0) return;
-    TESSERA_CHECK(data != nullptr, "rank ", rank_, ": all_reduce of ", count,
-                  sizeof(T) == sizeof(double) ? " doubles" : " floats", " over ranks ", g.str(), " got a null buffer");
+    TESSERA_CHECK(data != nullptr, "rank ", rank_, ": all_reduce of ", count, " ", values_name<T>(), " over ranks ",
+                  g.str(), " got a null buffer");
     const int me = g.index_of(rank_);
     const int next = g.ranks[(me + 1) % k], prev = g.ranks[mod(me - 1, k)];
-    static_assert(sizeof(T) % sizeof(float) == 0);
     auto size = [&](int c) { return offsets[c + 1] - offsets[c]; };
     size_t longest = 0;
     for (int c = 0; c < k; c++) longest = std::max(longest, size(c));
-    T *incoming = reinterpret_cast<T *>(scratch(longest * (sizeof(T) / sizeof(float))));
+    T *incoming = reinterpret_cast<T *>(scratch(longest * sizeof(T)));
     auto at = [&](int c) { return data + offsets[c]; };
     auto bytes = [&](int c) { return size(c) * sizeof(T); };
 
@@ -338,6 +373,12 @@ void Communicator::reduce_scatter(const float *in, float *out, size_t count_each
 }
 
 void Communicator::reduce_scatter(const float *in, float *out, const std::vector<size_t> &counts, const Group &g) {
+    ring_reduce_scatter(in, out, counts, g, [](float a, float b) { return a + b; });
+}
+
+template <typename T, typename Combine>
+void Communicator::ring_reduce_scatter(const T *in, T *out, const std::vector<size_t> &counts, const Group &g,
+                                       Combine combine) {
     const CommOp op = CommOp::ReduceScatter;
     check_group(g, op);
     count_call(op);
@@ -349,26 +390,26 @@ void Communicator::reduce_scatter(const float *in, float *out, const std::vector
     for (int j = 0; j < k; j++) offset[j + 1] = offset[j] + counts[j];
     if (offset[k] == 0) return;
     TESSERA_CHECK(in != nullptr && (out != nullptr || counts[me] == 0), "rank ", rank_, ": reduce_scatter of ",
-                  offset[k], " floats over ranks ", g.str(), " got a null buffer");
+                  offset[k], " ", values_name<T>(), " over ranks ", g.str(), " got a null buffer");
     if (k == 1) {
-        if (out != in) std::memmove(out, in, counts[0] * sizeof(float));
+        if (out != in) std::memmove(out, in, counts[0] * sizeof(T));
         return;
     }
     const int next = g.ranks[(me + 1) % k], prev = g.ranks[mod(me - 1, k)];
     // Two buffers: the partial sum being sent, and the one arriving; the
     // arriving one plus our chunk becomes the next to send.
     const size_t longest = *std::max_element(counts.begin(), counts.end());
-    float *outgoing = scratch(2 * longest);
-    float *incoming = outgoing + longest;
+    T *outgoing = reinterpret_cast<T *>(scratch(2 * longest * sizeof(T)));
+    T *incoming = outgoing + longest;
     for (int s = 0; s < k - 1; s++) {
         int sc = mod(me - s - 1, k), rc = mod(me - s - 2, k);
-        const float *send_buf = s == 0 ? in + offset[sc] : outgoing;
-        const size_t send_bytes = counts[sc] * sizeof(float);
-        step(send_buf, send_bytes, next, incoming, counts[rc] * sizeof(float), prev, op, g);
+        const T *send_buf = s == 0 ? in + offset[sc] : outgoing;
+        const size_t send_bytes = counts[sc] * sizeof(T);
+        step(send_buf, send_bytes, next, incoming, counts[rc] * sizeof(T), prev, op, g);
         this->count(op, static_cast<int64_t>(send_bytes));
-        float *d = s == k - 2 ? out : outgoing;  // the last step finishes chunk me
-        const float *mine = in + offset[rc];
-        for (size_t i = 0; i < counts[rc]; i++) d[i] = incoming[i] + mine[i];
+        T *d = s == k - 2 ? out : outgoing;  // the last step finishes chunk me
+        const T *mine = in + offset[rc];
+        for (size_t i = 0; i < counts[rc]; i++) d[i] = combine(incoming[i], mine[i]);
     }
 }
 

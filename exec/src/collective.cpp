@@ -29,9 +29,7 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
     group_.ranks = a.ranks;
     TESSERA_CHECK(group_.index_of(rank) >= 0, "communication node '", c.name, "': its group ",
                   group_.str(), " does not hold this rank (", rank, ")");
-    TESSERA_CHECK(!is_half(in.type.dtype), "communication node '", c.name, "' sums ", type_str(in.type),
-                  " partial values across devices, and reductions of bf16 and f16 are not run yet; a plan whose "
-                  "reductions are all of f32 gradients runs (docs/limitations.md, Mixed precision)");
+    if (is_half(in.type.dtype)) half_ = in.type.dtype == DType::BF16 ? HalfFormat::BF16 : HalfFormat::F16;
     if (a.kind == CommNodeKind::AllReduce) {
         kind_ = Kind::AllReduce;
         TESSERA_CHECK(in.type.shape == out.type.shape && in.type.dtype != DType::I32, "communication node '",
@@ -47,6 +45,7 @@ Collective::Collective(const Graph &g, NodeId n, int rank, int world) : rank_(ra
             member_counts_.push_back(static_cast<size_t>(ti.elements()));
         }
         if (f64_) doubles_.resize(member_counts_.size());
+        else if (half_) halves_.resize(member_counts_.size());
         else floats_.resize(member_counts_.size());
         return;
     }
@@ -141,8 +140,12 @@ void Collective::run(Communicator &comm, const Inputs &in, const Outputs &out) {
             copy_box(in[0], in_box_, send_buf_.data() + offset * elem_, chunks_[j], chunks_[j], elem_);
             offset += chunk_counts_[j];
         }
-        comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out[0]),
-                            chunk_counts_, group_);
+        if (half_)
+            comm.reduce_scatter_16(reinterpret_cast<const uint16_t *>(send_buf_.data()),
+                                   reinterpret_cast<uint16_t *>(out[0]), chunk_counts_, *half_, group_);
+        else
+            comm.reduce_scatter(reinterpret_cast<const float *>(send_buf_.data()), reinterpret_cast<float *>(out[0]),
+                                chunk_counts_, group_);
         return;
     }
     }
@@ -152,9 +155,12 @@ void Collective::all_reduce(Communicator &comm, const Inputs &in, const Outputs 
     for (size_t m = 0; m < member_counts_.size(); m++) {
         if (in[m] != out[m]) std::memcpy(out[m], in[m], member_counts_[m] * elem_);
         if (f64_) doubles_[m] = reinterpret_cast<double *>(out[m]);
+        else if (half_) halves_[m] = reinterpret_cast<uint16_t *>(out[m]);
         else floats_[m] = reinterpret_cast<float *>(out[m]);
     }
-    if (member_counts_.size() > 1) {
+    if (half_) {
+        comm.all_reduce_many_16(halves_, member_counts_, *half_, group_, reduce_);
+    } else if (member_counts_.size() > 1) {
         if (f64_) comm.all_reduce_many_f64(doubles_, member_counts_, group_);
         else comm.all_reduce_many(floats_, member_counts_, group_, reduce_);
     } else if (f64_) {
@@ -205,6 +211,9 @@ std::vector<Group> Collective::groups() const {
 }
 
 void Collective::enqueue(Device &dev, StreamKind s, Communicator &comm, const Inputs &in, const Outputs &out) const {
+    TESSERA_CHECK(!half_ || kind_ == Kind::Redistribute, "communication node '", name_,
+                  "' combines 16-bit floats, which only the host collectives do yet (docs/limitations.md, Mixed "
+                  "precision)");
     switch (kind_) {
     case Kind::AllReduce: enqueue_all_reduce(dev, s, comm, in, out); return;
     case Kind::ReduceScatter: enqueue_reduce_scatter(dev, s, comm, in[0], out[0]); return;

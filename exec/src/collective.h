@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "tessera/comm/communicator.h"
@@ -72,6 +73,8 @@ private:
     std::vector<size_t> member_counts_;     // all_reduce: elements per member (one, or a bucket's)
     std::vector<float *> floats_;           // all_reduce: the members' outputs, reused each run
     std::vector<double *> doubles_;
+    std::optional<HalfFormat> half_;        // all_reduce, reduce_scatter of bf16 or f16
+    std::vector<uint16_t *> halves_;        // all_reduce of 16-bit floats: the members' outputs
     std::vector<Box> chunks_;               // reduce_scatter: in the input's frame, group order
     std::vector<size_t> chunk_counts_;      // reduce_scatter: elements per chunk
     std::vector<int> send_to_, recv_from_;  // per peer: index into sends_ / recvs_, or -1

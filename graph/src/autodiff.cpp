@@ -4,10 +4,12 @@
 // a tensor is complete once every node after it has been visited.
 #include "tessera/graph/autodiff.h"
 
+#include <algorithm>
 #include <functional>
 #include <numeric>
 
 #include "tessera/error.h"
+#include "tessera/graph/precision.h"
 
 namespace tessera {
 
@@ -107,12 +109,34 @@ private:
         return outs;
     }
 
+    // A weight's working copy whose gradient stays f32 (precision.h) gets f32
+    // contributions: the contribution's node, when it was just emitted and
+    // nothing reads it yet, keeps its f32 result; otherwise a cast widens it.
+    TensorId widened(const Node &fwd, TensorId contribution) {
+        if (!is_half(g_.tensor(contribution).type.dtype)) return contribution;
+        const NodeId p = g_.tensor(contribution).producer;
+        const Node &made = g_.node(p);
+        bool read = false;
+        for (NodeId later = p + 1; later < g_.num_nodes() && !read; later++)
+            for (TensorId t : g_.node(later).inputs) read = read || t == contribution;
+        if (made.backward && made.forward == current_ && has_storage_forms(made.call.kind) && !read) {
+            const auto at = std::find(made.outputs.begin(), made.outputs.end(), contribution);
+            g_.keep_outputs_f32(p, {static_cast<int64_t>(at - made.outputs.begin())});
+            return contribution;
+        }
+        return emit(fwd, "d_f32", OpKind::Cast, {contribution}, {{"to", std::string("f32")}});
+    }
+
     void accumulate(const Node &fwd, TensorId input, TensorId contribution, const std::vector<bool> &wanted) {
         if (!wanted[input]) return;
-        TESSERA_INTERNAL_ASSERT(g_.tensor(input).type == g_.tensor(contribution).type,
-                                "gradient of '", g_.tensor(input).name, "' from ", fwd.call.who(), " is ",
-                                type_str(g_.tensor(contribution).type), ", expected ",
-                                type_str(g_.tensor(input).type));
+        TensorType expect = g_.tensor(input).type;
+        if (gradient_kept_f32(g_, input)) {
+            contribution = widened(fwd, contribution);
+            expect.dtype = DType::F32;
+        }
+        TESSERA_INTERNAL_ASSERT(expect == g_.tensor(contribution).type, "gradient of '", g_.tensor(input).name,
+                                "' from ", fwd.call.who(), " is ", type_str(g_.tensor(contribution).type),
+                                ", expected ", type_str(expect));
         // A contribution may be another tensor's gradient passed through (add's
         // backward forwards dy); it stays that tensor's.
         if (g_.tensor(contribution).grad_of == kNoTensor && contribution > input) g_.set_grad_of(contribution, input);
@@ -309,9 +333,15 @@ private:
             accumulate(n, in[0], emit(n, "dx", OpKind::Dropout, {dy(n)}, copy_attrs(n, {"rate", "seed"})), w);
             break;
         case OpKind::Cast: {
-            // The gradient goes back to the storage type x has.
-            Attrs back = {{"to", std::string(dtype_name(g_.tensor(in[0]).type.dtype))}};
-            accumulate(n, in[0], emit(n, "dx", OpKind::Cast, {dy(n)}, std::move(back)), w);
+            // The gradient goes back to the storage type x has (a working
+            // copy's f32 gradient is already there).
+            const DType x_type = g_.tensor(in[0]).type.dtype;
+            if (g_.tensor(dy(n)).type.dtype == x_type) {
+                if (w[in[0]]) g_.set_grad_of(dy(n), in[0]);  // the master's gradient, as in fp32
+                accumulate(n, in[0], dy(n), w);
+                break;
+            }
+            accumulate(n, in[0], emit(n, "dx", OpKind::Cast, {dy(n)}, {{"to", std::string(dtype_name(x_type))}}), w);
             break;
         }
         default:

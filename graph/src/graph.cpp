@@ -1,5 +1,6 @@
 #include "tessera/graph/graph.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "tessera/error.h"
@@ -244,6 +245,27 @@ void Graph::set_attr(NodeId n, const std::string &name, AttrValue value) {
         TESSERA_CHECK(out[i] == tensors_[node.outputs[i]].type, node.call.who(), ": setting '", name,
                       "' would change output ", i, " from ", type_str(tensors_[node.outputs[i]].type), " to ",
                       type_str(out[i]));
+    node.call = std::move(changed);
+}
+
+void Graph::keep_outputs_f32(NodeId n, const std::vector<int64_t> &outputs) {
+    TESSERA_INTERNAL_ASSERT(n >= 0 && n < num_nodes());
+    Node &node = nodes_[n];
+    for (NodeId later = n + 1; later < num_nodes(); later++)
+        for (TensorId t : nodes_[later].inputs)
+            for (int64_t k : outputs)
+                TESSERA_INTERNAL_ASSERT(t != node.outputs[k], node.call.who(), ": output ", k,
+                                        " is read already, so its type cannot change");
+    OpCall changed = node.call;
+    std::vector<int64_t> kept = changed.attrs.get_ints(changed.who(), kF32OutputsAttr, {});
+    kept.insert(kept.end(), outputs.begin(), outputs.end());
+    std::sort(kept.begin(), kept.end());
+    kept.erase(std::unique(kept.begin(), kept.end()), kept.end());
+    changed.attrs.set(kF32OutputsAttr, kept);
+    std::vector<TensorType> in;
+    for (TensorId t : node.inputs) in.push_back(tensors_[t].type);
+    const std::vector<TensorType> out = infer_types(changed, in);
+    for (size_t i = 0; i < out.size(); i++) tensors_[node.outputs[i]].type = out[i];
     node.call = std::move(changed);
 }
 

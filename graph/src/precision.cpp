@@ -21,7 +21,8 @@ bool gets_working_copy(const TensorInfo &t) {
 
 class PrecisionRewrite {
 public:
-    PrecisionRewrite(const Graph &old, DType low) : old_(old), low_(low), map_(old.num_tensors(), kNoTensor) {}
+    PrecisionRewrite(const Graph &old, DType low, DType grad)
+        : old_(old), low_(low), grad_(grad), map_(old.num_tensors(), kNoTensor) {}
 
     Graph run() {
         for (TensorId t = 0; t < old_.num_tensors(); t++) {
@@ -60,12 +61,13 @@ private:
         if (it != copies_.end()) return it->second;
         const std::string name = new_.unique_name(old_.tensor(t).name + "." + dtype_name(low_));
         OpCall cast{OpKind::Cast, name, {{"to", std::string(dtype_name(low_))}}};
+        if (old_.tensor(t).role == TensorRole::Param) cast.attrs.set(kGradDtypeAttr, std::string(dtype_name(grad_)));
         TensorId copy = new_.add_node(cast, {map_[t]}, TensorRole::Activation)[0];
         return copies_[t] = copy;
     }
 
     const Graph &old_;
-    const DType low_;
+    const DType low_, grad_;
     Graph new_;
     std::vector<TensorId> map_;
     std::map<TensorId, TensorId> copies_;
@@ -96,6 +98,22 @@ std::string precision_choices() {
     return s;
 }
 
+GradReduce grad_reduce_from_name(const std::string &name) {
+    if (name == "fp32") return GradReduce::F32;
+    if (name == "bf16" || name == "fp16") return GradReduce::Low;
+    fail("unknown --grad-reduce-dtype '", name, "'; valid: fp32 (the default: weight gradients computed, summed ",
+         "and reduced in f32) or bf16 (in the storage type, as Megatron's bf16 default)");
+}
+
+const char *grad_reduce_name(GradReduce r) { return r == GradReduce::F32 ? "fp32" : "bf16"; }
+
+bool gradient_kept_f32(const Graph &g, TensorId t) {
+    const NodeId p = g.tensor(t).producer;
+    if (p == kNoNode || g.node(p).call.kind != OpKind::Cast) return false;
+    const Attrs &a = g.node(p).call.attrs;
+    return a.has(kGradDtypeAttr) && a.get_string(g.node(p).call.who(), kGradDtypeAttr) == "f32";
+}
+
 DType storage_dtype(Precision p) {
     switch (p) {
     case Precision::BF16: return DType::BF16;
@@ -104,14 +122,14 @@ DType storage_dtype(Precision p) {
     }
 }
 
-std::vector<TensorId> apply_precision(Graph &g, Precision p) {
+std::vector<TensorId> apply_precision(Graph &g, Precision p, GradReduce grad) {
     const DType low = storage_dtype(p);
     if (low == DType::F32) {
         std::vector<TensorId> same(g.num_tensors());
         for (TensorId t = 0; t < g.num_tensors(); t++) same[t] = t;
         return same;
     }
-    PrecisionRewrite rewrite(g, low);
+    PrecisionRewrite rewrite(g, low, grad == GradReduce::F32 ? DType::F32 : low);
     g = rewrite.run();
     return rewrite.map();
 }

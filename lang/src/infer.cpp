@@ -1,6 +1,8 @@
 // Dispatch from the generic operator interface to each family's shape rules.
 #include "tessera/lang/op.h"
 
+#include <algorithm>
+
 #include "family.h"
 #include "tessera/lang/staged.h"
 
@@ -37,8 +39,15 @@ std::vector<TensorType> infer_stored(const OpCall &call, const std::vector<Tenso
     for (TensorType &t : as_f32)
         if (is_half(t.dtype)) t.dtype = DType::F32;
     std::vector<TensorType> out = family.infer(call, as_f32);
-    for (size_t i = 0; i < out.size(); i++)
-        if (out[i].dtype == DType::F32 && !output_stays_f32(call.kind, static_cast<int>(i))) out[i].dtype = store;
+    const std::vector<int64_t> kept = call.attrs.get_ints(call.who(), kF32OutputsAttr, {});
+    for (int64_t k : kept)
+        TESSERA_CHECK(k >= 0 && k < static_cast<int64_t>(out.size()) && out[k].dtype == DType::F32, call.who(), ": ",
+                      kF32OutputsAttr, " names output ", k, ", which is not one of its ", out.size(), " float outputs");
+    for (size_t i = 0; i < out.size(); i++) {
+        const bool keep = std::find(kept.begin(), kept.end(), static_cast<int64_t>(i)) != kept.end();
+        if (out[i].dtype == DType::F32 && !keep && !output_stays_f32(call.kind, static_cast<int>(i)))
+            out[i].dtype = store;
+    }
     return out;
 }
 

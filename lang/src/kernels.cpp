@@ -82,6 +82,10 @@ struct StagedRun {
 };
 thread_local const StagedRun *staged_run = nullptr;
 
+// The outputs of the call in progress on this thread (run_op) that its 16-bit
+// inputs' storage form would round but the call keeps in f32 (kF32OutputsAttr).
+thread_local const std::vector<int64_t> *kept_f32_outputs = nullptr;
+
 // `shape` as the kernel sees a tensor whose own shape is `own` and whose kernel
 // view is `view`: views fold leading dimensions into the first.
 Shape as_viewed(const Shape &shape, const Shape &own, const Shape &view, bool origin) {
@@ -149,25 +153,42 @@ namespace lang {
 
 namespace {
 
+// The buffers a storage form writes besides the call's own outputs.
+struct NarrowingScratch {
+    std::vector<std::vector<float>> wide;         // each rounded output's f32 result
+    std::vector<std::vector<uint16_t>> narrowed;  // each kept output's rounded copy, unread
+};
+
 // A storage form computes each 16-bit output in f32 into a scratch output of
 // its own before narrowing it (tessera-kernelc's stored_outputs): one f32
-// buffer per 16-bit output, in order, after the outputs.
-void add_narrowing_scratch(std::vector<KernelArg> &out, std::vector<std::vector<float>> &scratch) {
+// buffer per 16-bit output, in order, after the outputs. An output the call
+// keeps in f32 (kept_f32_outputs) swaps places: the call's f32 buffer takes
+// the scratch's place and the rounded copy goes to a buffer nobody reads.
+void add_narrowing_scratch(std::vector<KernelArg> &out, DType store, NarrowingScratch &scratch) {
     const size_t outputs = out.size();
+    const bool whole_outputs = !staged_run || staged_run->stage_out.empty();
     for (size_t k = 0; k < outputs; k++) {
-        const TensorType &t = out[k].t.type;
-        if (!is_half(t.dtype)) continue;
-        scratch.emplace_back(static_cast<size_t>(t.elements()));
-        out.push_back({{scratch.back().data(), TensorType{DType::F32, t.shape}}, out[k].view});
+        const TensorType t = out[k].t.type;  // a copy: push_back moves the vector
+        const bool kept = whole_outputs && kept_f32_outputs &&
+                          std::find(kept_f32_outputs->begin(), kept_f32_outputs->end(), static_cast<int64_t>(k)) !=
+                              kept_f32_outputs->end();
+        if (kept) {
+            scratch.narrowed.emplace_back(static_cast<size_t>(t.elements()));
+            out.push_back(out[k]);
+            out[k].t = {scratch.narrowed.back().data(), TensorType{store, t.shape}};
+        } else if (is_half(t.dtype)) {
+            scratch.wide.emplace_back(static_cast<size_t>(t.elements()));
+            out.push_back({{scratch.wide.back().data(), TensorType{DType::F32, t.shape}}, out[k].view});
+        }
     }
 }
 
-// "__bf16" when the call holds bf16 tensors (kernelc's storage forms), else "".
-std::string storage_suffix(const std::vector<KernelArg> &in, const std::vector<KernelArg> &out) {
+// The call's 16-bit storage type (kernelc's storage forms), or F32 when none.
+DType storage_of(const std::vector<KernelArg> &in, const std::vector<KernelArg> &out) {
     for (const auto *args : {&in, &out})
         for (const KernelArg &a : *args)
-            if (is_half(a.t.type.dtype)) return std::string("__") + dtype_name(a.t.type.dtype);
-    return "";
+            if (is_half(a.t.type.dtype)) return a.t.type.dtype;
+    return DType::F32;
 }
 
 }  // namespace
@@ -181,7 +202,8 @@ double Scalars::get(const std::string &k) const {
 void call_kernel(const std::string &plain_name, const std::vector<KernelArg> &plain_in, const Scalars &plain_s,
                  const std::vector<KernelArg> &plain_out, bool storage_form) {
     std::string name = plain_name;
-    if (storage_form) name += storage_suffix(plain_in, plain_out);
+    const DType store = storage_form ? storage_of(plain_in, plain_out) : DType::F32;
+    if (store != DType::F32) name += std::string("__") + dtype_name(store);
     std::vector<KernelArg> in = plain_in, out = plain_out;
     Scalars s = plain_s;
     if (staged_run) {
@@ -192,8 +214,8 @@ void call_kernel(const std::string &plain_name, const std::vector<KernelArg> &pl
     auto it = index.find(name);
     TESSERA_INTERNAL_ASSERT(it != index.end(), "no kernel named '", name, "'");
     const gen::KernelEntry &k = *it->second;
-    std::vector<std::vector<float>> scratch;
-    if (storage_form) add_narrowing_scratch(out, scratch);
+    NarrowingScratch scratch;
+    if (store != DType::F32) add_narrowing_scratch(out, store, scratch);
     TESSERA_INTERNAL_ASSERT(static_cast<int>(in.size()) == k.num_inputs &&
                                 static_cast<int>(out.size()) == k.num_outputs,
                             name, " takes ", k.num_inputs, " inputs and ", k.num_outputs, " outputs");
@@ -244,6 +266,11 @@ void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
     check_kernel_storage(call, inputs, outputs, "CPU", {DType::BF16});
+    const std::vector<int64_t> kept = call.attrs.get_ints(call.who(), kF32OutputsAttr, {});
+    kept_f32_outputs = &kept;
+    struct Reset {
+        ~Reset() { kept_f32_outputs = nullptr; }
+    } reset;
     if (is_staged(call)) run_staged(call, inputs, outputs);
     else lang::family_of(call.kind).run(call, inputs, outputs);
 }

@@ -176,8 +176,8 @@ std::string canonical_model_spec(const std::string &text) {
 
 Model build_model(const std::string &spec, int64_t batch) { return build_model(parse_model_spec(spec), batch); }
 
-void apply_precision(Model &m, Precision p) {
-    const std::vector<TensorId> moved = apply_precision(m.graph, p);
+void apply_precision(Model &m, Precision p, GradReduce grad) {
+    const std::vector<TensorId> moved = apply_precision(m.graph, p, grad);
     for (TensorId *t : {&m.input, &m.labels, &m.logits, &m.loss})
         if (*t != kNoTensor) *t = moved[*t];
 }

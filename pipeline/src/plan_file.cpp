@@ -47,6 +47,7 @@ nlohmann::json run_identity(const RunSpec &spec) {
             {"batch", spec.batch},
             {"optimizer", optimizer_name(spec.optimizer.kind)},
             {"precision", precision_name(spec.precision)},
+            {"grad_reduce_dtype", grad_reduce_name(spec.grad_reduce)},
             {"devices", spec.machine.devices()},
             {"budget", spec.budget ? nlohmann::json(*spec.budget) : nlohmann::json(nullptr)}};
 }
@@ -78,11 +79,12 @@ PlanFile read_plan_file(const std::string &path) {
 
 void use_plan_file(const PlanFile &file, RunSpec &spec) {
     const nlohmann::json want = run_identity(spec);
-    for (const char *key : {"model", "batch", "optimizer", "precision", "devices", "budget"}) {
-        // Plans written before precisions existed are fp32 ones.
-        const bool fp32_plan = std::string(key) == "precision" && !file.run.contains(key);
-        TESSERA_CHECK(fp32_plan || file.run.contains(key), "--plan: '", file.path, "' does not say its ", key);
-        const nlohmann::json made = fp32_plan ? nlohmann::json("fp32") : file.run.at(key), &here = want.at(key);
+    for (const char *key : {"model", "batch", "optimizer", "precision", "grad_reduce_dtype", "devices", "budget"}) {
+        // Plans written before precisions existed are fp32 ones, with f32 gradients.
+        const bool older = (std::string(key) == "precision" || std::string(key) == "grad_reduce_dtype") &&
+                           !file.run.contains(key);
+        TESSERA_CHECK(older || file.run.contains(key), "--plan: '", file.path, "' does not say its ", key);
+        const nlohmann::json made = older ? nlohmann::json("fp32") : file.run.at(key), &here = want.at(key);
         TESSERA_CHECK(made == here, "--plan ", file.path, " was made for ", field_text(key, made), "; this run has ",
                       field_text(key, here));
     }

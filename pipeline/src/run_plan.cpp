@@ -137,8 +137,10 @@ Model build_training_model(const RunSpec &spec) {
     Model m = build_model(spec.model, spec.batch);
     if (spec.log_stages) log_stage("model", m.description);
     if (storage_dtype(spec.precision) != DType::F32) {
-        apply_precision(m, spec.precision);
-        if (spec.log_stages) log_stage("precision", std::string(precision_name(spec.precision)) + ": " + dtype_summary(m.graph));
+        apply_precision(m, spec.precision, spec.grad_reduce);
+        if (spec.log_stages)
+            log_stage("precision", std::string(precision_name(spec.precision)) + ", weight gradients reduced in " +
+                                       grad_reduce_name(spec.grad_reduce) + ": " + dtype_summary(m.graph));
     }
     make_training_graph(m.graph, m.loss, spec.optimizer);
     if (spec.log_stages) log_stage("graph", graph_summary(m.graph));

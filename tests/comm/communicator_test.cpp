@@ -16,6 +16,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -24,6 +25,7 @@
 
 #include "expect_error.h"
 #include "tessera/error.h"
+#include "tessera/half.h"
 
 namespace tessera {
 namespace {
@@ -561,6 +563,127 @@ TEST_P(Collectives, AllReduceManyEqualsOneAllReducePerBufferBitForBit) {
     if (n >= 3) {
         EXPECT_TRUE(order_shows) << "these inputs sum to the same bits in any order";
     }
+}
+
+// ---- 16-bit floats ----------------------------------------------------------------
+
+// One format's conversions, so that the tests below run for both.
+struct Format {
+    HalfFormat format;
+    const char *name;
+    uint16_t (*narrow)(float);
+    float (*widen)(uint16_t);
+};
+const Format kFormats[] = {{HalfFormat::BF16, "bf16", bf16_from_float, float_from_bf16},
+                           {HalfFormat::F16, "f16", f16_from_float, float_from_f16}};
+
+// Values in [-8, 8] that 16 bits round: sums in different orders round differently.
+uint16_t half_value(const Format &f, int rank, size_t i) {
+    const uint32_t h = static_cast<uint32_t>(rank * 2654435761u + i * 40503u + 12345u) * 2246822519u;
+    return f.narrow(static_cast<float>(h % 200001) / 12500.0f - 8.0f);
+}
+
+// What the ring computes for element i of the chunk member c finishes: member
+// c+1's value, then each next member's added in f32 and rounded back, member
+// c's last (communicator.cpp's reduce-scatter). Written out as a plain loop.
+uint16_t ring_sum(const Format &f, const Group &g, int c, size_t i, bool max) {
+    const int k = g.size();
+    uint16_t acc = half_value(f, g.ranks[(c + 1) % k], i);
+    for (int j = 2; j <= k; j++) {
+        const float x = f.widen(acc), y = f.widen(half_value(f, g.ranks[(c + j) % k], i));
+        acc = f.narrow(max ? std::max(x, y) : x + y);
+    }
+    return acc;
+}
+
+// all_reduce_many_16: every element rounded in the ring's order (so bit for
+// bit the plain loop's), identical on every member, 2 bytes an element counted.
+TEST_P(Collectives, AllReduceOf16BitFloatsRoundsEachSumInRingOrder) {
+    const int n = GetParam();
+    const std::vector<size_t> counts = {7, 0, 300};
+    for (const Format &f : kFormats)
+        for (bool max : {false, true})
+            for (const Layout &layout : layouts(n)) {
+                Comms comms = make_thread_communicators(n);
+                std::vector<std::vector<std::vector<uint16_t>>> out(n);
+                std::vector<int64_t> bytes(n);
+                expect_no_errors(run_ranks(comms, [&](Communicator &c) {
+                    const Group *g = group_of(layout, c.rank());
+                    if (!g) return;
+                    std::vector<uint16_t *> ptrs;
+                    size_t at = 0;
+                    for (size_t count : counts) {
+                        out[c.rank()].emplace_back(count);
+                        for (size_t i = 0; i < count; i++) out[c.rank()].back()[i] = half_value(f, c.rank(), at + i);
+                        at += count;
+                    }
+                    for (std::vector<uint16_t> &b : out[c.rank()]) ptrs.push_back(b.data());
+                    c.all_reduce_many_16(ptrs, counts, f.format, *g, max ? ReduceOp::Max : ReduceOp::Sum);
+                    bytes[c.rank()] = c.counters().bytes[static_cast<int>(CommOp::AllReduce)];
+                }));
+                for (const Group &g : layout) {
+                    const int k = g.size();
+                    for (int m = 0; m < k; m++) {
+                        const int r = g.ranks[m];
+                        size_t at = 0;
+                        int64_t want = 0;
+                        for (size_t b = 0; b < counts.size(); b++) {
+                            for (size_t i = 0, c = 0, start = 0; i < counts[b]; i++) {
+                                while (i >= start + chunk(counts[b], k, c)) start += chunk(counts[b], k, c++);
+                                const uint16_t expect = k == 1 ? half_value(f, r, at + i) : ring_sum(f, g, c, at + i, max);
+                                ASSERT_EQ(out[r][b][i], expect) << f.name << (max ? " max " : " sum ") << g.str()
+                                                                << " member " << m << " buffer " << b << " element " << i;
+                            }
+                            at += counts[b];
+                            if (k > 1)
+                                want += 2 * static_cast<int64_t>(2 * counts[b] - chunk(counts[b], k, m) -
+                                                                 chunk(counts[b], k, (m + 1) % k));
+                        }
+                        EXPECT_EQ(bytes[r], want) << f.name << " " << g.str() << " member " << m;
+                    }
+                }
+            }
+}
+
+// reduce_scatter_16: chunk j, summed in the ring's order, reaches member j alone.
+TEST_P(Collectives, ReduceScatterOf16BitFloatsRoundsEachSumInRingOrder) {
+    const int n = GetParam();
+    for (const Format &f : kFormats)
+        for (const Layout &layout : layouts(n)) {
+            Comms comms = make_thread_communicators(n);
+            std::vector<std::vector<uint16_t>> out(n);
+            std::vector<int64_t> bytes(n);
+            auto counts_of = [](int k) {
+                std::vector<size_t> c(k);
+                for (int j = 0; j < k; j++) c[j] = j == 1 ? 0 : static_cast<size_t>(j % 3 + 40);
+                return c;
+            };
+            expect_no_errors(run_ranks(comms, [&](Communicator &c) {
+                const Group *g = group_of(layout, c.rank());
+                if (!g) return;
+                const std::vector<size_t> counts = counts_of(g->size());
+                std::vector<uint16_t> in;
+                for (size_t i = 0; i < std::accumulate(counts.begin(), counts.end(), size_t{0}); i++)
+                    in.push_back(half_value(f, c.rank(), i));
+                out[c.rank()].assign(counts[g->index_of(c.rank())], 0xffff);
+                c.reduce_scatter_16(in.data(), out[c.rank()].data(), counts, f.format, *g);
+                bytes[c.rank()] = c.counters().bytes[static_cast<int>(CommOp::ReduceScatter)];
+            }));
+            for (const Group &g : layout) {
+                const int k = g.size();
+                const std::vector<size_t> counts = counts_of(k);
+                const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+                for (int j = 0, offset = 0; j < k; offset += static_cast<int>(counts[j]), j++) {
+                    const int r = g.ranks[j];
+                    ASSERT_EQ(out[r].size(), counts[j]);
+                    for (size_t i = 0; i < counts[j]; i++) {
+                        const uint16_t expect = k == 1 ? half_value(f, r, i) : ring_sum(f, g, j, offset + i, false);
+                        ASSERT_EQ(out[r][i], expect) << f.name << " " << g.str() << " member " << j << " element " << i;
+                    }
+                    EXPECT_EQ(bytes[r], k == 1 ? 0 : 2 * static_cast<int64_t>(total - counts[j])) << f.name << " " << g.str();
+                }
+            }
+        }
 }
 
 INSTANTIATE_TEST_SUITE_P(comm, Collectives, ::testing::Values(1, 2, 3, 4, 5, 8),

@@ -1,6 +1,8 @@
 // The precision policy (graph/precision.h) on the zoo's models: where the casts
 // go, what every tensor is stored in, what the backward pass and optimizer then
 // hold, and that the activations' bytes halve.
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -68,28 +70,47 @@ TEST(Precision, EachWeightHasOneWorkingCopy) {
 }
 
 // What stays f32 after the backward pass and the optimizer: the master
-// weights, their gradients (the casts' backward), optimizer state, the loss
-// and batch norm's running statistics. Everything else floating is f16.
+// weights, their gradients, optimizer state, the loss and batch norm's running
+// statistics. Everything else floating is f16. By default (GradReduce::F32)
+// each weight gradient's node keeps its f32 result (lang's kF32OutputsAttr),
+// so no cast widens a gradient; with GradReduce::Low the gradients are f16
+// until the working copies' casts widen them.
 TEST(Precision, MasterWeightsGradientsAndStateStayF32) {
-    for (const char *spec : {"mlp", "cnn", kTransformer}) {
-        Model m = model_in(spec, Precision::FP16);
-        OptimizerConfig adam;
-        adam.kind = OptimizerConfig::Kind::Adam;
-        const std::vector<TensorId> grads = make_training_graph(m.graph, m.loss, adam);
-        const Graph &g = m.graph;
-        for (TensorId d : grads) EXPECT_EQ(g.tensor(d).type.dtype, DType::F32) << g.tensor(d).name;
-        for (const Node &n : g.nodes()) {
-            const bool stays_f32 = n.optimizer || n.call.kind == OpKind::BatchNormStats ||
-                                   n.call.kind == OpKind::SoftmaxXent ||
-                                   (n.call.kind == OpKind::Cast && g.tensor(n.inputs[0]).type.dtype == DType::F16);
-            for (TensorId t : n.outputs) {
-                const DType d = g.tensor(t).type.dtype;
-                if (d == DType::I32 || d == DType::F64) continue;
-                EXPECT_EQ(d, stays_f32 ? DType::F32 : DType::F16) << spec << ": " << g.tensor(t).name;
+    for (GradReduce reduce : {GradReduce::F32, GradReduce::Low})
+        for (const char *spec : {"mlp", "cnn", kTransformer}) {
+            Model m = build_model(spec, 8);
+            apply_precision(m, Precision::FP16, reduce);
+            OptimizerConfig adam;
+            adam.kind = OptimizerConfig::Kind::Adam;
+            const std::vector<TensorId> grads = make_training_graph(m.graph, m.loss, adam);
+            const Graph &g = m.graph;
+            for (TensorId d : grads) EXPECT_EQ(g.tensor(d).type.dtype, DType::F32) << g.tensor(d).name;
+            int widening_casts = 0, kept = 0;
+            for (const Node &n : g.nodes()) {
+                const bool widens = n.call.kind == OpKind::Cast && g.tensor(n.inputs[0]).type.dtype == DType::F16;
+                widening_casts += widens;
+                const bool all_f32 = n.optimizer || n.call.kind == OpKind::BatchNormStats ||
+                                     n.call.kind == OpKind::SoftmaxXent || widens;
+                const std::vector<int64_t> f32_outputs = n.call.attrs.get_ints("", kF32OutputsAttr, {});
+                kept += static_cast<int>(f32_outputs.size());
+                for (size_t i = 0; i < n.outputs.size(); i++) {
+                    const DType d = g.tensor(n.outputs[i]).type.dtype;
+                    if (d == DType::I32 || d == DType::F64) continue;
+                    const bool f32 = all_f32 || std::count(f32_outputs.begin(), f32_outputs.end(), int64_t(i)) ||
+                                     (n.call.kind == OpKind::Add && n.backward &&
+                                      g.tensor(n.inputs[0]).type.dtype == DType::F32);
+                    EXPECT_EQ(d, f32 ? DType::F32 : DType::F16) << spec << ": " << g.tensor(n.outputs[i]).name;
+                }
             }
+            if (reduce == GradReduce::F32) {
+                EXPECT_EQ(widening_casts, 0) << spec;
+                EXPECT_GE(kept, static_cast<int>(grads.size())) << spec;
+            } else {
+                EXPECT_EQ(widening_casts, static_cast<int>(grads.size())) << spec;
+                EXPECT_EQ(kept, 0) << spec;
+            }
+            for (TensorId s : g.with_role(TensorRole::OptState)) EXPECT_EQ(g.tensor(s).type.dtype, DType::F32);
         }
-        for (TensorId s : g.with_role(TensorRole::OptState)) EXPECT_EQ(g.tensor(s).type.dtype, DType::F32);
-    }
 }
 
 // Every tensor of the fp32 training graph is in the bf16 one under its name,

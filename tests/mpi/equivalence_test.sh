@@ -5,7 +5,9 @@
 # step, weights within 1e-4 after the last step, and the bytes each step sends equal
 # the plan's count.
 #   equivalence_test.sh TESSERA_TRAIN TESSERA_PLAN MODEL "2 3 4 8" "tofu data owt equalchop" [TRAIN FLAGS]
-# (batch 24 and 20 steps unless the flags say --batch or --steps).
+# (batch 24 and 20 steps unless the flags say --batch or --steps). --loss-rtol R
+# and --weight-tol W (compare_runs.py's bounds) go to the comparison, not to
+# tessera-train.
 set -euo pipefail
 train=$1 plan=$2 model=$3 nps=$4 strategies=$5
 shift 5
@@ -20,9 +22,13 @@ batch=24
 steps=20
 args=("$@")
 train_flags=()
+compare_flags=()
 for ((i = 0; i < ${#args[@]}; i++)); do
-  case "${args[i]}" in --batch | --steps) continue ;; esac
-  case "${args[i - 1]:-}" in --batch | --steps) continue ;; esac
+  case "${args[i]}" in --batch | --steps | --loss-rtol | --weight-tol) continue ;; esac
+  case "${args[i - 1]:-}" in
+    --batch | --steps) continue ;;
+    --loss-rtol | --weight-tol) compare_flags+=("${args[i - 1]}" "${args[i]}"); continue ;;
+  esac
   train_flags+=("${args[i]}")
 done
 for ((i = 0; i < ${#args[@]}; i++)); do
@@ -31,7 +37,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     --steps) steps=${args[i + 1]} ;;
     --force) plan_flags+=(--force "${args[i + 1]}") ;;
     --no-staged-reductions | --sync-batch-norm) plan_flags+=("${args[i]}") ;;
-    --bucket-mb) plan_flags+=(--bucket-mb "${args[i + 1]}") ;;
+    --bucket-mb | --precision | --grad-reduce-dtype) plan_flags+=("${args[i]}" "${args[i + 1]}") ;;
     --data) data=() ;;
   esac
 done
@@ -52,7 +58,7 @@ for n in $nps; do
     single_cut=()
     if [ "$n" = 2 ] || [ "$n" = 3 ]; then single_cut=(--single-cut); fi
     if out=$(python3 "$here/compare_runs.py" "$work/single.jsonl" "$work/p.jsonl" --plan "$work/plan.json" \
-        "${single_cut[@]}" --weights "$work/single/checkpoint.safetensors" "$work/p/checkpoint.safetensors" 2>&1); then
+        "${single_cut[@]}" "${compare_flags[@]}" --weights "$work/single/checkpoint.safetensors" "$work/p/checkpoint.safetensors" 2>&1); then
       echo "ok   $tag: $out"
     else
       echo "FAIL $tag: $out"; failed=1

@@ -5,8 +5,9 @@ tessera-train --precision bf16 with SGD+momentum, against
   autocast   PyTorch 1.13's CPU autocast (torch.autocast("cpu", torch.bfloat16)),
              which casts only matrix products and convolutions;
   emulation  Tessera's own policy written in PyTorch (TesseraPolicy): every
-             tensor an operation reads or writes, and every gradient, rounded
-             to bf16 where Tessera stores bf16; f32 master weights.
+             tensor an operation reads or writes, and every gradient but the
+             weights' (summed in f32), rounded to bf16 where Tessera stores
+             bf16; f32 master weights.
 
 Bars (docs/training.md, "Precision"):
   * step 1's loss within 1e-2 relative of autocast's;
@@ -88,7 +89,23 @@ class RoundBoth(torch.autograd.Function):
         return g.to(torch.bfloat16).to(g.dtype)
 
 
+class RoundForward(torch.autograd.Function):
+    """Rounds to bf16 going forward and passes the gradient back unrounded: a
+    weight's working copy, whose gradient Tessera computes and sums in f32
+    (--grad-reduce-dtype fp32, the default)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.to(torch.bfloat16).to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g
+
+
 def rounded(v):
+    if isinstance(v, torch.nn.Parameter):
+        return RoundForward.apply(v)
     if isinstance(v, torch.Tensor) and v.is_floating_point():
         return RoundBoth.apply(v)
     if isinstance(v, (tuple, list)):
@@ -100,8 +117,8 @@ def rounded(v):
 
 class TesseraPolicy(TorchFunctionMode):
     """Tessera's storage types in PyTorch: every floating tensor an operation
-    reads or writes is rounded to bf16, and so is every gradient (each
-    operation still computes in f32). A linear layer or convolution with a
+    reads or writes is rounded to bf16, and so is every gradient but the
+    weights' (each operation still computes in f32). A linear layer or convolution with a
     bias is two operators in Tessera, the product and bias_add, each output
     rounded. Cross-entropy's loss and batch norm's running statistics stay f32."""
 

@@ -37,6 +37,9 @@ namespace tessera {
 // row maximum over split classes).
 enum class ReduceOp : uint8_t { Sum, Max };
 
+// The 16-bit float formats a reduction may combine (base/half.h).
+enum class HalfFormat : uint8_t { BF16, F16 };
+
 enum class CommOp : uint8_t { AllReduce, AllGather, ReduceScatter, AllToAll, SendRecv, Broadcast, Barrier };
 inline constexpr int kNumCommOps = 7;
 const char *comm_op_name(CommOp op);  // "all_reduce", "all_gather", ...
@@ -178,6 +181,15 @@ public:
     virtual void prepare_group(const Group &g) {}
     // `out` receives g.size() blocks of `bytes_each`, in group order; `in` is this rank's.
     virtual void all_gather(const void *in, void *out, size_t bytes_each, const Group &g);
+    // all_reduce_many and reduce_scatter of 16-bit floats (bf16 or fp16, as
+    // `format` says): the same rings in the same order, each combination done
+    // in f32 and rounded back to `format` (as NCCL sums bf16), so every member
+    // ends with identical bits. Counted with 2-byte elements: half of what the
+    // same count of floats sends.
+    void all_reduce_many_16(const std::vector<uint16_t *> &bufs, const std::vector<size_t> &counts,
+                            HalfFormat format, const Group &g, ReduceOp reduce = ReduceOp::Sum);
+    void reduce_scatter_16(const uint16_t *in, uint16_t *out, const std::vector<size_t> &counts, HalfFormat format,
+                           const Group &g);
     // `in` holds g.size() chunks of `count_each` floats; member j receives the sum of chunk j.
     void reduce_scatter(const float *in, float *out, size_t count_each, const Group &g);
     // Chunks of unequal sizes: chunk j holds counts[j] floats, packed in group
@@ -236,11 +248,15 @@ private:
     // exchange(), marking this communicator broken when it throws.
     void step(const void *send_buf, size_t send_bytes, int dst, void *recv_buf, size_t recv_bytes,
               int src, CommOp op, const Group &g);
-    float *scratch(size_t count);  // grows once, then reused: no allocation per call
+    std::byte *scratch(size_t bytes);  // grows once, then reused: no allocation per call
     // The ring all-reduce of all_reduce and all_reduce_f64: `combine(incoming, mine)`.
     // `offsets` (g.size() + 1 of them): where each ring chunk of `data` starts.
     template <typename T, typename Combine>
     void ring_all_reduce(T *data, const std::vector<size_t> &offsets, const Group &g, Combine combine);
+    // The ring reduce-scatter of chunks `counts` packed in `in`: `combine(incoming, mine)`.
+    template <typename T, typename Combine>
+    void ring_reduce_scatter(const T *in, T *out, const std::vector<size_t> &counts, const Group &g,
+                             Combine combine);
     // all_reduce_many's packing around ring_all_reduce.
     template <typename T, typename Combine>
     void ring_all_reduce_many(const std::vector<T *> &bufs, const std::vector<size_t> &counts, const Group &g,
@@ -250,7 +266,7 @@ private:
     Placement placement_;
     double timeout_s_ = 0;
     CommCounters counters_;
-    std::vector<float> scratch_;
+    std::vector<double> scratch_;  // 8-byte aligned for every element type
     std::vector<double> packed_;  // all_reduce_many's chunks, grown once
     mutable std::vector<unsigned char> seen_;  // check_group's duplicate test, sized once
     std::string broken_;                       // why the communicator is unusable; empty: usable

@@ -158,6 +158,10 @@ public:
     // training (an optimizer's lr). The output types are re-inferred and must not
     // change; tessera::Error otherwise.
     void set_attr(NodeId n, const std::string &name, AttrValue value);
+    // Keeps outputs `outputs` of node n, which has 16-bit inputs, in f32
+    // (lang's kF32OutputsAttr) and re-infers its output types; autodiff's
+    // f32 weight gradients. No node may read those outputs yet.
+    void keep_outputs_f32(NodeId n, const std::vector<int64_t> &outputs);
     void set_node_flags(NodeId n, bool backward, bool optimizer);
     // Autodiff's bookkeeping, read by the partitioner's coarsening.
     void set_forward(NodeId backward_node, NodeId forward_node);

@@ -52,6 +52,10 @@ bool op_may_overwrite_input(OpKind k, int input);
 bool input_stays_f32(OpKind k, int input);
 bool output_stays_f32(OpKind k, int output);
 bool has_storage_forms(OpKind k);
+// The attribute (a list of output indices) that keeps those outputs of a call
+// with 16-bit inputs in f32: its f32 result is stored as it is instead of
+// rounded (a weight's gradient, accumulated and reduced in f32; graph/precision.h).
+inline constexpr const char *kF32OutputsAttr = "f32_outputs";
 
 // One use of an operator: what, the node's name (for errors), and its attributes.
 struct OpCall {

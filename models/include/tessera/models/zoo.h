@@ -81,7 +81,7 @@ Model build_model(const std::string &spec, int64_t batch);
 
 // Applies the precision policy (graph/precision.h) to the model's forward
 // graph, keeping input, labels, logits and loss pointing at their tensors.
-void apply_precision(Model &m, Precision p);
+void apply_precision(Model &m, Precision p, GradReduce grad = GradReduce::F32);
 
 // The names of the models, in the order models_help() lists them.
 std::vector<std::string> model_names();

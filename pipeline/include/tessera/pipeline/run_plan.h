@@ -78,6 +78,7 @@ struct RunSpec {
     int64_t batch = 128;
     OptimizerConfig optimizer;
     Precision precision = Precision::FP32;  // graph/precision.h
+    GradReduce grad_reduce = GradReduce::F32;  // a 16-bit precision's weight gradients (graph/precision.h)
     Machine machine = flat_machine(1);
     int rank = 0;                    // which device of `machine` this run is for
     PartitionOptions partition;      // strategy and flags; plan_run makes it executable
