@@ -107,11 +107,26 @@ GradReduce grad_reduce_from_name(const std::string &name) {
 
 const char *grad_reduce_name(GradReduce r) { return r == GradReduce::F32 ? "fp32" : "bf16"; }
 
-bool gradient_kept_f32(const Graph &g, TensorId t) {
+namespace {
+
+// The dtype a working copy's gradient is accumulated in ("f32", "bf16"), or
+// "" when t is not a weight's working copy.
+std::string working_copy_grad_dtype(const Graph &g, TensorId t) {
     const NodeId p = g.tensor(t).producer;
-    if (p == kNoNode || g.node(p).call.kind != OpKind::Cast) return false;
+    if (p == kNoNode || g.node(p).call.kind != OpKind::Cast) return "";
     const Attrs &a = g.node(p).call.attrs;
-    return a.has(kGradDtypeAttr) && a.get_string(g.node(p).call.who(), kGradDtypeAttr) == "f32";
+    return a.has(kGradDtypeAttr) ? a.get_string(g.node(p).call.who(), kGradDtypeAttr) : "";
+}
+
+}  // namespace
+
+bool gradient_kept_f32(const Graph &g, TensorId t) { return working_copy_grad_dtype(g, t) == "f32"; }
+
+bool gradient_reduced_low(const Graph &g, TensorId t) {
+    if (g.tensor(t).grad_of == kNoTensor) return false;
+    while (g.tensor(t).grad_of != kNoTensor) t = g.tensor(t).grad_of;
+    const std::string grad = working_copy_grad_dtype(g, t);
+    return !grad.empty() && grad != "f32";
 }
 
 DType storage_dtype(Precision p) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "tessera/error.h"
+#include "tessera/graph/precision.h"
 
 namespace tessera::part {
 
@@ -283,6 +284,12 @@ Conversion input_conversion(const Layout &held, const InputNeed &need, const Ten
         outside += rows[p] - std::max<int64_t>(0, std::min(hi, own_hi) - std::max(lo, own_lo) + 1);
     }
     return {CommKind::Halo, outside * slice_bytes(t, need.dim)};
+}
+
+TensorType partial_sum_type(const Graph &g, TensorId t, const TensorType &local, bool staged) {
+    const OpKind kind = g.node(g.tensor(t).producer).call.kind;
+    if (staged || !is_half(local.dtype) || !has_storage_forms(kind) || gradient_reduced_low(g, t)) return local;
+    return TensorType{DType::F32, local.shape};
 }
 
 Conversion output_conversion(const OutputForm &form, const Layout &want, const TensorType &t, int k) {

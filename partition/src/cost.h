@@ -114,6 +114,14 @@ OpCall local_call(const OpCall &call, const Shape &out0);
 // its block, else an all-reduce.
 Conversion input_conversion(const Layout &held, const InputNeed &need, const TensorType &t, int64_t var_extent,
                             int k);
+// The type in which partial sums of tensor t of `g` are summed across
+// devices, given `local`, the type of the block summed: in f32 for a 16-bit
+// tensor that a kernel with storage forms makes (it keeps its f32 result, and
+// the sum is rounded once, as one device rounds it), else in t's own type. A
+// staged operator's stay in t's type, and so do weight gradients under
+// GradReduce::Low (precision.h's gradient_reduced_low).
+TensorType partial_sum_type(const Graph &g, TensorId t, const TensorType &local, bool staged);
+
 // Converting an output produced as `form` to the tensor's layout `want`
 // (partial sums from partial sums or whole values, not from a split).
 Conversion output_conversion(const OutputForm &form, const Layout &want, const TensorType &t, int k);

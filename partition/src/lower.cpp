@@ -129,6 +129,7 @@ private:
     std::vector<TensorId> add_local_slice(const Node &node, OpCall call, TensorId in, const Box &in_block,
                                           const Box &out);
     std::vector<TensorId> add_block_op(const Node &node, const std::vector<const Strategy *> &choice,
+                                       const std::vector<int64_t> &wide,
                                        std::vector<TensorId> local_in, const InputBlocks &blocks,
                                        const std::vector<Box> &out_box);
     std::vector<Moves> redistribute(const std::vector<Box> &have, const State &from, const std::vector<Box> &target,
@@ -143,9 +144,11 @@ private:
     TensorId add_redistribute(TensorId src, const State &from, const std::vector<Box> &target, size_t elem,
                               TensorId whole, TensorRole role, const std::string &why, int held_is_target = -1);
     TensorId add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
-                           size_t elem, TensorId whole, TensorRole role, const std::string &why);
+                           DType dtype, TensorId whole, TensorRole role, const std::string &why);
     TensorId reduce_partials(TensorId src, State &st, const std::vector<bool> &keep, const std::vector<Box> &target,
-                             TensorId whole, TensorRole role, const std::string &why);
+                             TensorId whole, TensorRole role, const std::string &why, bool wide = false);
+    std::vector<int64_t> summed_wide(const Node &node, const std::vector<State> &out_state, bool staged) const;
+    TensorId add_narrowing(TensorId in, const Node &node, TensorId source);
     TensorId read_input(TensorId src, TensorId t, const std::vector<bool> &keep, const std::vector<Box> &target,
                         TensorRole role, const std::string &why, int held_is_target = -1);
     std::vector<bool> adds_partial_sums(NodeId n) const;
@@ -448,7 +451,8 @@ TensorId Lowerer::add_redistribute(TensorId src, const State &from, const std::v
 }
 
 TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, const std::vector<Box> &target,
-                                size_t elem, TensorId whole, TensorRole role, const std::string &why) {
+                                DType dtype, TensorId whole, TensorRole role, const std::string &why) {
+    const size_t elem = dtype_size(dtype);
     std::vector<bool> partial(cuts_.size(), false);
     for (size_t l = 0; l < st.size(); l++) partial[l] = st[l].kind == Form::Partial;
     // Reduce-scatter when each group's target boxes tile the summed box (in
@@ -490,7 +494,6 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
         int i = static_cast<int>(std::find(grp.begin(), grp.end(), rank_) - grp.begin());
         CommAttrs a;
         a.ranks.assign(grp.begin(), grp.end());
-        const DType dtype = g_.tensor(whole).type.dtype;
         if (scatter) {
             a.kind = CommNodeKind::ReduceScatter;
             for (int64_t q : grp) a.chunks.push_back(target[q].shifted(in_box));
@@ -515,7 +518,7 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
 // `target`; `st` is left as what the result holds (empty when it is `target`).
 TensorId Lowerer::reduce_partials(TensorId src, State &st, const std::vector<bool> &keep,
                                   const std::vector<Box> &target, TensorId whole, TensorRole role,
-                                  const std::string &why) {
+                                  const std::string &why, bool wide) {
     State reduce = st;
     bool any = false;
     for (size_t l = 0; l < st.size(); l++) {
@@ -525,7 +528,8 @@ TensorId Lowerer::reduce_partials(TensorId src, State &st, const std::vector<boo
     }
     if (!any) return src;
     const TensorInfo &info = g_.tensor(whole);
-    TensorId out = add_reduction(src, info.type.shape, reduce, target, dtype_size(info.type.dtype), whole, role, why);
+    const DType dtype = wide ? DType::F32 : info.type.dtype;
+    TensorId out = add_reduction(src, info.type.shape, reduce, target, dtype, whole, role, why);
     if (reduce.empty()) st.clear();  // reduce-scattered into the target
     for (size_t l = 0; l < st.size(); l++)
         if (st[l].kind == Form::Partial && !keep[l]) st[l] = Form{};
@@ -627,10 +631,11 @@ std::vector<TensorId> Lowerer::add_op(const OpCall &call, const std::vector<Tens
 // inside a zero tensor; for max pooling, the lowest float), so the padding
 // is applied at the true borders only.
 std::vector<TensorId> Lowerer::add_block_op(const Node &node, const std::vector<const Strategy *> &choice,
-                                            std::vector<TensorId> local_in, const InputBlocks &blocks,
-                                            const std::vector<Box> &out_box) {
+                                            const std::vector<int64_t> &wide, std::vector<TensorId> local_in,
+                                            const InputBlocks &blocks, const std::vector<Box> &out_box) {
     const std::vector<Box> made = made_blocks(node, choice, out_box);
     OpCall call = part::local_call(node.call, made[0].extents());
+    if (!wide.empty()) call.attrs.set(kF32OutputsAttr, wide);
     if (node.call.kind == OpKind::Slice || node.call.kind == OpKind::SliceGrad)
         return add_local_slice(node, call, local_in[0], blocks.block[0][rank_], out_box[0]);
     const int h = part::halo_input(node.call);
@@ -815,6 +820,39 @@ std::vector<TensorId> Lowerer::add_staged(NodeId n, const std::vector<const Stra
     return add_op(staged_call(base, static_cast<int>(stages.size()), whole, origin), have, node, out_box);
 }
 
+// The outputs of `node` that its blocks make as partial sums of a 16-bit
+// tensor, summed across devices right after it: they are made and summed in
+// f32 (lang's kF32OutputsAttr) and rounded once, after the sum, as one device
+// rounds the whole sum (add_narrowing). Partial sums held as such for a later
+// node, and a staged operator's, stay in the storage type.
+std::vector<int64_t> Lowerer::summed_wide(const Node &node, const std::vector<State> &out_state, bool staged) const {
+    std::vector<int64_t> wide;
+    for (size_t j = 0; j < node.outputs.size(); j++) {
+        const TensorId t = node.outputs[j];
+        const TensorType &type = g_.tensor(t).type;
+        if (part::partial_sum_type(g_, t, type, staged) == type) continue;
+        bool partial = false, held_partial = false;
+        for (size_t l = 0; l < cuts_.size(); l++) {
+            partial = partial || out_state[j][l].kind == Form::Partial;
+            held_partial = held_partial || held_state_[t][l].kind == Form::Partial;
+        }
+        if (partial && !held_partial) wide.push_back(static_cast<int64_t>(j));
+    }
+    return wide;
+}
+
+// The f32 sum `in` rounded to the storage type of `source`, on the block it holds.
+TensorId Lowerer::add_narrowing(TensorId in, const Node &node, TensorId source) {
+    const DType store = g_.tensor(source).type.dtype;
+    OpCall cast{OpKind::Cast, g_.tensor(source).name + "#" + dtype_name(store), {{"to", std::string(dtype_name(store))}}};
+    const Box box = dg_.box[in];
+    TensorId out = dg_.graph.add_node(cast, {in}, g_.tensor(source).role)[0];
+    dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
+    dg_.source.push_back(source);
+    dg_.box.push_back(box);
+    return out;
+}
+
 void Lowerer::lower_node(NodeId n) {
     const Node &node = g_.node(n);
     const std::vector<const Strategy *> &choice = choices_of(n);
@@ -862,9 +900,10 @@ void Lowerer::lower_node(NodeId n) {
                             who + " output " + std::to_string(j));
     bool staged = false;
     for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
+    const std::vector<int64_t> wide = summed_wide(node, out_state, staged);
     if (staged) raw = add_staged(n, choice, local_in, in_boxes, out_box);
     if (build_) {
-        if (!staged) raw = add_block_op(node, choice, local_in, blocks, out_box);
+        if (!staged) raw = add_block_op(node, choice, wide, local_in, blocks, out_box);
         const double alpha = mean_rescale(node, in_box[0]);
         if (alpha != 1.0) raw[0] = add_scale(raw[0], alpha, node, "#whole_batch", node.outputs[0], out_box[0]);
     }
@@ -879,7 +918,9 @@ void Lowerer::lower_node(NodeId n) {
         std::vector<bool> held_partial(levels);
         for (size_t l = 0; l < levels; l++) held_partial[l] = held_state_[t][l].kind == Form::Partial;
         TensorId cur = keep_on_one_member(raw[j], st, held_partial, node, t, out_box[j]);
-        cur = reduce_partials(cur, st, held_partial, target, t, info.role, info.name);
+        const bool is_wide = std::count(wide.begin(), wide.end(), static_cast<int64_t>(j)) > 0;
+        cur = reduce_partials(cur, st, held_partial, target, t, info.role, info.name, is_wide);
+        if (is_wide && build_) cur = add_narrowing(cur, node, t);
         if (!st.empty()) cur = add_redistribute(cur, st, target, elem, t, info.role, info.name + ">layout", 1);
         if (build_) dg_.local[t] = cur;
     }

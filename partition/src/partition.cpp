@@ -488,9 +488,13 @@ private:
             fn(i, part::input_conversion(tensor_layout(node.inputs[i], lay), o.inputs[i], in_[n][i], o.var_extent,
                                          k));
         }
-        for (size_t j = 0; j < node.outputs.size(); j++)
-            fn(node.inputs.size() + j,
-               part::output_conversion(o.outputs[j], tensor_layout(node.outputs[j], lay), out_[n][j], k));
+        for (size_t j = 0; j < node.outputs.size(); j++) {
+            // Partial sums are summed in the type part::partial_sum_type gives.
+            const bool partial = o.outputs[j].form == part::OutForm::Partial;
+            const TensorType t = partial ? part::partial_sum_type(g_, node.outputs[j], out_[n][j], !o.stages.empty())
+                                         : out_[n][j];
+            fn(node.inputs.size() + j, part::output_conversion(o.outputs[j], tensor_layout(node.outputs[j], lay), t, k));
+        }
     }
 
     // Bytes option `o` of node n moves when its tensors are laid out as `lay`.

@@ -169,6 +169,8 @@ expect unknown-optimizer 1 "unknown optimizer 'rmsprop'" -- "$PLAN" --model mlp 
 # bf16: the working copies are cast nodes, and each tensor shows its dtype.
 expect plan-bf16 0 "fc1.w.bf16       activation  bf16   [784, 1024]" -- "$PLAN" --model mlp --devices 2 --precision bf16
 expect plan-bf16-copies 0 "working copies" -- "$PLAN" --model mlp --devices 2 --precision bf16
+expect unknown-grad-reduce 1 "--grad-reduce-dtype: unknown --grad-reduce-dtype 'f32'; valid: fp32" -- \
+  "$PLAN" --model mlp --devices 2 --precision bf16 --grad-reduce-dtype f32
 expect unknown-precision 1 "--precision: unknown precision 'half'; valid: fp32|tf32|bf16|fp16" -- \
   "$PLAN" --model mlp --devices 2 --precision half
 expect devices-zero 1 "--devices must be in [1, 4096], got 0" -- "$PLAN" --model mlp --devices 0

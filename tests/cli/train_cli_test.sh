@@ -35,6 +35,11 @@ expect fp16-not-run 1 "--precision fp16: training in fp16 is planned (tessera-pl
   "$TRAIN" "${SMALL[@]}" --precision fp16
 expect tf32-on-cpu 0 "--precision tf32 means fp32 on the CPU" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision tf32
 expect bf16-trains 0 "test accuracy" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision bf16
+expect grad-reduce-bad 1 "--grad-reduce-dtype: unknown --grad-reduce-dtype 'fp8'; valid: fp32" -- \
+  "$TRAIN" "${SMALL[@]}" --precision bf16 --grad-reduce-dtype fp8
+expect grad-reduce-fp32-run 0 "--grad-reduce-dtype bf16 does nothing with --precision fp32" -- \
+  "$TRAIN" "${SMALL[@]}" --grad-reduce-dtype bf16
+expect grad-reduce-bf16-trains 0 "test accuracy" -- "$TRAIN" "${SMALL[@]}" --precision bf16 --grad-reduce-dtype bf16
 # Checkpoints hold the f32 master weights: an fp32 run resumes in bf16 and the reverse.
 "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --checkpoint "$TMP/mixed" >/dev/null 2>&1 || { echo "FAIL fp32 checkpoint"; fail=1; }
 expect fp32-resumes-in-bf16 0 "at step 2" -- "$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --checkpoint "$TMP/mixed" --resume \

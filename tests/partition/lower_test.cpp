@@ -8,6 +8,7 @@
 #include "expect_error.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/graph/precision.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
@@ -106,6 +107,54 @@ TEST(Lower, EachRanksGraphRecordsItsBytesAndTheCollectivesMatchUp) {
             // not meet.
             for (int r = 1; r < n; r++) EXPECT_EQ(kinds[r], kinds[0]) << spec << " n=" << n;
         }
+    }
+}
+
+// bf16: an operator's partial sums of a bf16 tensor are made and summed in
+// f32 and rounded once after the sum (one cast on the summed block), as one
+// device rounds the whole sum; the search counts those f32 bytes. Weight
+// gradients are f32 already (GradReduce::F32), or with GradReduce::Low are
+// summed in bf16, at half the bytes.
+TEST(Lower, Bf16PartialSumsAreSummedInF32AndRoundedOnce) {
+    for (GradReduce reduce : {GradReduce::F32, GradReduce::Low}) {
+        int rounded_once = 0;  // the mlp's tofu and owt plans have some; the transformer's none
+        for (const char *spec : {"mlp:hidden=64", "transformer:layers=1,d_model=32,heads=2,seq=8,vocab=50"}) {
+            Model m = build_model(spec, 24);
+            apply_precision(m, Precision::BF16, reduce);
+            make_training_graph(m.graph, m.loss, {});
+            const Graph &g = m.graph;
+            int low_gradient_sums = 0;
+            for (int n : {2, 3})
+                for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Owt}) {
+                    Plan p = executable_plan(g, n, s);
+                    EXPECT_EQ(lowered_total(p), p.comm_bytes) << spec << " n=" << n << " " << p.strategy;
+                    const DeviceGraph dg = lower(g, p, 0);
+                    const auto readers = dg.graph.consumers();
+                    for (const Node &node : dg.graph.nodes()) {
+                        const std::string kind = node.comm ? node.call.attrs.get_string("", "comm") : "";
+                        if (kind != "all_reduce" && kind != "reduce_scatter") continue;
+                        const TensorId out = node.outputs[0], source = dg.source[out];
+                        const DType summed = dg.graph.tensor(out).type.dtype;
+                        const std::string where = std::string(spec) + " n=" + std::to_string(n) + " " +
+                                                  p.strategy + " " + node.call.name;
+                        if (source == kNoTensor || g.tensor(source).type.dtype != DType::BF16) continue;
+                        if (gradient_reduced_low(g, source)) {
+                            EXPECT_EQ(summed, DType::BF16) << where;
+                            low_gradient_sums++;
+                            continue;
+                        }
+                        ASSERT_EQ(summed, DType::F32) << where;
+                        ASSERT_EQ(readers[out].size(), 1u) << where;
+                        const Node &cast = dg.graph.node(readers[out][0]);
+                        EXPECT_EQ(cast.call.kind, OpKind::Cast) << where;
+                        EXPECT_EQ(dg.graph.tensor(cast.outputs[0]).type.dtype, DType::BF16) << where;
+                        rounded_once++;
+                    }
+                }
+            if (reduce == GradReduce::Low) EXPECT_GT(low_gradient_sums, 0) << spec;
+            else EXPECT_EQ(low_gradient_sums, 0) << spec;
+        }
+        EXPECT_GT(rounded_once, 0) << "no partial sums of bf16 activations were lowered";
     }
 }
 

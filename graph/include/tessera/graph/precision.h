@@ -48,6 +48,9 @@ const char *grad_reduce_name(GradReduce r);  // "fp32" or "bf16"
 // Whether tensor t is a weight's working copy whose gradient autodiff keeps
 // in f32 (a cast with kGradDtypeAttr "f32").
 bool gradient_kept_f32(const Graph &g, TensorId t);
+// Whether tensor t is (a contribution to) the gradient of a weight's working
+// copy whose gradient stays in the storage type (GradReduce::Low).
+bool gradient_reduced_low(const Graph &g, TensorId t);
 
 // Where activations and working weights live: F32, BF16 or F16.
 DType storage_dtype(Precision p);
