@@ -169,12 +169,13 @@ void say(const BenchContext &ctx, const std::string &text) {
 }  // namespace
 
 Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer,
-                           Precision precision) {
+                           Precision precision, GradReduce grad_reduce) {
     RunSpec spec;
     spec.model = model;
     spec.batch = batch;
     spec.optimizer = optimizer;
     spec.precision = precision;
+    spec.grad_reduce = grad_reduce;
     spec.log_stages = false;
     return std::move(build_training_model(spec).graph);
 }

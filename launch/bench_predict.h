@@ -70,7 +70,7 @@ struct BenchContext {
 // The model's training graph (models/ and graph/: the model, its backward pass
 // and SGD's updates), as tessera-plan and tessera-train build it.
 Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer = {},
-                           Precision precision = Precision::FP32);
+                           Precision precision = Precision::FP32, GradReduce grad_reduce = GradReduce::F32);
 
 // One device, no partition.
 BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx);

@@ -70,6 +70,7 @@ struct BenchArgs {
     bool oversubscribe = false;
     std::string device_mem;  // scaling, models: per-device memory; empty: unlimited
     std::string precision = "fp32";  // scaling, models, budgets: the step's precision (graph/precision.h)
+    std::string grad_reduce = "fp32";  // with a 16-bit precision: the weight gradients' sums (GradReduce)
     double bucket_mb = 25;   // scaling, models: fused all-reduces' bucket (PartitionOptions::bucket_bytes)
 };
 
@@ -135,6 +136,12 @@ tessera::BenchHeader header_for(const std::string &mode, const std::string &what
             a.batch,
             tessera::precision_name(tessera::read_precision(a.precision)),
             a.device_mem.empty() ? 0 : tessera::parse_size(a.device_mem, "--device-mem")};
+}
+
+// The training graph every mode predicts, at --batch, --precision and --grad-reduce-dtype.
+tessera::Graph training_graph(const BenchArgs &a, const std::string &model) {
+    return tessera::bench_training_graph(model, a.batch, {}, tessera::read_precision(a.precision),
+                                         tessera::read_grad_reduce(a.grad_reduce));
 }
 
 std::string report(const BenchArgs &a, const tessera::BenchHeader &h, const std::vector<tessera::BenchRow> &rows) {
@@ -205,7 +212,7 @@ std::string run_scaling(const BenchArgs &a) {
     BenchProgress progress;
     tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
-    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch, {}, tessera::read_precision(a.precision));
+    const tessera::Graph training = training_graph(a, a.model);
     const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
     std::vector<tessera::BenchRow> rows;
     for (const tessera::Machine &m : machines) {
@@ -274,7 +281,7 @@ std::string run_models(const BenchArgs &a) {
     tessera::BenchContext ctx = bench_context(a, progress);
     std::vector<tessera::BenchRow> rows;
     for (const std::string &model : models) {
-        const tessera::Graph training = tessera::bench_training_graph(model, a.batch, {}, tessera::read_precision(a.precision));
+        const tessera::Graph training = training_graph(a, model);
         const tessera::BenchRow single = tessera::predict_single(model, training, ctx);
         std::vector<tessera::BenchRow> these;
         for (tessera::PartitionStrategy s : strategies)
@@ -308,7 +315,7 @@ std::string run_budgets(const BenchArgs &a) {
     BenchProgress progress;
     tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
-    const tessera::Graph training = tessera::bench_training_graph(a.model, a.batch, {}, tessera::read_precision(a.precision));
+    const tessera::Graph training = training_graph(a, a.model);
     const int64_t footprint = tessera::footprint_bytes(training);
     tessera::BenchRow single = tessera::predict_single(model, training, ctx);
     single.strategy = "unlimited";
@@ -433,6 +440,7 @@ void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("--roofline", a.roofline, "Roofline preset for operator times and the host link: cpu or h100")
         ->capture_default_str();
     tessera::add_precision_flag(app, a.precision);
+    tessera::add_grad_reduce_flag(app, a.grad_reduce);
     app.add_option("--per-weight", a.per_weight_s,
                    "scaling, models: after the strategies, seconds for the per-weight search from the best of them "
                    "(that strategy with each of its largest weights fixed replicated or split, as tessera-train "

@@ -168,12 +168,28 @@ private:
         return a;
     }
 
+    [[noreturn]] void no_rule(const Node &n) const {
+        fail("autodiff: ", n.call.who(), " has no backward rule; ", op_name(n.call.kind),
+             " is itself a backward or optimizer operator");
+    }
+
+    // One rule per forward operator, grouped by lang's operator families.
     void differentiate(const Node &n, const std::vector<bool> &w) {
+        const std::string family = op_info(n.call.kind).family;
+        if (family == "matmul") matmul_rules(n, w);
+        else if (family == "elementwise") elementwise_rules(n, w);
+        else if (family == "softmax") softmax_rules(n, w);
+        else if (family == "norm") norm_rules(n, w);
+        else if (family == "conv") conv_rules(n, w);
+        else if (family == "layout") layout_rules(n, w);
+        else if (family == "misc") misc_rules(n, w);
+        else no_rule(n);
+    }
+
+    // Matrix products: y = op(x) op(w).
+    void matmul_rules(const Node &n, const std::vector<bool> &w) {
         const auto &in = n.inputs;
         auto want = [&](int i) { return w[in[i]]; };
-        // Shapes are copied: every node emitted appends to the graph's tensors,
-        // which may move them (a reference read a freed Shape after conv2d's dx).
-        const Shape x_shape = g_.tensor(in[0]).type.shape;
         switch (n.call.kind) {
         case OpKind::Matmul:
         case OpKind::BatchMatmul: {
@@ -197,6 +213,15 @@ private:
             }
             break;
         }
+        default: no_rule(n);
+        }
+    }
+
+    // Element-wise operators.
+    void elementwise_rules(const Node &n, const std::vector<bool> &w) {
+        const auto &in = n.inputs;
+        auto want = [&](int i) { return w[in[i]]; };
+        switch (n.call.kind) {
         case OpKind::BiasAdd:
             if (want(0)) accumulate(n, in[0], dy(n), w);
             if (want(1))
@@ -226,6 +251,15 @@ private:
         case OpKind::Sigmoid:
             accumulate(n, in[0], emit(n, "dx", OpKind::SigmoidGrad, {dy(n), n.outputs[0]}), w);
             break;
+        default: no_rule(n);
+        }
+    }
+
+    // Softmax, log-softmax and cross-entropy.
+    void softmax_rules(const Node &n, const std::vector<bool> &w) {
+        const auto &in = n.inputs;
+        auto want = [&](int i) { return w[in[i]]; };
+        switch (n.call.kind) {
         case OpKind::Softmax:
             accumulate(n, in[0], emit(n, "dx", OpKind::SoftmaxGrad, {dy(n), n.outputs[0]}), w);
             break;
@@ -236,6 +270,15 @@ private:
             if (want(0))
                 accumulate(n, in[0], emit(n, "dlogits", OpKind::SoftmaxXentGrad, {in[0], in[1], dy(n)}), w);
             break;
+        default: no_rule(n);
+        }
+    }
+
+    // Layer and batch norm: one backward operator gives all three gradients.
+    void norm_rules(const Node &n, const std::vector<bool> &w) {
+        const auto &in = n.inputs;
+        auto want = [&](int i) { return w[in[i]]; };
+        switch (n.call.kind) {
         case OpKind::LayerNorm:
         case OpKind::BatchNorm: {
             OpKind grad = n.call.kind == OpKind::LayerNorm ? OpKind::LayerNormGrad : OpKind::BatchNormGrad;
@@ -244,6 +287,18 @@ private:
                 if (want(i)) accumulate(n, in[i], d[i], w);
             break;
         }
+        default: no_rule(n);
+        }
+    }
+
+    // Convolutions and pooling.
+    void conv_rules(const Node &n, const std::vector<bool> &w) {
+        const auto &in = n.inputs;
+        auto want = [&](int i) { return w[in[i]]; };
+        // Shapes are copied: every node emitted appends to the graph's tensors,
+        // which may move them (a reference read a freed Shape after conv2d's dx).
+        const Shape x_shape = g_.tensor(in[0]).type.shape;
+        switch (n.call.kind) {
         case OpKind::Conv2d: {
             const Shape w_shape = g_.tensor(in[1]).type.shape;
             if (want(0)) {
@@ -273,6 +328,17 @@ private:
                             {{"in_h", x_shape[2]}, {"in_w", x_shape[3]}}),
                        w);
             break;
+        default: no_rule(n);
+        }
+    }
+
+    // Layout operators and reductions: each gradient is another layout operator.
+    void layout_rules(const Node &n, const std::vector<bool> &w) {
+        const auto &in = n.inputs;
+        // Shapes are copied: every node emitted appends to the graph's tensors,
+        // which may move them (a reference read a freed Shape after conv2d's dx).
+        const Shape x_shape = g_.tensor(in[0]).type.shape;
+        switch (n.call.kind) {
         case OpKind::Permute: {
             std::vector<int64_t> perm = n.call.attrs.get_ints(n.call.who(), "perm"), inv(perm.size());
             for (size_t i = 0; i < perm.size(); i++) inv[perm[i]] = static_cast<int64_t>(i);
@@ -322,6 +388,15 @@ private:
         case OpKind::Broadcast:
             accumulate(n, in[0], emit(n, "dx", OpKind::ReduceSum, {dy(n)}, copy_attrs(n, {"axis"})), w);
             break;
+        default: no_rule(n);
+        }
+    }
+
+    // Embedding, dropout and cast.
+    void misc_rules(const Node &n, const std::vector<bool> &w) {
+        const auto &in = n.inputs;
+        auto want = [&](int i) { return w[in[i]]; };
+        switch (n.call.kind) {
         case OpKind::Embedding:
             if (want(0)) {
                 const Shape table = g_.tensor(in[0]).type.shape;
@@ -344,9 +419,7 @@ private:
             accumulate(n, in[0], emit(n, "dx", OpKind::Cast, {dy(n)}, {{"to", std::string(dtype_name(x_type))}}), w);
             break;
         }
-        default:
-            fail("autodiff: ", n.call.who(), " has no backward rule; ", op_name(n.call.kind),
-                 " is itself a backward or optimizer operator");
+        default: no_rule(n);
         }
     }
 

@@ -65,6 +65,12 @@ expect scaling-machine 0 "2 nodes x 8 gpus (16 devices)" -- \
 expect scaling-machine-only 0 "8 gpus (8 devices) (gpu 360 GB/s 3 us)" -- \
     "$BENCH" scaling "${MLP[@]}" --machine "$SRC/configs/machines/8-nvlink.json" --strategies data
 expect scaling-h100 0 "roofline  h100" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --roofline h100
+# bf16 weight gradients reduced in f32 (the default) send twice the bytes of bf16 ones.
+expect grad-reduce-fp32 0 "398 KiB" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies data --precision bf16
+expect grad-reduce-bf16 0 "199 KiB" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies data --precision bf16 --grad-reduce-dtype bf16
+expect grad-reduce-unknown 1 "--grad-reduce-dtype: unknown --grad-reduce-dtype 'f8'" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2 --grad-reduce-dtype f8
 # Under a per-device budget (issue 19): ranks over it swap, and the header says so.
 expect scaling-budget 0 "memory    300 KiB per device; a rank over it swaps" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 1,2 --device-mem 300KiB --search-time 0.2
