@@ -117,20 +117,24 @@ CLI::Option *add_grad_reduce_flag(CLI::App &app, std::string &value) {
         ->capture_default_str();
 }
 
-GradReduce read_grad_reduce(const std::string &value) {
+namespace {
+
+// What `parse` reads from a flag's value, its error prefixed with the flag.
+template <typename T>
+T parse_flag(const char *flag, T (*parse)(const std::string &), const std::string &value) {
     try {
-        return grad_reduce_from_name(value);
+        return parse(value);
     } catch (const Error &e) {
-        fail("--grad-reduce-dtype: ", e.what());
+        fail(flag, ": ", e.what());
     }
 }
 
-Precision read_precision(const std::string &value) {
-    try {
-        return precision_from_name(value);
-    } catch (const Error &e) {
-        fail("--precision: ", e.what());
-    }
+}  // namespace
+
+GradReduce read_grad_reduce(const std::string &value) {
+    return parse_flag("--grad-reduce-dtype", grad_reduce_from_name, value);
 }
+
+Precision read_precision(const std::string &value) { return parse_flag("--precision", precision_from_name, value); }
 
 }  // namespace tessera
