@@ -44,6 +44,9 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:allocator_may_retur
 # not to.
 export ASAN_OPTIONS="detect_leaks=0:strict_string_checks=1:allocator_may_return_null=1"
 export LSAN_OPTIONS="suppressions=$suppressions/lsan.supp"
+# Property tests run a tenth of their random cases here (tests/trials.h); the
+# main test run runs them all.
+export TESSERA_TEST_TRIALS=tenth
 
 # The Halide kernels are ahead-of-time objects, not instrumented either way:
 # after scripts/build.sh (as in CI) they and the strategy table come from

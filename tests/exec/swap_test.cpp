@@ -22,6 +22,7 @@
 #include "tessera/swap/swap_program.h"
 #include "test_graphs.h"
 #include "zoo_training_graph.h"
+#include "trials.h"
 
 namespace tessera {
 namespace {
@@ -798,7 +799,8 @@ TEST(SwapPlanned, RecomputationWithHostUpdatesUnderRandomTimingsGivesValidProgra
     Graph g = training_graph("cnn:convs=2,depth=12,channels=2,hidden=16", 16, OptimizerConfig::Kind::Adam);
     const int64_t full = plan_memory(g, default_order(g)).arena_bytes;
     int recomputed = 0, on_host = 0;
-    for (uint64_t seed = 1; seed <= 200; seed++) {
+    const int seeds = test::trials(200, 20);
+    for (uint64_t seed = 1; seed <= static_cast<uint64_t>(seeds); seed++) {
         std::mt19937_64 rng(seed);
         std::uniform_real_distribution<double> scale(0.3, 3.0), exponent(7, 10.5), ratio(2.5, 5);
         SwapProblem pr = problem_for(g, default_order(g), align64(static_cast<int64_t>(full / ratio(rng))));
@@ -840,7 +842,7 @@ TEST(SwapPlanned, RecomputationChainsUnderASlowLinkGiveValidPrograms) {
             pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e8;
             pr.host_node_time_s = pr.node_time_s;
             if (min_swap_budget(pr, HostUpdates::Auto) > pr.budget) continue;
-            for (uint64_t seed = 1; seed <= 4; seed++) {
+            for (uint64_t seed = 1; seed <= static_cast<uint64_t>(test::trials(4)); seed++) {
                 SwapOptions o = recomputing(HostUpdates::Auto, 300, 16, seed);
                 std::string what = std::string(spec) + " at 1/" + std::to_string(ratio) + ", seed " + std::to_string(seed);
                 try {

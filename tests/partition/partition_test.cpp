@@ -18,6 +18,7 @@
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
 #include "tessera/partition/partition.h"
+#include "trials.h"
 
 namespace tessera {
 namespace {
@@ -99,8 +100,9 @@ Graph random_graph(std::mt19937 &rng) {
 // as well as the recursion.
 TEST(PartitionOptimality, DpEqualsBruteForceOnEveryCutOfRandomGraphs) {
     std::mt19937 rng(20261121);
+    const int want = test::trials(200, 10);
     int graphs = 0, cuts = 0, skipped = 0;
-    for (int i = 0; graphs < 200; i++) {
+    for (int i = 0; graphs < want; i++) {
         ASSERT_LT(skipped, 200) << "too many random graphs were too large for brute force";
         Graph g = random_graph(rng);
         bool small = true;
@@ -130,8 +132,8 @@ TEST(PartitionOptimality, DpEqualsBruteForceOnEveryCutOfRandomGraphs) {
         if (small) graphs++;
         else skipped++;
     }
-    EXPECT_EQ(graphs, 200);
-    EXPECT_GE(cuts, 200 * 8);
+    EXPECT_EQ(graphs, want);
+    EXPECT_GE(cuts, want * 8);
     std::printf("checked %d cuts of %d graphs (%d larger graphs skipped)\n", cuts, graphs, skipped);
 }
 
