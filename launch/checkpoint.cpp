@@ -132,7 +132,7 @@ void remove_stale_checkpoint_temporaries(const std::string &dir) {
 }
 
 void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
-                     int64_t step) {
+                     int64_t step, const std::string &loss_scaler) {
     std::vector<StTensor> tensors;
     for (TensorId t = 0; t < g.num_tensors(); t++) {
         const TensorInfo &ti = g.tensor(t);
@@ -155,6 +155,7 @@ void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const G
                           {"data_epoch", info.steps_per_epoch ? step / info.steps_per_epoch : 0},
                           {"data_batch", info.steps_per_epoch ? step % info.steps_per_epoch : 0}};
     meta["rng"] = rng.dump();
+    if (!loss_scaler.empty()) meta["loss_scaler"] = loss_scaler;
     write_safetensors(checkpoint_path(dir), tensors, meta);
 }
 
@@ -246,7 +247,8 @@ void check_identity(const CheckpointMeta &meta, const CheckpointInfo &info, cons
 
 }  // namespace
 
-int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store) {
+int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
+                        std::string *loss_scaler) {
     const std::string path = checkpoint_path(dir);
     StFile f = read_safetensors(path);
     const CheckpointMeta meta(f);
@@ -267,6 +269,10 @@ int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, cons
         if (!saved(ti) || (!f.has(ti.name) && optional_in_checkpoint(g, t))) continue;
         const StTensor &st = f.get(ti.name, ti.type.dtype, ti.type.shape);
         store.write(t, st.data.data(), st.data.size());
+    }
+    if (loss_scaler) {
+        auto it = f.metadata.find("loss_scaler");
+        *loss_scaler = it == f.metadata.end() ? std::string() : it->second;
     }
     return step;
 }

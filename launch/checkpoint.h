@@ -42,8 +42,9 @@ void remove_stale_checkpoint_temporaries(const std::string &dir);
 // named as in the single-process graph whatever the ranks hold, so a
 // checkpoint written by N ranks resumes on M. Collective when partitioned:
 // every rank calls it; the root writes the file.
+// `loss_scaler` (loss_scaler.h's state; empty: none) goes to the metadata.
 void save_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
-                     int64_t step);
+                     int64_t step, const std::string &loss_scaler = "");
 
 // For an imported model (onnx_import.h): its weights as the PyTorch module's
 // state_dict, written atomically to dir/model.safetensors, which
@@ -69,6 +70,9 @@ bool optional_in_checkpoint(const Graph &g, TensorId t);
 // Throws tessera::Error naming the file and the mismatch: a different model,
 // batch, optimizer or seed; a missing tensor (other than an optional one); a
 // wrong shape.
-int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store);
+// `loss_scaler`, when given, receives the loss scaler's state (empty when the
+// checkpoint holds none: an fp32 or bf16 run's).
+int64_t load_checkpoint(const std::string &dir, const CheckpointInfo &info, const Graph &g, TensorStore &store,
+                        std::string *loss_scaler = nullptr);
 
 }  // namespace tessera

@@ -232,6 +232,11 @@ int main(int argc, char **argv) {
     app.add_option("--optimizer", optimizer, "sgd (with momentum) or adam")->capture_default_str();
     tessera::add_precision_flag(app, o.precision);
     tessera::add_grad_reduce_flag(app, o.grad_reduce);
+    app.add_option("--loss-scale", o.loss_scale,
+                   "With --precision fp16: the initial loss scale (default 65536); a step whose gradients overflow "
+                   "is skipped and halves it, as PyTorch's GradScaler does");
+    app.add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
+                   "With --precision fp16: finite steps in a row before the loss scale doubles (default 2000)");
     app.add_option("--lr", lr, "Learning rate (default 0.05 for sgd, 0.001 for adam)");
     app.add_option("--lr-schedule", o.lr_schedule, "constant, or cosine decay to zero over the run")
         ->capture_default_str();

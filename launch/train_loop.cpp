@@ -44,9 +44,10 @@ using Clock = std::chrono::steady_clock;
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
     read_grad_reduce(o.grad_reduce);  // a bad name fails before any work
-    TESSERA_CHECK(read_precision(o.precision) != Precision::FP16, "--precision fp16: training in fp16 is planned "
-                  "(tessera-plan --precision fp16) but not run yet: the CPU kernels have bf16 forms only, and fp16 "
-                  "needs loss scaling; train with --precision bf16 (docs/limitations.md, Mixed precision)");
+    const bool scaled = loss_scaled(read_precision(o.precision));
+    TESSERA_CHECK(scaled || (!o.loss_scale && !o.loss_scale_growth_interval), "--loss-scale and "
+                  "--loss-scale-growth-interval apply to --precision fp16; ", o.precision, " scales no loss");
+    check_loss_scaler_config(loss_scaler_config(o));
     // 2^30 samples of even one value each is 4 GiB; the bound keeps the sizes' products far from overflow.
     constexpr int64_t kMaxSynthetic = int64_t{1} << 30;
     TESSERA_CHECK(o.synthetic_size >= 1 && o.synthetic_size <= kMaxSynthetic, "--synthetic-size must be in [1, ",

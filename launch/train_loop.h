@@ -34,10 +34,13 @@ struct TrainOptions {
     // the run at most kMaxSteps steps.
     std::optional<int64_t> epochs, steps;
     OptimizerConfig optimizer;
-    // graph/precision.h's name. The CPU runs fp32, tf32 (as fp32) and bf16;
-    // a GPU fp32 alone; fp16 plans (tessera-plan) but does not run yet.
+    // graph/precision.h's name. The CPU runs fp32, tf32 (as fp32), bf16 and
+    // fp16 (with dynamic loss scaling); a GPU fp32 alone.
     std::string precision = "fp32";
     std::string grad_reduce = "fp32";  // --grad-reduce-dtype (graph/precision.h's GradReduce)
+    // --loss-scale and --loss-scale-growth-interval (fp16 only; loss_scaler.h's defaults when absent).
+    std::optional<double> loss_scale;
+    std::optional<int64_t> loss_scale_growth_interval;
     std::string lr_schedule = "cosine";  // constant | cosine (to zero at the last step)
     uint64_t seed = 1;
     // auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N;

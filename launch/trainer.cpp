@@ -235,8 +235,13 @@ public:
           info_(checkpoint_info(o_, per_epoch_)), buf_(m_.graph, m_.input, m_.labels), faults_(s.rank),
           metrics_(root_ ? o_.metrics_path : std::string(), o_.resume),
           progress_(root_ ? o_.progress : "none", total_,
-                    o_.log_every > 0 ? o_.log_every : std::max<int64_t>(1, per_epoch_ / 10)) {
+                    o_.log_every > 0 ? o_.log_every : std::max<int64_t>(1, per_epoch_ / 10)),
+          scaler_(m_.graph.find_tensor(kLossScaleTensor).has_value(), loss_scaler_config(o_)) {
         step_tensor_ = m_.graph.find_tensor(kStepTensor);
+        if (scaler_.enabled()) {
+            loss_scale_tensor_ = m_.graph.tensor_named(kLossScaleTensor);
+            nonfinite_tensor_ = m_.graph.tensor_named(kNonfiniteTensor);
+        }
         const Graph &g = run_.graph();
         for (NodeId n = 0; n < g.num_nodes(); n++)
             if (g.node(n).optimizer && !g.node(n).comm) update_nodes_.push_back(n);
@@ -267,7 +272,9 @@ private:
         write_model_values();
         int64_t start = 0;
         if (o_.resume && checkpoint_exists(o_.checkpoint_dir)) {
-            start = load_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store);
+            std::string scaler_state;
+            start = load_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store, &scaler_state);
+            if (!scaler_state.empty()) scaler_.restore(scaler_state, checkpoint_path(o_.checkpoint_dir));
             if (root_) std::cout << fmt::format("resumed from {} at step {}\n", checkpoint_path(o_.checkpoint_dir), start);
         } else if (o_.resume && root_) {
             std::cout << "no checkpoint in " << o_.checkpoint_dir << " yet; starting from step 0\n";
@@ -307,12 +314,21 @@ private:
         check_step(stats, step);
         float loss = 0;
         s_.store.read(m_.loss, &loss, sizeof(loss));
-        TESSERA_CHECK(!root_ || std::isfinite(loss), "the loss is ", loss, " at step ", step + 1,
+        const double scale = scaler_.scale();
+        const bool skipped = scaler_.enabled() && scaler_.update(agreed_nonfinite_count(), step + 1);
+        // fp16's overflow is a skipped step, its weights untouched; anywhere else a non-finite loss is divergence.
+        TESSERA_CHECK(!root_ || skipped || std::isfinite(loss), "the loss is ", loss, " at step ", step + 1,
                       "; training diverged. Lower --lr (now ", o_.optimizer.lr, ")");
         peak_ = std::max(peak_, stats.peak_live_bytes);
         train_seconds_ += stats.step_time_s;
         result_.final_loss = loss;
-        metrics_.write(step_line(stats, step, epoch, loss));
+        nlohmann::json line = step_line(stats, step, epoch, loss);
+        if (scaler_.enabled()) {
+            line["loss_scale"] = scale;
+            line["step_skipped"] = skipped;
+            line["skipped_steps"] = scaler_.skipped_steps();
+        }
+        metrics_.write(line);
         double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
         progress_.step(step + 1, epoch, loss, stats.step_time_s, elapsed, step + 1 - start);
         result_.steps_run++;
@@ -326,14 +342,28 @@ private:
     void feed_batch(int64_t step, int64_t epoch) {
         train_batches_.fill(epoch, step % per_epoch_, buf_.x_data(), buf_.xi_data(), buf_.labels.data());
         buf_.write_to(s_.store, m_.input, m_.labels);
-        if (step_tensor_) {
-            int32_t v = static_cast<int32_t>(step + 1);
+        if (step_tensor_) {  // Adam's step: the updates applied so far, and this one
+            int32_t v = static_cast<int32_t>(step + 1 - scaler_.skipped_steps());
             s_.store.write(*step_tensor_, &v, sizeof(v));
+        }
+        if (scaler_.enabled()) {
+            const float scale = static_cast<float>(scaler_.scale());  // a power of two in [2^-24, 2^64]: exact
+            s_.store.write(*loss_scale_tensor_, &scale, sizeof(scale));
         }
         if (o_.lr_schedule != "constant") {
             double lr = scheduled_lr(o_, step, total_);
             for (NodeId n : update_nodes_) s_.executor.set_attr(n, "lr", lr);
         }
+    }
+
+    // The step's count of non-finite gradient elements. The step all-reduced
+    // it before its updates read it; rank 0's copy goes to every rank, so that
+    // all scalers take the same decision.
+    double agreed_nonfinite_count() {
+        float count = 0;
+        s_.store.read(*nonfinite_tensor_, &count, sizeof(count));
+        if (run_.sharded()) o_.comm->broadcast(&count, sizeof(count), 0, o_.comm->world_group());
+        return count;
     }
 
     // What the plans promised, checked against what the step did.
@@ -405,7 +435,9 @@ private:
 
     void save(int64_t step) {
         if (o_.checkpoint_dir.empty() || step == saved_at_) return;
-        save_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store, step);
+        const bool scaler_state = scaler_.enabled() || scaler_.skipped_steps() > 0;
+        save_checkpoint(o_.checkpoint_dir, info_, m_.graph, s_.store, step,
+                        scaler_state ? scaler_.to_json() : std::string());
         if (m_.imported) save_state_dict(o_.checkpoint_dir, m_, s_.store, step);
         saved_at_ = step;
     }
@@ -430,6 +462,9 @@ private:
             result_.test_accuracy = last_eval_.accuracy;
             std::cout << fmt::format(" | test accuracy {:.2f}%", last_eval_.accuracy * 100);
         }
+        if (scaler_.enabled())
+            std::cout << fmt::format(" | loss scale 2^{}, {} skipped", std::ilogb(scaler_.scale()),
+                                     count_of(scaler_.skipped_steps(), "step"));
         std::cout << fmt::format(" | peak device bytes {} of arena {}", format_bytes(peak_), format_bytes(run_.arena));
         if (!o_.checkpoint_dir.empty()) std::cout << " | checkpoint " << checkpoint_path(o_.checkpoint_dir);
         std::cout << "\n" << std::flush;
@@ -448,7 +483,8 @@ private:
     FaultHooks faults_;
     MetricsWriter metrics_;
     Progress progress_;
-    std::optional<TensorId> step_tensor_;
+    LossScaler scaler_;
+    std::optional<TensorId> step_tensor_, loss_scale_tensor_, nonfinite_tensor_;
     std::vector<NodeId> update_nodes_;
     TrainResult result_;
     EvalResult last_eval_;
@@ -486,6 +522,13 @@ DataSplit load_data(const TrainOptions &o, const Model &m) {
     TESSERA_CHECK(d.train.size >= o.batch, "--batch ", o.batch, " is larger than the ", d.train.name,
                   " training set (", d.train.size, " samples)");
     return d;
+}
+
+LossScalerConfig loss_scaler_config(const TrainOptions &o) {
+    LossScalerConfig c;
+    if (o.loss_scale) c.init_scale = *o.loss_scale;
+    if (o.loss_scale_growth_interval) c.growth_interval = *o.loss_scale_growth_interval;
+    return c;
 }
 
 int64_t total_steps(const TrainOptions &o, int64_t steps_per_epoch) {

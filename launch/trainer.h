@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "loss_scaler.h"
 #include "step_prediction.h"
 #include "tensor_store.h"
 #include "train_loop.h"
@@ -35,6 +36,9 @@ struct TrainSession {
     bool timed = false;   // the executor times each operator (for re-simulating the swap plan)
     StepPredictor *predictor = nullptr;  // --simulate-steps: the whole-step simulator, on every rank
 };
+
+// --loss-scale and --loss-scale-growth-interval, or their defaults.
+LossScalerConfig loss_scaler_config(const TrainOptions &o);
 
 // The step count of the whole run: --steps, or --epochs (default 1) of batches.
 int64_t total_steps(const TrainOptions &o, int64_t steps_per_epoch);

@@ -19,7 +19,7 @@ class Differentiator {
 public:
     explicit Differentiator(Graph &g) : g_(g), grad_(g.num_tensors(), kNoTensor) {}
 
-    std::vector<TensorId> run(TensorId loss, const std::vector<TensorId> &wrt) {
+    std::vector<TensorId> run(TensorId loss, const std::vector<TensorId> &wrt, TensorId seed) {
         const TensorInfo &l = g_.tensor(loss);
         TESSERA_CHECK(l.type.dtype == DType::F32 && l.type.elements() == 1, "autodiff: the loss '",
                       l.name, "' must be a scalar f32, got ", type_str(l.type));
@@ -27,7 +27,10 @@ public:
         std::vector<bool> wanted = needs_grad(wrt, forward_nodes);
         std::vector<bool> feeds_loss = reaches(loss, forward_nodes);
 
-        TensorId seed = g_.add_constant(g_.unique_name(l.name + ".grad_seed"), l.type, Init::constant(1));
+        if (seed == kNoTensor)
+            seed = g_.add_constant(g_.unique_name(l.name + ".grad_seed"), l.type, Init::constant(1));
+        TESSERA_INTERNAL_ASSERT(g_.tensor(seed).type == g_.tensor(loss).type, "the loss's seed must be ",
+                                type_str(g_.tensor(loss).type));
         grad_.resize(g_.num_tensors(), kNoTensor);
         grad_[loss] = seed;
         g_.set_grad_of(seed, loss);
@@ -430,8 +433,8 @@ private:
 
 }  // namespace
 
-std::vector<TensorId> append_backward(Graph &g, TensorId loss, const std::vector<TensorId> &wrt) {
-    return Differentiator(g).run(loss, wrt);
+std::vector<TensorId> append_backward(Graph &g, TensorId loss, const std::vector<TensorId> &wrt, TensorId seed) {
+    return Differentiator(g).run(loss, wrt, seed);
 }
 
 }  // namespace tessera

@@ -13,6 +13,41 @@ OptimizerConfig::Kind optimizer_from_name(const std::string &name) {
 
 const char *optimizer_name(OptimizerConfig::Kind k) { return k == OptimizerConfig::Kind::Sgd ? "sgd" : "adam"; }
 
+namespace {
+
+// An update's inputs, then loss scaling's (none without it).
+std::vector<TensorId> with(const std::vector<TensorId> &scaling, std::vector<TensorId> inputs) {
+    inputs.insert(inputs.end(), scaling.begin(), scaling.end());
+    return inputs;
+}
+
+// Loss scaling's two extra update inputs: the scale, and the step's count of
+// non-finite gradient elements, one nonfinite_count per gradient summed by a
+// chain of adds. The counts are backward operators: they run once the
+// gradients are complete, and every update waits for the last of them.
+std::vector<TensorId> loss_scaling_inputs(Graph &g, const std::vector<TensorId> &grads) {
+    const std::optional<TensorId> scale = g.find_tensor(kLossScaleTensor);
+    TESSERA_INTERNAL_ASSERT(scale, "loss scaling needs the seed '", kLossScaleTensor, "' (make_training_graph)");
+    TensorId total = kNoTensor;
+    for (size_t i = 0; i < grads.size(); i++) {
+        const bool last = i + 1 == grads.size();
+        const std::string name = g.tensor(grads[i]).name + ".nonfinite";
+        TensorId count = g.add_node(
+            OpCall{OpKind::NonfiniteCount, last && i == 0 ? kNonfiniteTensor : g.unique_name(name)}, {grads[i]})[0];
+        g.set_node_flags(g.num_nodes() - 1, true, false);
+        if (i == 0) {
+            total = count;
+            continue;
+        }
+        total = g.add_node(OpCall{OpKind::Add, last ? kNonfiniteTensor : g.unique_name(name + "_sum")},
+                           {total, count})[0];
+        g.set_node_flags(g.num_nodes() - 1, true, false);
+    }
+    return {*scale, total};
+}
+
+}  // namespace
+
 std::vector<TensorId> append_optimizer(Graph &g, const std::vector<TensorId> &params,
                                        const std::vector<TensorId> &grads, const OptimizerConfig &config) {
     TESSERA_INTERNAL_ASSERT(params.size() == grads.size());
@@ -22,6 +57,7 @@ std::vector<TensorId> append_optimizer(Graph &g, const std::vector<TensorId> &pa
     TensorId step = kNoTensor;
     if (config.kind == OptimizerConfig::Kind::Adam)
         step = g.add_data(kStepTensor, TensorType{DType::I32, {}});
+    const std::vector<TensorId> scaling = config.loss_scaling ? loss_scaling_inputs(g, grads) : std::vector<TensorId>{};
     std::vector<TensorId> updated;
     for (size_t i = 0; i < params.size(); i++) {
         const TensorInfo p = g.tensor(params[i]);
@@ -34,7 +70,7 @@ std::vector<TensorId> append_optimizer(Graph &g, const std::vector<TensorId> &pa
                                      {{"lr", config.lr},
                                       {"momentum", config.momentum},
                                       {"weight_decay", config.weight_decay}}},
-                              {params[i], grads[i], v});
+                              with(scaling, {params[i], grads[i], v}));
             g.set_updates(outs[1], v);
         } else {
             TensorId m = g.add_opt_state(p.name + ".adam_m", p.type);
@@ -45,7 +81,7 @@ std::vector<TensorId> append_optimizer(Graph &g, const std::vector<TensorId> &pa
                                       {"beta2", config.beta2},
                                       {"eps", config.eps},
                                       {"weight_decay", config.weight_decay}}},
-                              {params[i], grads[i], m, v, step});
+                              with(scaling, {params[i], grads[i], m, v, step}));
             g.set_updates(outs[1], m);
             g.set_updates(outs[2], v);
         }
@@ -59,7 +95,9 @@ std::vector<TensorId> append_optimizer(Graph &g, const std::vector<TensorId> &pa
 std::vector<TensorId> make_training_graph(Graph &g, TensorId loss, const OptimizerConfig &config) {
     std::vector<TensorId> params = g.with_role(TensorRole::Param);
     TESSERA_CHECK(!params.empty(), "the model has no parameters to train");
-    std::vector<TensorId> grads = append_backward(g, loss, params);
+    const TensorId seed =
+        config.loss_scaling ? g.add_data(kLossScaleTensor, g.tensor(loss).type) : kNoTensor;
+    std::vector<TensorId> grads = append_backward(g, loss, params, seed);
     for (size_t i = 0; i < params.size(); i++)
         TESSERA_CHECK(grads[i] != kNoTensor, "parameter '", g.tensor(params[i]).name,
                       "' does not affect the loss '", g.tensor(loss).name, "'");

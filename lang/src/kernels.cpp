@@ -265,7 +265,7 @@ void check_kernel_storage(const OpCall &call, const std::vector<TensorRef> &inpu
 void run_op(const OpCall &call, const std::vector<TensorRef> &inputs,
             const std::vector<TensorRef> &outputs) {
     check_output_types(call, inputs, outputs);
-    check_kernel_storage(call, inputs, outputs, "CPU", {DType::BF16});
+    check_kernel_storage(call, inputs, outputs, "CPU", {DType::BF16, DType::F16});
     const std::vector<int64_t> kept = call.attrs.get_ints(call.who(), kF32OutputsAttr, {});
     kept_f32_outputs = &kept;
     struct Reset {

@@ -58,7 +58,7 @@ public:
     // `provided` < 0: the plain kernel. Otherwise a staged kernel: the first
     // `provided` stages are read from extra inputs.
     // `storage`: the type the kernel's f32 inputs and outputs are held in
-    // (Float(32), or BFloat(16) for a storage form; see compile_variant).
+    // (Float(32), or BFloat(16) or Float(16) for a storage form; see compile_variant).
     KernelCtx(StructMap s, Target t, int provided = -1, tessera::OpKind op = tessera::OpKind::Matmul,
               Type storage = Float(32))
         : Ctx(std::move(s)), target_(std::move(t)), provided_(provided), op_(op), storage_(storage) {}
@@ -280,7 +280,8 @@ std::vector<Func> stored_outputs(const Description &d, const KernelCtx &ctx, con
 
 // The plain kernel of a variant and, when its description marks stages, the
 // staged kernels (see the top of this file), in f32 or a storage form
-// ("<name>__bf16": f32 inputs and outputs held in bf16, computed in f32).
+// ("<name>__bf16", "<name>__f16": f32 inputs and outputs held in 16 bits,
+// computed in f32).
 void compile_form(const Description &d, const KernelVariant &kv, const Target &target, Type storage,
                   FamilyOut &out) {
     std::string fn = std::string("tk_") + tessera::op_name(d.op) + (kv.suffix.empty() ? "" : "_" + kv.suffix);
@@ -301,10 +302,12 @@ void compile_form(const Description &d, const KernelVariant &kv, const Target &t
     }
 }
 
-// Every operator with storage forms gets a bf16 one beside its f32 kernel.
+// Every operator with storage forms gets a bf16 and an f16 one beside its f32 kernel.
 void compile_variant(const Description &d, const KernelVariant &kv, const Target &target, FamilyOut &out) {
     compile_form(d, kv, target, Float(32), out);
-    if (tessera::has_storage_forms(d.op)) compile_form(d, kv, target, BFloat(16), out);
+    if (!tessera::has_storage_forms(d.op)) return;
+    compile_form(d, kv, target, BFloat(16), out);
+    compile_form(d, kv, target, Float(16), out);
 }
 
 void collect_family(const std::string &family, const Target &target, FamilyOut &out) {

@@ -142,7 +142,9 @@ Model build_training_model(const RunSpec &spec) {
             log_stage("precision", std::string(precision_name(spec.precision)) + ", weight gradients reduced in " +
                                        grad_reduce_name(spec.grad_reduce) + ": " + dtype_summary(m.graph));
     }
-    make_training_graph(m.graph, m.loss, spec.optimizer);
+    OptimizerConfig optimizer = spec.optimizer;
+    optimizer.loss_scaling = loss_scaled(spec.precision);
+    make_training_graph(m.graph, m.loss, optimizer);
     if (spec.log_stages) log_stage("graph", graph_summary(m.graph));
     return m;
 }

@@ -78,6 +78,8 @@ double per_element_flops(OpKind k) {
         return 4;
     case OpKind::Adam:
         return 12;
+    case OpKind::NonfiniteCount:
+        return 2;
     default:
         return 0;  // layout operators move data only
     }

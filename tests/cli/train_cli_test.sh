@@ -31,8 +31,64 @@ expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'memroy'" -- env TESSERA_
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
 expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
 expect bad-precision 1 "--precision: unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16" -- "$TRAIN" "${SMALL[@]}" --precision fp8
-expect fp16-not-run 1 "--precision fp16: training in fp16 is planned (tessera-plan --precision fp16) but not run yet" -- \
-  "$TRAIN" "${SMALL[@]}" --precision fp16
+expect fp16-trains 0 "loss scale 2^16, 0 steps skipped" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision fp16
+expect loss-scale-needs-fp16 1 "--loss-scale and --loss-scale-growth-interval apply to --precision fp16; bf16 scales no loss" -- \
+  "$TRAIN" "${SMALL[@]}" --precision bf16 --loss-scale 1024
+expect loss-scale-bad 1 "--loss-scale must be in [2^-24, 2^64] (about 6e-8 to 1.8e19), got 0" -- \
+  "$TRAIN" "${SMALL[@]}" --precision fp16 --loss-scale 0
+expect loss-scale-growth-bad 1 "--loss-scale-growth-interval must be at least 1, got 0" -- \
+  "$TRAIN" "${SMALL[@]}" --precision fp16 --loss-scale-growth-interval 0
+# Overflow is a skipped step, never NaN weights: at 2^64 the scaled gradients
+# overflow fp16 until the scale has halved far enough; each skip is in the
+# metrics, the growth interval doubles the scale again, and training goes on.
+F16=("${SMALL[@]}" --precision fp16 --loss-scale 18446744073709551616 --loss-scale-growth-interval 4 --no-eval
+     --lr-schedule constant)
+expect fp16-overflow-skips 0 "steps skipped" -- "$TRAIN" "${F16[@]}" --steps 64 --metrics "$TMP/fp16.jsonl" \
+  --checkpoint "$TMP/fp16"
+python3 - "$TMP/fp16.jsonl" <<'PY' && echo "ok   fp16-overflow-metrics" || { echo "FAIL fp16-overflow-metrics"; fail=1; }
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if '"step"' in l]
+assert rows[0]["loss_scale"] == 2.0 ** 64 and rows[0]["step_skipped"], rows[0]
+scale, run, skipped = 2.0 ** 64, 0, 0
+for r in rows:  # GradScaler's rule, applied to the skips the run reports
+    assert r["loss_scale"] == scale, (r, scale)
+    skipped += r["step_skipped"]
+    assert r["skipped_steps"] == skipped, r
+    run = 0 if r["step_skipped"] else run + 1
+    scale = scale / 2 if r["step_skipped"] else (scale * 2 if run == 4 else scale)
+    run = run % 4
+    assert r["step_skipped"] or math.isfinite(r["loss"]), r
+assert 10 < skipped < len(rows) - 10, skipped
+PY
+python3 "$SRC/tests/exec/safetensors_check.py" "$TMP/fp16/checkpoint.safetensors" --meta step=64 >/dev/null \
+  && echo "ok   fp16-checkpoint-finite" || { echo "FAIL fp16 checkpoint"; fail=1; }
+# The scaler's state is in the checkpoint: stopped at step 50 (past the skips,
+# part way to a growth) and resumed, the run ends bit for bit as the one above.
+"$TRAIN" "${F16[@]}" --steps 50 --metrics "$TMP/fp16b.jsonl" --checkpoint "$TMP/fp16b" >/dev/null 2>&1
+"$TRAIN" "${F16[@]}" --steps 64 --metrics "$TMP/fp16b.jsonl" --checkpoint "$TMP/fp16b" --resume >/dev/null 2>&1
+cmp -s "$TMP/fp16/checkpoint.safetensors" "$TMP/fp16b/checkpoint.safetensors" && \
+  python3 - "$TMP/fp16.jsonl" "$TMP/fp16b.jsonl" <<'PY' \
+  && echo "ok   fp16-resume-bit-for-bit" || { echo "FAIL fp16 resumed run differs"; fail=1; }
+import json, sys
+keys = ("step", "loss", "loss_scale", "step_skipped", "skipped_steps")
+a, b = ([tuple(json.loads(l)[k] for k in keys) for l in open(p) if '"step"' in l] for p in sys.argv[1:3])
+assert len(a) == 64 and a == b, [x for x in zip(a, b) if x[0] != x[1]][:3]
+PY
+# Gradients that are never finite (NaN inputs) halve the scale until it falls
+# below 2^-24, and the run stops saying so.
+python3 - "$TMP/nan.safetensors" <<'PY'
+import json, struct, sys
+n, d = 64, 20
+values = struct.pack(f"<{n * d}f", *([float("nan")] * (n * d)))
+labels = struct.pack(f"<{n}i", *([1] * n))
+header = {"input": {"dtype": "F32", "shape": [n, d], "data_offsets": [0, len(values)]},
+          "labels": {"dtype": "I32", "shape": [n], "data_offsets": [len(values), len(values) + len(labels)]}}
+text = json.dumps(header).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + values + labels)
+PY
+expect fp16-scale-collapses 1 "step 5 has non-finite gradients with the loss scale at 2^-24, and 5 steps in a row were skipped: the scale fell below 2^-24" -- \
+  "$TRAIN" --model mlp:layers=2,hidden=32,input=20,classes=4 --data "$TMP/nan.safetensors" --batch 32 --steps 8 \
+  --precision fp16 --loss-scale 0.00000095367431640625
 expect tf32-on-cpu 0 "--precision tf32 means fp32 on the CPU" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision tf32
 expect bf16-trains 0 "test accuracy" -- "$TRAIN" "${SMALL[@]}" --device cpu --precision bf16
 expect grad-reduce-bad 1 "--grad-reduce-dtype: unknown --grad-reduce-dtype 'fp8'; valid: fp32" -- \
@@ -44,10 +100,12 @@ expect grad-reduce-bf16-trains 0 "test accuracy" -- "$TRAIN" "${SMALL[@]}" --pre
 "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --checkpoint "$TMP/mixed" >/dev/null 2>&1 || { echo "FAIL fp32 checkpoint"; fail=1; }
 expect fp32-resumes-in-bf16 0 "at step 2" -- "$TRAIN" "${SMALL[@]}" --steps 4 --no-eval --checkpoint "$TMP/mixed" --resume \
   --precision bf16
+expect bf16-resumes-in-fp16 0 "at step 4" -- "$TRAIN" "${SMALL[@]}" --steps 5 --no-eval --checkpoint "$TMP/mixed" --resume \
+  --precision fp16
 expect export-dtype-bad 1 "--export-dtype: 'fp16' is not fp32 or bf16" -- \
   "$TRAIN" "${SMALL[@]}" --checkpoint "$TMP/mixed" --export-state-dict "$TMP/x.safetensors" --export-dtype fp16
 expect export-dtype-alone 2 "--export-dtype requires --export-state-dict" -- "$TRAIN" "${SMALL[@]}" --export-dtype bf16
-expect bf16-resumes-in-fp32 0 "at step 4" -- "$TRAIN" "${SMALL[@]}" --steps 6 --no-eval --checkpoint "$TMP/mixed" --resume
+expect fp16-resumes-in-fp32 0 "at step 5" -- "$TRAIN" "${SMALL[@]}" --steps 6 --no-eval --checkpoint "$TMP/mixed" --resume
 expect bad-lr 1 "learning rate must be positive" -- "$TRAIN" "${SMALL[@]}" --lr -1
 expect bad-size 1 "--device-mem: '12XB' is not a size" -- "$TRAIN" "${SMALL[@]}" --device-mem 12XB
 expect bad-dataset 1 "unknown dataset 'cifar'" -- "$TRAIN" --model mlp --data cifar

@@ -1,6 +1,7 @@
 // Optimiser updates against plain double loops over several steps, including
 // updates done in place (outputs aliasing their inputs).
 #include <cmath>
+#include <random>
 
 #include "tessera/lang/strategy.h"
 #include "test_util.h"
@@ -103,6 +104,97 @@ TEST(Adam, SeveralStepsMatchTheLoop) {
         }
 }
 
+// Loss scaling's inputs: the scale (a scalar) and the step's non-finite count.
+HostTensor f32_scalar(float v) {
+    HostTensor t(Shape{});
+    t.f[0] = v;
+    return t;
+}
+
+std::vector<double> unscaled(const HostTensor &g, double scale) {
+    std::vector<double> d = to_double(g.f);
+    for (double &x : d) x /= scale;
+    return d;
+}
+
+// A count of 0 unscales the gradient and updates; any other count leaves
+// weight and state as they were, bit for bit, even with inf and NaN in g.
+TEST(SgdMomentum, LossScaledUpdatesUnscaleOrSkip) {
+    for (const Shape &s : kShapes) {
+        const Sgd h{0.05, 0.8, 0.01};
+        HostTensor w = random_tensor(s, 3), v = random_tensor(s, 4);
+        std::vector<double> wd = to_double(w.f), vd = to_double(v.f);
+        for (int step = 0; step < 4; step++) {
+            const bool overflow = step % 2 == 1;
+            HostTensor g = random_tensor(s, 300 + step);
+            for (float &x : g.f) x *= 1024;
+            if (overflow) g.f[g.f.size() / 2] = step == 1 ? INFINITY : NAN;
+            std::vector<HostTensor> in = {w, g, v, f32_scalar(1024), f32_scalar(overflow ? 1 : 0)};
+            auto out = run(sgd_call(h, false), in);
+            if (overflow) {
+                EXPECT_EQ(out[0].f, w.f);
+                EXPECT_EQ(out[1].f, v.f);
+            } else {
+                ref_sgd(wd, unscaled(g, 1024), vd, h);
+                expect_near(out[0].f, wd, 1e-5, 1e-5, "scaled sgd w");
+                expect_near(out[1].f, vd, 1e-5, 1e-5, "scaled sgd v");
+            }
+            w = out[0];
+            v = out[1];
+        }
+    }
+}
+
+TEST(Adam, LossScaledUpdatesUnscaleOrSkip) {
+    for (const Shape &s : kShapes) {
+        const Adam h{1e-2, 0.8, 0.99, 1e-6, 0.1};
+        HostTensor w = random_tensor(s, 5), m(s), v(s);
+        std::vector<double> wd = to_double(w.f), md(w.size(), 0.0), vd(w.size(), 0.0);
+        int applied = 0;
+        for (int step = 0; step < 5; step++) {
+            const bool overflow = step == 1 || step == 2;
+            HostTensor g = random_tensor(s, 400 + step);
+            for (float &x : g.f) x *= 0.125f;
+            if (overflow) g.f[0] = -INFINITY;
+            std::vector<HostTensor> in = {w, g, m, v, step_tensor(applied + 1), f32_scalar(0.125f),
+                                          f32_scalar(overflow ? 7 : 0)};
+            auto out = run(adam_call(h, false), in);
+            if (overflow) {
+                EXPECT_EQ(out[0].f, w.f);
+                EXPECT_EQ(out[1].f, m.f);
+                EXPECT_EQ(out[2].f, v.f);
+            } else {
+                ref_adam(wd, unscaled(g, 0.125), md, vd, ++applied, h);
+                expect_near(out[0].f, wd, 1e-5, 1e-4, "scaled adam w");
+                expect_near(out[1].f, md, 1e-6, 1e-5, "scaled adam m");
+            }
+            w = out[0];
+            m = out[1];
+            v = out[2];
+        }
+    }
+}
+
+// The count against a plain loop, with infinities and NaNs at random places.
+TEST(NonfiniteCount, CountsInfAndNanLikeTheLoop) {
+    for (const Shape &s : kShapes)
+        for (int seed = 0; seed < 4; seed++) {
+            HostTensor x = random_tensor(s, 500 + seed);
+            std::mt19937 rng(static_cast<uint32_t>(seed));
+            const float specials[] = {INFINITY, -INFINITY, NAN};
+            for (int k = 0; k < seed * 3; k++) x.f[rng() % x.f.size()] = specials[rng() % 3];
+            int64_t expect = 0;
+            for (float v : x.f) expect += !std::isfinite(v);
+            OpCall c{OpKind::NonfiniteCount, "count", {}};
+            std::vector<HostTensor> in = {x};
+            auto out = run(c, in);
+            ASSERT_EQ(out[0].type, (TensorType{DType::F32, {}}));
+            EXPECT_EQ(out[0].f[0], static_cast<float>(expect)) << shape_str(s) << " seed " << seed;
+            // Split along any dimension, each block's count is a partial sum.
+            EXPECT_NE(strategies_for(c, {x.type}), nullptr);
+        }
+}
+
 // step is data; a step below 1 is treated as 1 (the bias corrections stay finite).
 TEST(Adam, StepBelowOneIsClampedToOne) {
     Shape s = {9};
@@ -161,6 +253,22 @@ TEST(OptimErrors, ShapeMismatch) {
     auto t = adam_types();
     t[3].shape = {12};
     expect_error([&] { infer_types(adam_call(Adam{1e-3}, true), t); }, "adam 'opt': input 3 (v) has shape [12]");
+}
+
+TEST(OptimErrors, LossScalingInputsAreF32Scalars) {
+    auto t = f32s(3, {3});
+    t.push_back({DType::F32, {}});
+    expect_error([&] { infer_types(sgd_call(Sgd{0.1}, true), t); },
+                 "sgd_momentum 'opt': takes 3 inputs, or 5 with loss scaling");
+    t.push_back({DType::F32, {1}});
+    expect_error([&] { infer_types(sgd_call(Sgd{0.1}, true), t); },
+                 "input 4 (nonfinite) must be a scalar (shape []), got shape [1]");
+    auto a = adam_types();
+    a.push_back({DType::I32, {}});
+    a.push_back({DType::F32, {}});
+    expect_error([&] { infer_types(adam_call(Adam{1e-3}, true), a); }, "adam 'opt': input 5 (scale) must be f32");
+    expect_error([] { infer_types({OpKind::NonfiniteCount, "count", {}}, {{DType::BF16, {3}}}); },
+                 "nonfinite_count 'count': input 0 (x) must be f32");
 }
 
 TEST(OptimErrors, StepMustBeAScalar) {

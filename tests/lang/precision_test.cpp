@@ -1,7 +1,8 @@
 // Reduced precision in lang/: cast's CPU kernels against base/half.h's software
 // conversions (every 16-bit pattern widened; rounding, overflow, NaN and
-// subnormals narrowed), the storage-type rule of shape inference, and the
-// error a kernel without a 16-bit path gives.
+// subnormals narrowed), the storage-type rule of shape inference, each
+// operator's bf16 and f16 storage forms against its f32 kernel, and the error
+// a device without a 16-bit path gives.
 #include <bit>
 #include <cstring>
 #include <cmath>
@@ -120,17 +121,20 @@ TEST(StorageType, OutputsTakeTheInputsStorage) {
 }
 
 TEST(StorageType, KernelsWithoutA16BitFormSaySo) {
-    std::vector<uint16_t> a(12), b(15), c(20);
     const OpCall mm{OpKind::Matmul, "mm", {}};
-    expect_error(
-        [&] {
-            run_op(mm, {{a.data(), {DType::F16, {4, 3}}}, {b.data(), {DType::F16, {3, 5}}}},
-                   {{c.data(), {DType::F16, {4, 5}}}});
-        },
-        "matmul 'mm': input 0 is f16[4, 3], and the CPU kernels read and write f32 and bf16 only");
+    std::vector<TensorRef> in{{nullptr, {DType::F16, {4, 3}}}, {nullptr, {DType::F16, {3, 5}}}};
+    std::vector<TensorRef> out{{nullptr, {DType::F16, {4, 5}}}};
+    expect_error([&] { check_kernel_storage(mm, in, out, "GPU", {}); },
+                 "matmul 'mm': input 0 is f16[4, 3], and the GPU kernels read and write f32 only");
+    expect_error([&] { check_kernel_storage(mm, in, out, "CPU", {DType::BF16}); },
+                 "and the CPU kernels read and write f32 and bf16 only");
+    check_kernel_storage(mm, in, out, "CPU", {DType::BF16, DType::F16});
 }
 
-// ---- storage forms: each operator's bf16 kernel against its f32 kernel ----
+// ---- storage forms: each operator's bf16 and f16 kernels against its f32 kernel ----
+
+// The 16-bit type the storage-form tests run (StorageForm's parameter).
+DType storage_half = DType::BF16;
 
 // One operand of a storage-form check: f32 values (already bf16 values where
 // the operator stores bf16) or i32 ids.
@@ -163,17 +167,17 @@ struct Buffers {
     }
 };
 
-// The operand as the run holds it: f32, or narrowed to bf16 where it is stored.
+// The operand as the run holds it: f32, or narrowed where it is stored.
 void fill(Buffers &b, const Operand &o, bool stored) {
     TensorType t = o.type;
-    if (stored && t.dtype == DType::F32) t.dtype = DType::BF16;
+    if (stored && t.dtype == DType::F32) t.dtype = storage_half;
     b.add(t);
     std::byte *dst = b.bytes.back().data();
     for (size_t k = 0; k < static_cast<size_t>(t.elements()); k++) {
         if (t.dtype == DType::I32) std::memcpy(dst + 4 * k, &o.i[k], 4);
         else if (t.dtype == DType::F32) std::memcpy(dst + 4 * k, &o.f[k], 4);
         else {
-            const uint16_t h = bf16_from_float(o.f[k]);
+            const uint16_t h = narrow(storage_half, o.f[k]);
             std::memcpy(dst + 2 * k, &h, 2);
         }
     }
@@ -186,21 +190,22 @@ std::vector<float> as_floats(const std::vector<std::byte> &bytes, DType t) {
         else {
             uint16_t h;
             std::memcpy(&h, bytes.data() + 2 * k, 2);
-            v[k] = float_from_bf16(h);
+            v[k] = widen(t, h);
         }
     }
     return v;
 }
 
-// Runs `call` on `in` in f32 and in bf16 storage (the stored inputs rounded
-// to bf16 in both runs) and expects each output of the bf16 run to be the
-// f32 run's, rounded once to bf16: within half a bf16 step (2^-8 relative),
-// plus `atol` for sums whose order differs (the f32 GEMMs run in OpenBLAS).
+// Runs `call` on `in` in f32 and in 16-bit storage (the stored inputs rounded
+// in both runs) and expects each output of the 16-bit run to be the f32
+// run's, rounded once: within half a step (2^-8 relative for bf16, 2^-11 for
+// f16), plus `atol` for sums whose order differs (the f32 GEMMs run in
+// OpenBLAS) and for f16's subnormals (steps of 2^-24).
 void expect_storage_form_matches(const OpCall &call, std::vector<Operand> in, double atol = 1e-6) {
     SCOPED_TRACE(call.who());
     for (size_t k = 0; k < in.size(); k++)
         if (!input_stays_f32(call.kind, static_cast<int>(k)))
-            for (float &v : in[k].f) v = float_from_bf16(bf16_from_float(v));
+            for (float &v : in[k].f) v = widen(storage_half, narrow(storage_half, v));
     Buffers f32_in, bf16_in, f32_out, bf16_out;
     std::vector<TensorType> f32_types, bf16_types;
     for (size_t k = 0; k < in.size(); k++) {
@@ -216,16 +221,21 @@ void expect_storage_form_matches(const OpCall &call, std::vector<Operand> in, do
     run_op(call, bf16_in.refs, bf16_out.refs);
     for (size_t o = 0; o < f32_out.refs.size(); o++) {
         const DType held = bf16_out.refs[o].type.dtype;
-        EXPECT_EQ(held, output_stays_f32(call.kind, static_cast<int>(o)) ? DType::F32 : DType::BF16) << "output " << o;
+        EXPECT_EQ(held, output_stays_f32(call.kind, static_cast<int>(o)) ? DType::F32 : storage_half) << "output " << o;
         const std::vector<float> want = as_floats(f32_out.bytes[o], DType::F32), got = as_floats(bf16_out.bytes[o], held);
-        const double rel = held == DType::BF16 ? std::ldexp(1.0, -8) : 1e-6;
+        const double rel = held == DType::BF16 ? std::ldexp(1.0, -8) : held == DType::F16 ? std::ldexp(1.0, -11) : 1e-6;
         expect_near(got, to_double(want), atol, rel, "output");
     }
 }
 
 OpCall with_attrs(OpKind k, Attrs a = {}) { return {k, "op", std::move(a)}; }
 
-TEST(StorageForm, MatrixProductsAndElementwise) {
+class StorageForm : public ::testing::TestWithParam<DType> {
+protected:
+    void SetUp() override { storage_half = GetParam(); }
+};
+
+TEST_P(StorageForm, MatrixProductsAndElementwise) {
     expect_storage_form_matches(with_attrs(OpKind::Matmul), {floats({7, 33}, 1), floats({33, 5}, 2)});
     expect_storage_form_matches(with_attrs(OpKind::Matmul, {{"transpose_b", int64_t{1}}}),
                                 {floats({6, 20}, 3), floats({9, 20}, 4)});
@@ -242,7 +252,7 @@ TEST(StorageForm, MatrixProductsAndElementwise) {
     expect_storage_form_matches(with_attrs(OpKind::Dropout, {{"rate", 0.25}, {"seed", int64_t{9}}}), {floats({300}, 15)});
 }
 
-TEST(StorageForm, SoftmaxNormsAndLoss) {
+TEST_P(StorageForm, SoftmaxNormsAndLoss) {
     expect_storage_form_matches(with_attrs(OpKind::Softmax), {floats({6, 40}, 20, -5, 5)});
     expect_storage_form_matches(with_attrs(OpKind::LogSoftmax), {floats({6, 40}, 21, -5, 5)});
     expect_storage_form_matches(with_attrs(OpKind::SoftmaxXent), {floats({8, 10}, 22, -3, 3), ids({8}, 23, 9)});
@@ -260,7 +270,7 @@ TEST(StorageForm, SoftmaxNormsAndLoss) {
                                 {floats({4, 3, 5, 5}, 39), floats({3}, 40), floats({3}, 41)});
 }
 
-TEST(StorageForm, ConvolutionsPoolsLayoutAndEmbedding) {
+TEST_P(StorageForm, ConvolutionsPoolsLayoutAndEmbedding) {
     const Attrs window = {{"stride_h", int64_t{1}}, {"stride_w", int64_t{1}}, {"pad_h", int64_t{1}}, {"pad_w", int64_t{1}}};
     expect_storage_form_matches(with_attrs(OpKind::Conv2d, window), {floats({2, 3, 6, 6}, 50), floats({4, 3, 3, 3}, 51)});
     Attrs gi = window;
@@ -280,6 +290,9 @@ TEST(StorageForm, ConvolutionsPoolsLayoutAndEmbedding) {
     expect_storage_form_matches(with_attrs(OpKind::Embedding), {floats({20, 6}, 65), ids({4, 5}, 66, 19)});
     expect_storage_form_matches(with_attrs(OpKind::EmbeddingGrad, {{"vocab", int64_t{20}}}), {floats({4, 5, 6}, 67), ids({4, 5}, 68, 19)});
 }
+
+INSTANTIATE_TEST_SUITE_P(Halves, StorageForm, ::testing::Values(DType::BF16, DType::F16),
+                         [](const auto &info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace tessera::test

@@ -67,6 +67,10 @@ inline float attr(const OpCall &c, const char *name, double fallback) {
 
 template <class Exec>
 void run_optim(Exec &ex, const OpCall &c, const std::vector<TensorRef> &in, const std::vector<TensorRef> &out) {
+    // Loss scaling (fp16) runs on the CPU only; a GPU refuses fp16 before planning.
+    const size_t plain = c.kind == OpKind::SgdMomentum ? 3 : 5;
+    TESSERA_CHECK(c.kind != OpKind::NonfiniteCount && in.size() == plain, c.who(),
+                  ": loss scaling (fp16) has no GPU kernels yet; docs/limitations.md, Mixed precision");
     int64_t n = in[0].type.elements();
     float lr = static_cast<float>(c.attrs.get_float(c.who(), "lr"));
     float wd = opt::attr(c, "weight_decay", 0.0);

@@ -18,6 +18,9 @@ namespace tessera {
 // A tensor that `loss` does not depend on gets kNoTensor. Throws tessera::Error
 // when the loss is not a scalar f32, and, naming it, for an operator with no
 // backward rule (a backward or optimizer operator in the forward graph).
-std::vector<TensorId> append_backward(Graph &g, TensorId loss, const std::vector<TensorId> &wrt);
+// `seed` is the loss's gradient: by default a constant 1; loss scaling passes
+// an f32 [] data tensor holding the scale.
+std::vector<TensorId> append_backward(Graph &g, TensorId loss, const std::vector<TensorId> &wrt,
+                                      TensorId seed = kNoTensor);
 
 }  // namespace tessera

@@ -10,7 +10,8 @@
 //         (images) are cast on arrival. Every activation is then stored in the
 //         low type and computed in f32 registers; softmax_xent's loss and batch
 //         norm's running statistics stay f32. Gradients reach the master
-//         weights through the casts' backward.
+//         weights through the casts' backward. fp16 also scales its loss
+//         (OptimizerConfig::loss_scaling; docs/training.md, "Loss scaling").
 //
 // Weight gradients (GradReduce, --grad-reduce-dtype): by default each weight's
 // gradient is computed into f32 from the 16-bit operands (the kernel's f32
@@ -54,6 +55,9 @@ bool gradient_reduced_low(const Graph &g, TensorId t);
 
 // Where activations and working weights live: F32, BF16 or F16.
 DType storage_dtype(Precision p);
+
+// Whether training in `p` scales its loss (fp16 alone: OptimizerConfig::loss_scaling).
+inline bool loss_scaled(Precision p) { return p == Precision::FP16; }
 
 // Rewrites a forward graph (no backward or optimizer node yet) for `p`: one
 // cast node per f32 parameter, fed input and constant that a node reads,
