@@ -43,6 +43,7 @@ std::vector<TensorId> loss_scaling_inputs(Graph &g, const std::vector<TensorId> 
                            {total, count})[0];
         g.set_node_flags(g.num_nodes() - 1, true, false);
     }
+    g.set_output(kNonfiniteTensor, total);  // the trainer reads it after the step
     return {*scale, total};
 }
 

@@ -169,10 +169,24 @@ std::vector<bool> Lowerer::adds_partial_sums(NodeId n) const {
 // share of the mean over the whole batch (1 when the batch is not split):
 // softmax_xent and its gradient divide by the local batch. (Global average
 // pooling over split space is staged, and its kernels divide by the whole
-// extents themselves.) `in`: this rank's block of the first input.
+// extents themselves.) `in`: this rank's block of the first input. The loss
+// (f32) is rescaled after softmax_xent; the gradient's seed before
+// softmax_xent_grad, so that a 16-bit gradient block is made at its true
+// magnitude (rescaled after, it would hold N times the values, and fp16 would
+// overflow N times sooner).
 double Lowerer::mean_rescale(const Node &node, const Box &in) const {
     if (node.call.kind != OpKind::SoftmaxXent && node.call.kind != OpKind::SoftmaxXentGrad) return 1.0;
     return static_cast<double>(in.hi[0] - in.lo[0]) / static_cast<double>(g_.tensor(node.inputs[0]).type.shape[0]);
+}
+
+TensorId Lowerer::rescaled_seed(TensorId seed, double alpha, const Node &node) {
+    OpCall scale{OpKind::Scale, node.call.name + "#whole_batch_seed", {}};
+    scale.attrs.set("alpha", alpha);
+    TensorId out = dg_.graph.add_node(scale, {seed}, TensorRole::Gradient)[0];
+    dg_.graph.set_node_flags(dg_.graph.num_nodes() - 1, node.backward, node.optimizer);
+    dg_.source.push_back(kNoTensor);  // holds no training-graph tensor
+    dg_.box.push_back(Box::whole(dg_.graph.tensor(out).type.shape));
+    return out;
 }
 
 // Adds `call` to this rank's graph. Its outputs hold the blocks `boxes` of
@@ -444,11 +458,14 @@ void Lowerer::lower_node(NodeId n) {
     bool staged = false;
     for (const Strategy *s : choice) staged = staged || (s && !s->reductions.empty());
     const std::vector<int64_t> wide = summed_wide(node, out_state, staged);
+    const double alpha = build_ ? mean_rescale(node, in_box[0]) : 1.0;
+    const bool seed_rescaled = alpha != 1.0 && node.call.kind == OpKind::SoftmaxXentGrad;
+    if (seed_rescaled) local_in[2] = rescaled_seed(local_in[2], alpha, node);
     if (staged) raw = add_staged(n, choice, local_in, in_boxes, out_box);
     if (build_) {
         if (!staged) raw = add_block_op(node, choice, wide, local_in, blocks, out_box);
-        const double alpha = mean_rescale(node, in_box[0]);
-        if (alpha != 1.0) raw[0] = add_scale(raw[0], alpha, node, "#whole_batch", node.outputs[0], out_box[0]);
+        if (alpha != 1.0 && !seed_rescaled)
+            raw[0] = add_scale(raw[0], alpha, node, "#whole_batch", node.outputs[0], out_box[0]);
     }
 
     // 3. Outputs into the tensors' layouts.

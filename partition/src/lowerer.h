@@ -158,6 +158,8 @@ private:
     TensorId add_comm(const std::string &why, const CommAttrs &attrs, TensorId in, DType dtype, const Box &out_box,
                       TensorId source, TensorRole role);
     double mean_rescale(const Node &node, const Box &in) const;
+    // softmax_xent_grad's seed (its dloss input) times `alpha`, on this rank.
+    TensorId rescaled_seed(TensorId seed, double alpha, const Node &node);
     std::vector<TensorId> add_op(const OpCall &call, const std::vector<TensorId> &in, const Node &node,
                                  const std::vector<Box> &boxes);
     std::vector<TensorId> add_staged(NodeId n, const std::vector<const Strategy *> &choice,

@@ -103,13 +103,27 @@ TEST(GpuKernelsHost, OutputsWrittenOverTheirInputsGiveTheSameBits) {
     EXPECT_GE(checked, 20);
 }
 
-// Every operator but cast, which the GPU refuses until it has bf16 kernels
-// (GpuKernelsHost.SixteenBitTensorsAreRefused).
+// Every operator but cast and nonfinite_count, which the GPU refuses until it
+// has 16-bit kernels (GpuKernelsHost.SixteenBitTensorsAreRefused,
+// GpuKernelsHost.LossScalingIsRefused).
 TEST(GpuKernelsHost, EveryOperatorHasACase) {
     std::set<OpKind> covered;
     for (const GpuCase &c : all_gpu_cases()) covered.insert(c.call.kind);
     for (const OpInfo &op : all_ops())
-        EXPECT_TRUE(covered.count(op.kind) || op.kind == OpKind::Cast) << "no GPU case for " << op.name;
+        EXPECT_TRUE(covered.count(op.kind) || op.kind == OpKind::Cast || op.kind == OpKind::NonfiniteCount)
+            << "no GPU case for " << op.name;
+}
+
+TEST(GpuKernelsHost, LossScalingIsRefused) {
+    std::vector<float> w(6, 1.0f), g(6, 1.0f), v(6), w2(6), v2(6), scale(1, 1024.0f), count(1);
+    auto t = [](std::vector<float> &x, Shape s) { return TensorRef{x.data(), {DType::F32, std::move(s)}}; };
+    gpu::HostExec ex;
+    expect_error([&] { gpu::run_op(ex, OpCall{OpKind::NonfiniteCount, "g.nonfinite", {}}, {t(g, {6})}, {t(count, {})}); },
+                 "nonfinite_count 'g.nonfinite': loss scaling (fp16) has no GPU kernels yet");
+    const OpCall sgd{OpKind::SgdMomentum, "w.update", {{"lr", 0.1}}};
+    expect_error([&] {
+        gpu::run_op(ex, sgd, {t(w, {6}), t(g, {6}), t(v, {6}), t(scale, {}), t(count, {})}, {t(w2, {6}), t(v2, {6})});
+    }, "sgd_momentum 'w.update': loss scaling (fp16) has no GPU kernels yet");
 }
 
 TEST(GpuKernelsHost, SixteenBitTensorsAreRefused) {

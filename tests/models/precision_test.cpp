@@ -155,5 +155,39 @@ TEST(Precision, AppliesToForwardGraphsOnly) {
     expect_error([&] { apply_precision(m.graph, Precision::BF16); }, "applies to a forward graph, before autodiff");
 }
 
+// fp16's loss scaling in the training graph: the loss's gradient is seeded
+// by the data tensor loss_scale, each weight gradient is counted once, the
+// counts are summed into the named output grads.nonfinite, and every update
+// reads the scale and that sum after its own inputs.
+TEST(Precision, LossScalingSeedsTheLossAndGuardsEveryUpdate) {
+    for (const char *spec : {"mlp", "cnn", kTransformer}) {
+        Model m = build_model(spec, 8);
+        apply_precision(m, Precision::FP16);
+        OptimizerConfig sgd;
+        sgd.loss_scaling = true;
+        const std::vector<TensorId> grads = make_training_graph(m.graph, m.loss, sgd);
+        const Graph &g = m.graph;
+        const TensorId scale = g.tensor_named(kLossScaleTensor), total = g.output(kNonfiniteTensor);
+        EXPECT_EQ(g.tensor(scale).role, TensorRole::Data);
+        EXPECT_EQ(g.tensor(scale).grad_of, m.loss) << spec;
+        EXPECT_EQ(g.tensor(total).name, kNonfiniteTensor);
+        std::vector<TensorId> counted;
+        int updates = 0;
+        for (const Node &n : g.nodes()) {
+            if (n.call.kind == OpKind::NonfiniteCount) counted.push_back(n.inputs[0]);
+            if (!n.optimizer) continue;
+            updates++;
+            ASSERT_EQ(n.inputs.size(), 5u) << n.call.who();
+            EXPECT_EQ(n.inputs[3], scale);
+            EXPECT_EQ(n.inputs[4], total);
+        }
+        std::sort(counted.begin(), counted.end());
+        std::vector<TensorId> want = grads;
+        std::sort(want.begin(), want.end());
+        EXPECT_EQ(counted, want) << spec;
+        EXPECT_EQ(updates, static_cast<int>(grads.size()));
+    }
+}
+
 }  // namespace
 }  // namespace tessera::test

@@ -9,6 +9,7 @@ Checks, and exits 1 naming the first failure:
   - every step both runs logged: loss within 1e-5 relative (--loss-rtol;
     bf16 runs round partial sums to bf16 where one process rounds the whole
     sum once, so they are checked at 1e-3);
+  - every step: fp16's loss_scale and step_skipped as in the single process;
   - every partitioned step: comm_bytes (measured by the communicator) equals
     planned_comm_bytes (lowering's count for rank 0);
   - with --plan: comm_bytes equals the plan's rank_comm_bytes[0], and with
@@ -81,6 +82,10 @@ def main():
         worst = max(worst, rel)
         if rel > a.loss_rtol:
             sys.exit(f"step {step}: loss {y} differs from the single-process {x} by {rel:.3g} relative (> {a.loss_rtol})")
+        # fp16: the same steps skipped, at the same loss scale.
+        for key in ("loss_scale", "step_skipped"):
+            if s[step].get(key) != q[step].get(key):
+                sys.exit(f"step {step}: {key} {q[step].get(key)}, the single-process run's {s[step].get(key)}")
         if q[step].get("comm_bytes") != q[step].get("planned_comm_bytes"):
             sys.exit(f"step {step}: rank 0 sent {q[step].get('comm_bytes')} bytes, lowering planned "
                      f"{q[step].get('planned_comm_bytes')}")

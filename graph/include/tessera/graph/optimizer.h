@@ -37,7 +37,8 @@ inline constexpr const char *kStepTensor = "optimizer.step";
 
 // Loss scaling's tensors (OptimizerConfig::loss_scaling): the f32 [] data
 // tensor the trainer writes the scale to before each step, and the f32 []
-// count of non-finite gradient elements the step leaves.
+// count of non-finite gradient elements the step leaves (a named output of the
+// graph, so that it keeps its storage all step).
 inline constexpr const char *kLossScaleTensor = "loss_scale";
 inline constexpr const char *kNonfiniteTensor = "grads.nonfinite";
 
