@@ -49,8 +49,7 @@ Expr out_extent(Expr in, Expr k, Expr pad, Expr stride) { return (in + 2 * pad -
 // no boundary test; the weight is repacked with the blocked channel innermost
 // (`w_channel` is that dimension of w, Halide order) so that the broadcasts of one
 // step are adjacent. Strides (1, 1) and (2, 2) are specialised: the vector loads
-// become dense or a two-way deinterleave, and the gradient's divisions shifts
-// (not in a 16-bit storage form: Ctx::lean_schedule).
+// become dense or a two-way deinterleave, and the gradient's divisions shifts.
 void schedule_conv(Ctx &c, Func y, Func acc, RDom r, Func img, Func win, int w_channel) {
     const int L = c.target().natural_vector_size<float>();
     const int VW = 2 * L, CB = 8, RB = 8;
@@ -77,7 +76,6 @@ void schedule_conv(Ctx &c, Func y, Func acc, RDom r, Func img, Func win, int w_c
     wp.compute_root().reorder_storage(order).parallel(wv[3]);
     img.compute_at(y, task).vectorize(img.args()[0], L, TailStrategy::GuardWithIf);
 
-    if (c.lean_schedule()) return;
     Expr sh = c.param_int("stride_h"), sw = c.param_int("stride_w");
     y.specialize(sh == 1 && sw == 1);
     y.specialize(sh == 2 && sw == 2);
@@ -173,25 +171,22 @@ struct Plane {
 // gradients), where the divisions by both strides, per vector and per kernel row,
 // become shifts; then the horizontal stride alone, 1 and 2, where the gathers'
 // divisions along the row become shifts and the forward windows' strided loads
-// deinterleave. A 16-bit storage form (Ctx::lean_schedule) keeps only the
-// general path, to keep the build short.
+// deinterleave.
 void schedule_window(Ctx &c, Func y, Expr width, Func red, const RDom &taps, bool gather,
                      const std::vector<Plane> &planes) {
     const Target &t = c.target();
     Var w = y.args()[0], ch = y.args()[2], n = y.args()[3], p("plane"), wo("wo"), wi("wi");
     y.fuse(ch, n, p).parallel(p);
     Expr sh = c.param_int("stride_h"), sw = c.param_int("stride_w");
-    const bool lean = c.lean_schedule();  // a 16-bit form: no stride specialisations
-    if (gather && !lean)
+    if (gather)
         for (int stride : {1, 2}) vectorize_rows(y.specialize(sh == stride && sw == stride), w, wo, wi, width, t);
-    if (!lean)
-        for (int stride : {1, 2}) vectorize_rows(y.specialize(sw == stride), w, wo, wi, width, t);
+    for (int stride : {1, 2}) vectorize_rows(y.specialize(sw == stride), w, wo, wi, width, t);
     vectorize_rows(y, w, wo, wi, width, t);
 
     Expr two_by_two = c.param_int("kernel_h") == 2 && c.param_int("kernel_w") == 2;
     red.compute_at(y, wo);
     vectorize_per_row_vector(red, red.args()[0], width, t, false);
-    vectorize_per_row_vector(red.update(), red.args()[0], width, t, false, lean ? nullptr : &taps, two_by_two);
+    vectorize_per_row_vector(red.update(), red.args()[0], width, t, false, &taps, two_by_two);
     for (Plane q : planes) {
         q.f.compute_at(y, p);
         vectorize_rows(q.f, q.f.args()[0], Var("po"), Var("pi"), q.extent, t, true);
@@ -209,8 +204,7 @@ void schedule_max_pool_grad(Ctx &c, Func dx, Expr W, Func sum, const RDom &taps,
     Expr two_by_two = c.param_int("kernel_h") == 2 && c.param_int("kernel_w") == 2;
     argmax.compute_at(am, Var("po"));
     vectorize_per_row_vector(argmax, argmax.args()[0], OW, t, true);
-    vectorize_per_row_vector(argmax.update(), argmax.args()[0], OW, t, true, c.lean_schedule() ? nullptr : &window,
-                             two_by_two);
+    vectorize_per_row_vector(argmax.update(), argmax.args()[0], OW, t, true, &window, two_by_two);
 }
 
 // ---- conv2d and its gradients ---------------------------------------------------

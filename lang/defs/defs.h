@@ -54,11 +54,6 @@ public:
     virtual Halide::Expr param_float(const std::string &name) = 0;
     // True when compiling a kernel: the description may then schedule itself.
     virtual bool scheduling() const = 0;
-    // True for a 16-bit storage form's kernel (tessera-kernelc). Its schedule
-    // may leave out specialisations that only make it faster: on the CPU the
-    // 16-bit forms are for checking numerics, and each specialisation is
-    // compiled once per form and target.
-    virtual bool lean_schedule() const { return false; }
     virtual const Halide::Target &target() const = 0;
 
     // Staged execution (an operator split at its cross-device reductions).

@@ -106,7 +106,6 @@ public:
     // The descriptions' schedules assume the whole operator in one kernel;
     // staged kernels keep Halide's default schedule.
     bool scheduling() const override { return provided_ < 0; }
-    bool lean_schedule() const override { return storage_ != Float(32); }
     const Target &target() const override { return target_; }
 
     Func stage(Func f) override {
