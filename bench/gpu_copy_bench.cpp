@@ -1,6 +1,6 @@
 // tessera-bench-gpu-copy: host-device bandwidth of the CUDA device's swap
 // streams while swapping, against a plain pinned cudaMemcpyAsync on the same
-// GPU, side by side in one run (issue 7's bandwidth bar: at least 80%).
+// GPU, side by side in one run (the bar: at least 80%).
 //
 //   plain      one copy at a time on a swap stream, nothing else running: the
 //              device's copy_async is cudaMemcpyAsync between pinned host

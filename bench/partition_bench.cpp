@@ -1,4 +1,4 @@
-// The partitioner's benchmarks (issue 4):
+// The partitioner's benchmarks:
 //   1. search time of the Tofu recursion for WResNet-152 width 10 (training
 //      graph) at 8 and 64 devices, the median of several runs;
 //   2. Tofu against data parallelism and "one weird trick" (and EqualChop) at 8

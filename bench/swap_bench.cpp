@@ -40,7 +40,7 @@
 #include "tessera/models/zoo.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/size.h"
-#include "tessera/swap/roofline.h"
+#include "tessera/predict/roofline.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace {
@@ -175,9 +175,7 @@ Graph training_graph(const std::string &spec, int64_t batch) {
 // Node times for `g` and the host link, measured on a CPU device (or taken
 // from a roofline preset).
 struct Timing {
-    std::vector<double> node_time_s;
-    std::vector<double> host_time_s;  // optimizer nodes on the host
-    double h2d = 0, d2h = 0;
+    OpTimes times;        // host_node_time_s: optimizer nodes on the host
     double seconds = 0;  // spent measuring
 };
 
@@ -186,21 +184,21 @@ Timing measure(const Graph &g, const std::vector<NodeId> &order, int64_t footpri
     double t0 = now_s();
     if (!a.roofline.empty()) {
         RooflineDevice dev = roofline_device(a.roofline);
-        t.node_time_s = roofline_node_times(g, dev);
-        t.host_time_s = roofline_host_node_times(g, dev);
-        t.h2d = t.d2h = a.host_gbps > 0 ? a.host_gbps * 1e9 : dev.host_bytes_per_s;
+        if (a.host_gbps > 0) dev.host_bytes_per_s = a.host_gbps * 1e9;
+        t.times = roofline_op_times(g, dev, HostUpdates::Auto);
     } else {
         CpuDevice device(footprint);
         ProfileOptions po;
         po.repeats = a.quick ? 1 : 3;
-        t.node_time_s = profile_nodes(g, order, device, po);
+        OpTimes &times = t.times;
+        times.node_time_s = profile_nodes(g, order, device, po);
         // The CPU device's kernels are the host's: the same times.
-        t.host_time_s.assign(t.node_time_s.size(), 0.0);
+        times.host_node_time_s.assign(times.node_time_s.size(), 0.0);
         for (NodeId n = 0; n < g.num_nodes(); ++n)
-            if (g.node(n).optimizer) t.host_time_s[n] = t.node_time_s[n];
+            if (g.node(n).optimizer) times.host_node_time_s[n] = times.node_time_s[n];
         int64_t probe = std::min<int64_t>(footprint, 64 << 20);
-        t.h2d = measure_copy_bandwidth(device, CopyDirection::HostToDevice, probe);
-        t.d2h = measure_copy_bandwidth(device, CopyDirection::DeviceToHost, probe);
+        times.h2d_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::HostToDevice, probe);
+        times.d2h_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::DeviceToHost, probe);
     }
     t.seconds = now_s() - t0;
     return t;
@@ -251,14 +249,7 @@ std::string ratio_row(const std::string &model, double ratio, const SwapProblem 
 
 // The problem of one model, without its budget.
 SwapProblem problem_of(const Graph &g, const std::vector<NodeId> &order, const Timing &t, const Args &a) {
-    SwapProblem problem;
-    problem.graph = &g;
-    problem.order = order;
-    problem.node_time_s = t.node_time_s;
-    problem.h2d_bytes_per_s = t.h2d;
-    problem.d2h_bytes_per_s = t.d2h;
-    if (a.host_updates != HostUpdates::Off) problem.host_node_time_s = t.host_time_s;
-    return problem;
+    return make_swap_problem(g, order, t.times, 0, a.host_updates);
 }
 
 int run_ratios(const Args &a) {
@@ -275,7 +266,8 @@ int run_ratios(const Args &a) {
                                  a.roofline.empty() ? " on the CPU device" : " from roofline " + a.roofline)
                   << std::flush;
         Timing t = measure(g, order, footprint, a);
-        std::cout << fmt::format(" {:.1f} s; host link {:.2f} / {:.2f} GB/s\n", t.seconds, t.h2d / 1e9, t.d2h / 1e9);
+        std::cout << fmt::format(" {:.1f} s; host link {:.2f} / {:.2f} GB/s\n", t.seconds, t.times.h2d_bytes_per_s / 1e9,
+                                 t.times.d2h_bytes_per_s / 1e9);
         SwapProblem problem = problem_of(g, order, t, a);
         for (double ratio : ratios) {
             problem.budget = static_cast<int64_t>(static_cast<double>(footprint) / ratio);

@@ -32,20 +32,20 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "bench_measure.h"
-#include "bench_predict.h"
-#include "bench_report.h"
-#include "child_process.h"
+#include "tessera/report/bench_measure.h"
+#include "tessera/predict/step_predictor.h"
+#include "tessera/report/bench_report.h"
+#include "tessera/report/child_process.h"
 #include "cli_exit.h"
-#include "partition_choice.h"
-#include "partition_flags.h"
+#include "tessera/predict/partition_choice.h"
+#include "shared_flags.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/machine.h"
 #include "tessera/progress.h"
 #include "tessera/size.h"
-#include "tessera/swap/roofline.h"
+#include "tessera/predict/roofline.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
 

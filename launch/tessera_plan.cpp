@@ -31,7 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_exit.h"
-#include "partition_flags.h"
+#include "shared_flags.h"
 #include "tessera/atomic_file.h"
 #include "tessera/host_threads.h"
 #include "tessera/error.h"
@@ -49,7 +49,7 @@
 #include "tessera/progress.h"
 #include "tessera/size.h"
 #include "tessera/swap/render.h"
-#include "tessera/swap/roofline.h"
+#include "tessera/predict/roofline.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
 
@@ -301,13 +301,10 @@ SwapResult plan_swapping(const SwapRequest &s, const tessera::RunSpec &base, con
     }
     // --swap none, ideal, or --swap-compare: the planner alone, on this rank's graph.
     r.graph = r.devices > 1 ? lower(tg.graph, partition_plan, s.rank).graph : tg.graph;
-    SwapProblem problem;
-    problem.graph = &r.graph;
-    problem.order = default_order(r.graph);
-    problem.node_time_s = roofline_node_times(r.graph, r.device);
-    if (s.options.host_updates != HostUpdates::Off) problem.host_node_time_s = roofline_host_node_times(r.graph, r.device);
-    problem.budget = r.budget;
-    problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = r.host_bytes_per_s;
+    OpTimes times = roofline_op_times(r.graph, r.device, s.options.host_updates);
+    times.h2d_bytes_per_s = times.d2h_bytes_per_s = r.host_bytes_per_s;
+    const SwapProblem problem = make_swap_problem(r.graph, default_order(r.graph), times, r.budget,
+                                                  s.options.host_updates);
     r.footprint = plan_memory(r.graph, problem.order).arena_bytes;
     if (s.policy == "none") {
         r.none = true;

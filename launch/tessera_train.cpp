@@ -19,17 +19,18 @@
 #include "tessera/exec/thread_budget.h"
 #include "tessera/models/zoo.h"
 #include "environment.h"
-#include "partition_flags.h"
-#include "rank_agreement.h"
-#include "state_dict.h"
-#include "stop_request.h"
-#include "train_loop.h"
+#include "shared_flags.h"
+#include "tessera/train/rank_agreement.h"
+#include "tessera/checkpoint/state_dict.h"
+#include "tessera/train/stop_request.h"
+#include "tessera/train/run_training.h"
 
 namespace {
 
-// This process's place in a job (launcher.h), filled as it is learnt, so that
+// This process's membership of a job (launcher.h): MPI started, the
+// communicator it owns, how its errors name it; filled as it is learnt, so that
 // an error part way still ends the process the right way (finish).
-struct Job {
+struct Membership {
     bool mpi = false;  // this process may have started MPI
     int world = 1;     // processes in its MPI_COMM_WORLD
     std::unique_ptr<tessera::Communicator> comm;
@@ -38,7 +39,7 @@ struct Job {
 
 // Joins the job a launcher started, if any: starts MPI, then checks that MPI
 // formed the job the launcher started.
-void join(Job &job, int *argc, char ***argv, double comm_timeout) {
+void join(Membership &job, int *argc, char ***argv, double comm_timeout) {
     const tessera::Launch launch = tessera::detect_launch();
     job.mpi = launch.start_mpi() && tessera::mpi_available();
     job.comm = tessera::join_job(launch, argc, argv);
@@ -53,7 +54,7 @@ void join(Job &job, int *argc, char ***argv, double comm_timeout) {
 // too. Without it, a rank that hangs where the plan has no communication
 // (nothing to time out on) leaves the others blocked in MPI_Finalize forever;
 // with it, they fail after --comm-timeout naming the rank, and the job ends.
-void leave_job(Job &job) {
+void leave_job(Membership &job) {
     if (job.world > 1) job.comm->barrier(job.comm->world_group());
     job.comm.reset();
 }
@@ -61,13 +62,33 @@ void leave_job(Job &job) {
 // In a job one rank's failure must end the whole job: the message names the
 // rank, then MPI aborts every process. When each process of a launch came up
 // alone (a world of one), each just ends.
-int finish(int code, const Job &job) {
+int finish(int code, const Membership &job) {
     if (job.mpi) {
         std::cout << std::flush;  // mpi_abort ends the process without flushing
         if (code != 0 && job.world > 1) tessera::mpi_abort(code);
         tessera::mpi_finalize();
     }
     return code;
+}
+
+// The flags whose text names a choice, read into TrainOptions' enums once
+// (errors name the flag).
+struct Choices {
+    std::string optimizer = "sgd", precision = "fp32", grad_reduce = "fp32", lr_schedule = "cosine",
+                progress = "auto", comm = "auto", host_updates = "off", recompute = "auto";
+    std::optional<double> lr;
+};
+
+void apply_choices(const Choices &c, tessera::TrainOptions &o) {
+    o.optimizer.kind = tessera::optimizer_from_name(c.optimizer);
+    o.optimizer.lr = c.lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
+    o.precision = tessera::read_precision(c.precision);
+    o.grad_reduce = tessera::read_grad_reduce(c.grad_reduce);
+    o.lr_schedule = tessera::lr_schedule_from_name(c.lr_schedule);
+    o.progress = tessera::progress_mode_from_name(c.progress);
+    o.comm_backend = tessera::comm_choice_from_name(c.comm);
+    o.host_updates = tessera::host_updates_from_name(c.host_updates);
+    o.recompute = c.recompute == "auto";
 }
 
 // --comm-timeout, --threads, --version and --env: how this process runs in
@@ -86,7 +107,7 @@ void add_process_flags(CLI::App &app, double &comm_timeout, int &threads, bool &
 }
 
 // --device-mem and the swap planner's flags.
-void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
+void add_memory_flags(CLI::App &app, tessera::TrainOptions &o, Choices &choices) {
     app.add_option("--device-mem", o.device_mem,
                    "Device arena size, e.g. 512MiB or 2GiB, or auto: the memory available less a reserve "
                    "(default: auto on a CUDA device, what the memory plan needs on the cpu); below what the run "
@@ -98,12 +119,12 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o) {
         ->capture_default_str();
     tessera::add_swap_search_flags(app, o.swap_search.population, o.swap_search.generations,
                                    o.swap_search.patience, o.swap_search.time_limit_s);
-    tessera::add_host_updates_flag(app, o.host_updates);
-    tessera::add_recompute_flag(app, o.recompute);
+    tessera::add_host_updates_flag(app, choices.host_updates);
+    tessera::add_recompute_flag(app, choices.recompute);
 }
 
 // What the run writes: metrics, checkpoints, progress.
-void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
+void add_output_flags(CLI::App &app, tessera::TrainOptions &o, Choices &choices) {
     app.add_option("--metrics", o.metrics_path, "Write JSON lines: one per step and one per evaluation");
     app.add_option("--profile-ops", o.profile_ops_path,
                    "Before training, time each operator alone on the device and write where the time goes, by "
@@ -111,7 +132,7 @@ void add_output_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--checkpoint", o.checkpoint_dir, "Directory for checkpoints (safetensors)");
     app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (default: every epoch)");
     app.add_flag("--resume", o.resume, "Continue from the checkpoint in --checkpoint DIR, if there is one");
-    app.add_option("--progress", o.progress, "auto (a bar on a terminal), bar, lines, or none")
+    app.add_option("--progress", choices.progress, "auto (a bar on a terminal), bar, lines, or none")
         ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
         ->capture_default_str();
     app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
@@ -134,7 +155,7 @@ int export_and_exit(const tessera::TrainOptions &o, const std::string &out, cons
 }
 
 // How the run is split over the ranks of a launch.
-void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
+void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o, Choices &choices) {
     app.add_option("--partition", o.partition,
                    "Under mpirun: how to split the model over the ranks: tofu (the search), data (data parallelism, "
                    "batch norm synchronised), ddp (PyTorch DDP: batch norm per device), fsdp (FSDP FULL_SHARD, "
@@ -158,7 +179,7 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
     app.add_option("--machine", o.machine_path,
                    "Link levels and speeds to plan with (a tessera-plan machine file); its devices must be the "
                    "job's ranks, its outermost level the nodes (the launch's, or --nodes K)");
-    app.add_option("--comm", o.comm_backend,
+    app.add_option("--comm", choices.comm,
                    "Collectives on a CUDA device: nccl (all-reduces on the GPU), mpi (staged through host memory; "
                    "when ranks share a GPU), or auto (nccl when each rank has its own GPU)")
         ->capture_default_str();
@@ -168,14 +189,12 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o) {
 
 // Joins the job, agrees with the other ranks, trains, and ends the process
 // the right way for how the run ended (exit codes above).
-int train_in_job(tessera::TrainOptions o, int *argc, char ***argv, const std::string &optimizer,
-                 std::optional<double> lr, double comm_timeout, int threads) {
-    Job job;
+int train_in_job(tessera::TrainOptions o, int *argc, char ***argv, const Choices &choices, double comm_timeout,
+                 int threads) {
+    Membership job;
     try {
         join(job, argc, argv, comm_timeout);
-        o.comm = job.comm.get();
-        o.optimizer.kind = tessera::optimizer_from_name(optimizer);
-        o.optimizer.lr = lr.value_or(o.optimizer.kind == tessera::OptimizerConfig::Kind::Sgd ? 0.05 : 0.001);
+        apply_choices(choices, o);
         // Before any other exchange: ranks started with different arguments must not meet in a collective.
         if (job.world > 1)
             tessera::agree_across_ranks(*job.comm, "arguments", tessera::run_arguments(o),
@@ -184,7 +203,7 @@ int train_in_job(tessera::TrainOptions o, int *argc, char ***argv, const std::st
         o.threads = budget.summary();
         o.swap_search.threads = std::clamp(budget.halide, 1, 64);
         tessera::install_stop_handlers();
-        tessera::run_training(o);
+        tessera::run_training(o, tessera::job_of(job.comm.get()));
         tessera::flush_stdout();
         leave_job(job);
         return finish(0, job);
@@ -211,12 +230,11 @@ int train_in_job(tessera::TrainOptions o, int *argc, char ***argv, const std::st
 
 int main(int argc, char **argv) {
     tessera::TrainOptions o;
-    CLI::App app{"tessera-train: train a model on one device (the CPU backend), or under mpirun -np N (or srun) on N "
-                 "processes with the model partitioned over them"};
+    CLI::App app{"tessera-train: train a model on one device (a GPU when there is one, otherwise the CPU), or under "
+                 "mpirun -np N (or srun) on N processes with the model partitioned over them"};
     app.footer(tessera::models_help() +
                "\nSet TESSERA_LOG=model,graph,memory,swap,program (or all) to dump each pipeline stage.");
-    std::string optimizer = "sgd";
-    std::optional<double> lr;
+    Choices choices;
     app.add_option("--model", o.model, "Model spec, e.g. mlp:layers=3,hidden=1024 or cnn")->capture_default_str();
     app.add_option("--data", o.data,
                    "Dataset: fashion-mnist, synthetic, auto (fashion-mnist when the model takes it), or a "
@@ -229,16 +247,16 @@ int main(int argc, char **argv) {
     app.add_option("--batch", o.batch, "Batch size")->capture_default_str();
     auto *epochs = app.add_option("--epochs", o.epochs, "Epochs to train (default 1)");
     app.add_option("--steps", o.steps, "Steps to train, instead of --epochs")->excludes(epochs);
-    app.add_option("--optimizer", optimizer, "sgd (with momentum) or adam")->capture_default_str();
-    tessera::add_precision_flag(app, o.precision);
-    tessera::add_grad_reduce_flag(app, o.grad_reduce);
+    app.add_option("--optimizer", choices.optimizer, "sgd (with momentum) or adam")->capture_default_str();
+    tessera::add_precision_flag(app, choices.precision);
+    tessera::add_grad_reduce_flag(app, choices.grad_reduce);
     app.add_option("--loss-scale", o.loss_scale,
                    "With --precision fp16: the initial loss scale (default 65536); a step whose gradients overflow "
                    "is skipped and halves it, as PyTorch's GradScaler does");
     app.add_option("--loss-scale-growth-interval", o.loss_scale_growth_interval,
                    "With --precision fp16: finite steps in a row before the loss scale doubles (default 2000)");
-    app.add_option("--lr", lr, "Learning rate (default 0.05 for sgd, 0.001 for adam)");
-    app.add_option("--lr-schedule", o.lr_schedule, "constant, or cosine decay to zero over the run")
+    app.add_option("--lr", choices.lr, "Learning rate (default 0.05 for sgd, 0.001 for adam)");
+    app.add_option("--lr-schedule", choices.lr_schedule, "constant, or cosine decay to zero over the run")
         ->capture_default_str();
     app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
     app.add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay (L2 for sgd, decoupled for adam)")
@@ -248,8 +266,8 @@ int main(int argc, char **argv) {
                    "auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N; the first line of output "
                    "says which")
         ->capture_default_str();
-    add_memory_flags(app, o);
-    add_output_flags(app, o);
+    add_memory_flags(app, o, choices);
+    add_output_flags(app, o, choices);
     std::string export_path, export_dtype = "fp32";
     auto *export_opt = app.add_option("--export-state-dict", export_path,
                    "Write the weights of the --checkpoint DIR as a PyTorch state_dict (safetensors) to this file and "
@@ -264,7 +282,7 @@ int main(int argc, char **argv) {
     app.add_flag("--simulate-steps", o.simulate_steps,
                  "Time every operator inside each step (cpu) and add the whole-step simulator's prediction of that "
                  "step to its metrics line (simulated_step_time_s), beside the measured step_time_s");
-    add_parallel_flags(app, o);
+    add_parallel_flags(app, o, choices);
     double comm_timeout = 60;
     int threads = 0;
     bool env = false;
@@ -282,5 +300,5 @@ int main(int argc, char **argv) {
     o.eval = !no_eval;
     o.shuffle = !no_shuffle;
     if (!export_path.empty()) return export_and_exit(o, export_path, export_dtype);
-    return train_in_job(o, &argc, &argv, optimizer, lr, comm_timeout, threads);
+    return train_in_job(o, &argc, &argv, choices, comm_timeout, threads);
 }

@@ -21,7 +21,7 @@ jobs=${TESSERA_JOBS:-2}
 case "$mode" in
   asan)
     flags=(-DTESSERA_ASAN=ON -DTESSERA_UBSAN=ON)
-    programs='^(base|lang|graph|models|exec|partition|swap|sim|comm|launch)_[a-z0-9_]+_test$'
+    programs='^(base|lang|graph|models|exec|program|partition|swap|sim|comm|pipeline|checkpoint|predict|train)_[a-z0-9_]+_test$'
     ;;
   tsan)
     flags=(-DTESSERA_TSAN=ON)

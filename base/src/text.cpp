@@ -1,6 +1,8 @@
 #include "tessera/text.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <limits>
 
@@ -55,6 +57,30 @@ std::string count_of(int64_t n, const std::string &noun) {
     return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
+std::string with_commas(int64_t v) {
+    // The magnitude as unsigned, so that the most negative value has one too.
+    const uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    const std::string digits = std::to_string(magnitude);
+    std::string out;
+    for (size_t i = 0; i < digits.size(); i++) {
+        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+        out += digits[i];
+    }
+    return v < 0 ? "-" + out : out;
+}
+
+std::string strf(const char *format, ...) {
+    va_list args, copy;
+    va_start(args, format);
+    va_copy(copy, args);
+    int n = std::vsnprintf(nullptr, 0, format, copy);
+    va_end(copy);
+    std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
+    if (n > 0) std::vsnprintf(s.data(), s.size() + 1, format, args);
+    va_end(args);
+    return s;
+}
+
 std::string html_escape(const std::string &s) {
     std::string out;
     out.reserve(s.size());
@@ -88,6 +114,34 @@ std::vector<std::string> split_list(const std::string &text) {
         if (comma == std::string::npos) return out;
         start = comma + 1;
     }
+}
+
+TextTable::TextTable(std::vector<std::string> header, std::vector<bool> right) : right_(std::move(right)) {
+    right_.resize(header.size(), false);
+    rows_.push_back(std::move(header));
+}
+
+void TextTable::add(std::vector<std::string> row) {
+    row.resize(rows_[0].size());
+    rows_.push_back(std::move(row));
+}
+
+std::string TextTable::str(const std::string &indent) const {
+    std::vector<size_t> width(rows_[0].size(), 0);
+    for (const auto &r : rows_)
+        for (size_t c = 0; c < r.size(); c++) width[c] = std::max(width[c], r[c].size());
+    std::string s;
+    for (const auto &r : rows_) {
+        std::string line = indent;
+        for (size_t c = 0; c < r.size(); c++) {
+            std::string pad(width[c] - r[c].size(), ' ');
+            line += right_[c] ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : "");
+            if (c + 1 < r.size()) line += "  ";
+        }
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        s += line + "\n";
+    }
+    return s;
 }
 
 }  // namespace tessera

@@ -1,6 +1,8 @@
 #include "tessera/tunables.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdlib>
 
 #include "tessera/error.h"
@@ -22,6 +24,17 @@ std::optional<std::string> env_text(const char *name) {
     const char *v = std::getenv(name);
     if (v == nullptr) return std::nullopt;
     return std::string(v);
+}
+
+std::optional<int> env_int(const char *name, int min, const std::string &advice) {
+    const std::optional<std::string> text = env_text(name);
+    if (!text) return std::nullopt;
+    errno = 0;
+    char *end = nullptr;
+    const long v = std::strtol(text->c_str(), &end, 10);
+    TESSERA_CHECK(errno == 0 && end != text->c_str() && *end == '\0' && v >= min && v <= INT_MAX,
+                  "environment variable ", name, "='", *text, "' is not an integer >= ", min, "; ", advice);
+    return static_cast<int>(v);
 }
 
 std::string env_choice(const char *name, const std::vector<std::string> &valid, const std::string &fallback,

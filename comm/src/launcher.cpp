@@ -10,64 +10,56 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 namespace {
 
 // `name` parsed as an integer >= `min`; nothing when unset. A launcher's
 // variable that is not a number means a broken environment, not "alone".
-std::optional<int> env_int(const char *name, int min) {
-    const char *value = std::getenv(name);
-    if (value == nullptr) return std::nullopt;
-    errno = 0;
-    char *end = nullptr;
-    long v = std::strtol(value, &end, 10);
-    TESSERA_CHECK(errno == 0 && end != value && *end == '\0' && v >= min && v <= INT_MAX, "environment variable ",
-                  name, "='", value, "' is not an integer >= ", min,
-                  "; launchers (mpirun, srun) set it, so start the job with one or unset it");
-    return static_cast<int>(v);
+std::optional<int> launcher_int(const char *name, int min) {
+    return env_int(name, min, "launchers (mpirun, srun) set it, so start the job with one or unset it");
 }
 
-bool env_set(const char *name) { return std::getenv(name) != nullptr; }
+bool env_set(const char *name) { return env_text(name).has_value(); }
 
 // "A=1, B=2" for those of `names` that are set.
 std::string seen(std::initializer_list<const char *> names) {
     std::string s;
     for (const char *name : names) {
-        const char *value = std::getenv(name);
-        if (value == nullptr) continue;
+        const std::optional<std::string> value = env_text(name);
+        if (!value) continue;
         if (!s.empty()) s += ", ";
-        s += std::string(name) + "=" + value;
+        s += std::string(name) + "=" + *value;
     }
     return s;
 }
 
 bool slurm_namespace() {
-    const char *ns = std::getenv("PMIX_NAMESPACE");
-    return ns != nullptr && std::strncmp(ns, "slurm.pmix.", 11) == 0;
+    return env_text("PMIX_NAMESPACE").value_or("").starts_with("slurm.pmix.");
 }
 
 }  // namespace
 
 Launch detect_launch() {
     Launch l;
-    if (std::optional<int> size = env_int("OMPI_COMM_WORLD_SIZE", 1)) {
-        env_int("OMPI_COMM_WORLD_RANK", 0);
+    if (std::optional<int> size = launcher_int("OMPI_COMM_WORLD_SIZE", 1)) {
+        launcher_int("OMPI_COMM_WORLD_RANK", 0);
         l.launcher = "mpirun (Open MPI)";
         l.size = *size;
         l.seen = seen({"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"});
         return l;
     }
     if (env_set("PMI_SIZE") || env_set("PMI_RANK")) {
-        env_int("PMI_RANK", 0);
+        launcher_int("PMI_RANK", 0);
         l.launcher = "a PMI launcher (MPICH's mpiexec, srun --mpi=pmi2)";
-        l.size = env_int("PMI_SIZE", 1).value_or(0);
+        l.size = launcher_int("PMI_SIZE", 1).value_or(0);
         l.seen = seen({"PMI_SIZE", "PMI_RANK"});
         return l;
     }
-    const std::optional<int> tasks = env_int("SLURM_STEP_NUM_TASKS", 1);
+    const std::optional<int> tasks = launcher_int("SLURM_STEP_NUM_TASKS", 1);
     if (env_set("PMIX_RANK")) {
-        env_int("PMIX_RANK", 0);
+        launcher_int("PMIX_RANK", 0);
         const bool slurm = tasks && slurm_namespace();
         l.launcher = slurm ? "srun --mpi=pmix" : "a PMIx launcher (prterun, mpirun)";
         l.size = slurm ? *tasks : 0;
@@ -75,7 +67,7 @@ Launch detect_launch() {
         return l;
     }
     if (tasks) {
-        env_int("SLURM_PROCID", 0);
+        launcher_int("SLURM_PROCID", 0);
         l.launcher = "srun";
         l.size = *tasks;
         l.seen = seen({"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"});

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "tessera/error.h"
+#include "tessera/tunables.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/size.h"
 #include "tessera/text.h"
@@ -57,9 +58,9 @@ DeviceBudget budget_from(const BudgetSource &s) {
 DeviceBudget host_auto_budget(int local_ranks) {
     BudgetSource s;
     s.sharing = std::max(1, local_ranks);
-    if (const char *v = std::getenv(kHostMemEnv)) {
+    if (const std::optional<std::string> v = env_text(kHostMemEnv)) {
         s.what = kHostMemEnv;
-        s.available = parse_size(v, kHostMemEnv);
+        s.available = parse_size(*v, kHostMemEnv);
     } else {
         s.what = "MemAvailable";
         s.available = mem_available_from_proc();

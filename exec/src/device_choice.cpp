@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "tessera/error.h"
+#include "tessera/tunables.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/text.h"
@@ -23,12 +24,13 @@ bool parse_index(const std::string &s, int *out) {
     return true;
 }
 
+// The first of `names` that is set, as a rank or a count (a launcher's
+// variable that is not one means a broken environment: an error naming it).
 int int_from_env(std::initializer_list<const char *> names, int fallback) {
-    for (const char *name : names) {
-        const char *v = std::getenv(name);
-        int r = 0;
-        if (v && parse_index(v, &r)) return r;
-    }
+    for (const char *name : names)
+        if (std::optional<int> v = env_int(name, 0, "launchers (mpirun, srun) set it, so start the job with one or "
+                                                     "unset it"))
+            return *v;
     return fallback;
 }
 

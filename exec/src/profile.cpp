@@ -28,6 +28,75 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// A communication node cannot run alone: its input bytes at the given rate.
+double comm_time(const Graph &g, const Node &node, double bytes_per_s) {
+    int64_t bytes = 0;
+    for (TensorId t : node.inputs) bytes += g.tensor(t).type.bytes();
+    return static_cast<double>(bytes) / bytes_per_s;
+}
+
+// A node's operands in the arena: inputs and outputs packed from offset 0; an
+// in-place output shares its target's input, as it does in a run. `end` is
+// the bytes they take.
+struct Operands {
+    std::vector<TensorRef> inputs, outputs;
+    int64_t end = 0;
+};
+
+Operands pack_operands(const Graph &g, const Node &node, Device &device) {
+    Operands o;
+    for (TensorId t : node.inputs) {
+        o.inputs.push_back({device.arena() + o.end, g.tensor(t).type});
+        o.end += align_up(g.tensor(t).type.bytes(), MemoryPlan::kAlignment);
+    }
+    for (TensorId t : node.outputs) {
+        const TensorInfo &info = g.tensor(t);
+        auto target = std::find(node.inputs.begin(), node.inputs.end(), info.updates);
+        if (info.updates != kNoTensor && target != node.inputs.end()) {
+            o.outputs.push_back({o.inputs[target - node.inputs.begin()].data, info.type});
+            continue;
+        }
+        o.outputs.push_back({device.arena() + o.end, info.type});
+        o.end += align_up(info.type.bytes(), MemoryPlan::kAlignment);
+    }
+    return o;
+}
+
+// The median of `repeats` runs of the node on zeroed inputs, after one
+// warm-up; `zeros` is a host buffer of zeros, grown as needed.
+double time_node(const Node &node, const Operands &o, Device &device, int repeats, std::vector<std::byte> &zeros) {
+    // Zeros are valid inputs for every operator (indices and labels 0).
+    for (const TensorRef &in : o.inputs) {
+        size_t bytes = static_cast<size_t>(in.type.bytes());
+        if (zeros.size() < bytes) zeros.assign(bytes, std::byte{0});
+        device.copy_to_device(in.data, zeros.data(), bytes);
+    }
+    Stream &stream = device.stream(StreamKind::Compute);
+    device.launch_op(StreamKind::Compute, node.call, o.inputs, o.outputs);  // warm-up
+    stream.synchronize();
+    std::vector<double> samples;
+    for (int r = 0; r < repeats; r++) {
+        auto t0 = std::chrono::steady_clock::now();
+        device.launch_op(StreamKind::Compute, node.call, o.inputs, o.outputs);
+        stream.synchronize();
+        samples.push_back(seconds_since(t0));
+    }
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+}
+
+// One entry (-1: not yet timed) per distinct operator of `order`.
+std::map<std::string, double> distinct_ops(const Graph &g, const std::vector<NodeId> &order) {
+    std::map<std::string, double> measured;
+    for (NodeId n : order) {
+        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "profile: node ", n, " does not exist; the graph has ",
+                      g.num_nodes(), " nodes");
+        const Node &node = g.node(n);
+        if (!node.comm) measured.emplace(op_key(g, node), -1.0);
+    }
+    return measured;
+}
+
 }  // namespace
 
 std::vector<double> profile_nodes(const Graph &g, const std::vector<NodeId> &order, Device &device,
@@ -35,25 +104,15 @@ std::vector<double> profile_nodes(const Graph &g, const std::vector<NodeId> &ord
     TESSERA_CHECK(options.repeats >= 1, "profile: repeats must be at least 1, got ", options.repeats);
     TESSERA_CHECK(options.comm_bytes_per_s > 0, "profile: comm_bytes_per_s must be positive, got ",
                   options.comm_bytes_per_s);
-    std::map<std::string, double> measured;
-    int total = 0;
-    for (NodeId n : order) {
-        TESSERA_CHECK(n >= 0 && n < g.num_nodes(), "profile: node ", n, " does not exist; the graph has ",
-                      g.num_nodes(), " nodes");
-        const Node &node = g.node(n);
-        if (!node.comm && measured.emplace(op_key(g, node), -1.0).second) total++;
-    }
-
+    std::map<std::string, double> measured = distinct_ops(g, order);
+    const int total = static_cast<int>(measured.size());
     std::vector<double> time(g.num_nodes(), 0.0);
     std::vector<std::byte> zeros;
-    Stream &stream = device.stream(StreamKind::Compute);
     int done = 0;
     for (NodeId n : order) {
         const Node &node = g.node(n);
         if (node.comm) {
-            int64_t bytes = 0;
-            for (TensorId t : node.inputs) bytes += g.tensor(t).type.bytes();
-            time[n] = static_cast<double>(bytes) / options.comm_bytes_per_s;
+            time[n] = comm_time(g, node, options.comm_bytes_per_s);
             continue;
         }
         double &t_op = measured.at(op_key(g, node));
@@ -61,51 +120,18 @@ std::vector<double> profile_nodes(const Graph &g, const std::vector<NodeId> &ord
             time[n] = t_op;
             continue;
         }
-        // Inputs and outputs packed from offset 0; an in-place output shares
-        // its target's input, as it does in a run.
-        std::vector<TensorRef> inputs, outputs;
-        int64_t end = 0;
-        for (TensorId t : node.inputs) {
-            inputs.push_back({device.arena() + end, g.tensor(t).type});
-            end += align_up(g.tensor(t).type.bytes(), MemoryPlan::kAlignment);
-        }
-        for (TensorId t : node.outputs) {
-            const TensorInfo &info = g.tensor(t);
-            auto target = std::find(node.inputs.begin(), node.inputs.end(), info.updates);
-            if (info.updates != kNoTensor && target != node.inputs.end()) {
-                outputs.push_back({inputs[target - node.inputs.begin()].data, info.type});
-                continue;
-            }
-            outputs.push_back({device.arena() + end, info.type});
-            end += align_up(info.type.bytes(), MemoryPlan::kAlignment);
-        }
-        if (end > device.arena_bytes() && node.optimizer && options.skip_oversized_optimizer) {
+        const Operands o = pack_operands(g, node, device);
+        if (o.end > device.arena_bytes() && node.optimizer && options.skip_oversized_optimizer) {
             t_op = 0;
             if (options.progress) options.progress(++done, total);
             continue;
         }
-        TESSERA_CHECK(end <= device.arena_bytes(), "profiling node '", node.call.name, "' (",
-                      op_name(node.call.kind), ") needs ", end, " bytes (", format_bytes(end),
+        TESSERA_CHECK(o.end <= device.arena_bytes(), "profiling node '", node.call.name, "' (",
+                      op_name(node.call.kind), ") needs ", o.end, " bytes (", format_bytes(o.end),
                       ") for its inputs and outputs, but the ", device.name(), " device arena has ",
                       device.arena_bytes(), " bytes (", format_bytes(device.arena_bytes()), "); use --device-mem ",
-                      size_flag_at_least(end), " or more");
-        // Zeros are valid inputs for every operator (indices and labels 0).
-        for (size_t k = 0; k < inputs.size(); k++) {
-            size_t bytes = static_cast<size_t>(inputs[k].type.bytes());
-            if (zeros.size() < bytes) zeros.assign(bytes, std::byte{0});
-            device.copy_to_device(inputs[k].data, zeros.data(), bytes);
-        }
-        device.launch_op(StreamKind::Compute, node.call, inputs, outputs);  // warm-up
-        stream.synchronize();
-        std::vector<double> samples;
-        for (int r = 0; r < options.repeats; r++) {
-            auto t0 = std::chrono::steady_clock::now();
-            device.launch_op(StreamKind::Compute, node.call, inputs, outputs);
-            stream.synchronize();
-            samples.push_back(seconds_since(t0));
-        }
-        std::sort(samples.begin(), samples.end());
-        t_op = samples[samples.size() / 2];
+                      size_flag_at_least(o.end), " or more");
+        t_op = time_node(node, o, device, options.repeats, zeros);
         time[n] = t_op;
         if (options.progress) options.progress(++done, total);
     }

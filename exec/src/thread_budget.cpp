@@ -13,15 +13,13 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
+#include "tessera/tunables.h"
 #include "tessera/lang/cpu_runtime.h"
 
 namespace tessera {
 namespace {
 
-std::string env_or_empty(const char *name) {
-    const char *v = std::getenv(name);
-    return v ? v : "";
-}
+std::string env_or_empty(const char *name) { return env_text(name).value_or(""); }
 
 // `value` of variable `name` as a thread count; OMP_NUM_THREADS's nested list
 // ("4,2": 4 at the outer level) counts its first entry.

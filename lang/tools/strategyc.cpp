@@ -16,13 +16,15 @@
 // the input is replicated; a region that is unbounded (an index read from data)
 // or not affine means the whole input is needed.
 //
-// Usage: tessera-strategyc --json FILE --cpp FILE
+// Usage: tessera-strategyc --json FILE --cpp FILE; TESSERA_STRATEGYC_DEBUG=1 also
+// prints the regions behind each strategy (debug_regions()).
 #include <fstream>
 #include <iostream>
 #include <optional>
 
 #include "../defs/defs.h"
 #include "../src/strategy_json.h"
+#include "tessera/tunables.h"
 
 using namespace Halide;
 using namespace Halide::Internal;
@@ -259,176 +261,261 @@ std::string reduce_kind(const Function &f, const Definition &u) {
     return "";
 }
 
-struct Analysis {
-    std::optional<Strategy> strategy;
-    std::string why;  // when rejected
+// TESSERA_STRATEGYC_DEBUG=1 prints, for every candidate, the stage order, the
+// Funcs whose regions were derived, and each input's region: what a surprising
+// strategy was derived from. Default 0.
+bool debug_regions() {
+    static const bool on = tessera::env_choice("TESSERA_STRATEGYC_DEBUG", {"0", "1"}, "0", "value") == "1";
+    return on;
+}
+
+using Consumers = std::map<std::string, std::set<std::string>>;
+
+Interval split_interval() {
+    Expr lo = Variable::make(Int(32), kLo), w = Variable::make(Int(32), kW);
+    return Interval(lo, lo + w);
+}
+
+// What the walk from the outputs back to the inputs found for one candidate
+// index variable D.
+struct Regions {
+    // D's range, [lo, lo + w]: one Expr in every region, so that merging two
+    // regions that use it finds them the same.
+    const Interval split = split_interval();
+    std::map<std::string, Box> required;         // Func -> the region of it the split outputs need
+    std::map<std::string, std::string> partial;  // stage -> reduce kind, for stages whose RDom is split
+    bool reduction_var = false;                  // D names an RDom
 };
 
-Analysis analyse(const OpDef &def, const std::vector<Function> &order, const AnalysisCtx &ctx,
-                 const std::map<std::string, std::set<std::string>> &consumers, const std::string &D) {
-    Expr lo = Variable::make(Int(32), kLo), w = Variable::make(Int(32), kW);
-    Interval split(lo, lo + w);
-    std::map<std::string, Box> required;
-    std::map<std::string, std::string> partial;  // stage -> reduce kind
-    bool reduction_var = false;
+// Binds f's pure Vars to the region `B` of f that is needed, and each RDom of
+// `d` to its whole range, or to `split` when it is D. True when an RDom is split.
+bool bind_vars(const Function &f, const Definition &d, const Box &B, const std::string &D, const Interval &split,
+               Scope<Interval> &scope) {
+    for (int k = 0; k < f.dimensions(); k++) scope.push(f.args()[k], B[k]);
+    bool split_rvar = false;
+    for (const ReductionVariable &rv : d.schedule().rvars()) {
+        if (base_name(rv.var) == D) {
+            scope.push(rv.var, split);
+            split_rvar = true;
+        } else {
+            scope.push(rv.var, Interval(rv.min, simplify(rv.min + rv.extent - 1)));
+        }
+    }
+    return split_rvar;
+}
 
+// Definition `di` of stage f (0 the pure one, then its updates), of which
+// region `B` is needed: adds the regions of its producers it reads to `r`.
+// Returns why the stage cannot be split along D, or "".
+std::string walk_definition(const Function &f, const Definition &d, size_t di, const Box &B, const std::string &D,
+                            Regions &r) {
+    Scope<Interval> scope;
+    const bool split_rvar = bind_vars(f, d, B, D, r.split, scope);
+    if (di > 0) {
+        for (int k = 0; k < f.dimensions(); k++) {
+            const Variable *v = d.args()[k].as<Variable>();
+            bool pure = v && v->name == f.args()[k];
+            if (!pure && f.args()[k] == D)
+                return "an update of '" + plain_name(f.name()) + "' writes positions along '" + D +
+                       "' that depend on data or on a reduction";
+        }
+    }
+    if (split_rvar) {
+        std::string kind = di > 0 ? reduce_kind(f, d) : "";
+        if (kind.empty())
+            return "stage '" + plain_name(f.name()) + "' iterates over '" + D +
+                   "' in a way that is not a sum, max or min reduction";
+        r.partial[f.name()] = kind;
+        r.reduction_var = true;
+    }
+    for (const Expr &e : def_exprs(d)) {
+        for (auto &[name, box] : boxes_required(e, scope)) {
+            if (name == f.name()) continue;
+            auto it = r.required.find(name);
+            if (it == r.required.end()) r.required[name] = box;
+            else merge_boxes(it->second, box);
+        }
+    }
+    return "";
+}
+
+// The outputs split along D (whole elsewhere), then every stage, consumers
+// first, asked with bounds inference which regions of its producers it needs.
+// Returns why D cannot be split, or "".
+std::string required_regions(const OpDef &def, const std::vector<Function> &order, const std::string &D,
+                             Regions &r) {
     for (size_t o = 0; o < def.outputs.size(); o++) {
         const Function f = def.outputs[o].function();
         int rank = f.dimensions();
         Box b;
         for (int k = 0; k < rank; k++)
-            b.push_back(f.args()[k] == D ? split
+            b.push_back(f.args()[k] == D ? r.split
                                          : Interval(0, simplify(def.output_extents[o][rank - 1 - k] - 1)));
-        required[f.name()] = b;
+        r.required[f.name()] = b;
     }
     for (const Function &f : order) {
-        if (is_leaf(f) || !required.count(f.name())) continue;
-        Box B = required[f.name()];
+        if (is_leaf(f) || !r.required.count(f.name())) continue;
+        Box B = r.required[f.name()];
         std::vector<Definition> defs = {f.definition()};
         defs.insert(defs.end(), f.updates().begin(), f.updates().end());
         for (size_t di = 0; di < defs.size(); di++) {
-            const Definition &d = defs[di];
-            Scope<Interval> scope;
-            for (int k = 0; k < f.dimensions(); k++) scope.push(f.args()[k], B[k]);
-            bool split_rvar = false;
-            for (const ReductionVariable &rv : d.schedule().rvars()) {
-                if (base_name(rv.var) == D) {
-                    scope.push(rv.var, split);
-                    split_rvar = true;
-                } else {
-                    scope.push(rv.var, Interval(rv.min, simplify(rv.min + rv.extent - 1)));
-                }
-            }
-            if (di > 0) {
-                for (int k = 0; k < f.dimensions(); k++) {
-                    const Variable *v = d.args()[k].as<Variable>();
-                    bool pure = v && v->name == f.args()[k];
-                    if (!pure && f.args()[k] == D)
-                        return {std::nullopt, "an update of '" + plain_name(f.name()) + "' writes positions along '" + D +
-                                                  "' that depend on data or on a reduction"};
-                }
-            }
-            if (split_rvar) {
-                std::string kind = di > 0 ? reduce_kind(f, d) : "";
-                if (kind.empty())
-                    return {std::nullopt, "stage '" + plain_name(f.name()) + "' iterates over '" + D +
-                                              "' in a way that is not a sum, max or min reduction"};
-                partial[f.name()] = kind;
-                reduction_var = true;
-            }
-            for (const Expr &e : def_exprs(d)) {
-                for (auto &[name, box] : boxes_required(e, scope)) {
-                    if (name == f.name()) continue;
-                    auto it = required.find(name);
-                    if (it == required.end()) required[name] = box;
-                    else merge_boxes(it->second, box);
-                }
-            }
+            std::string why = walk_definition(f, defs[di], di, B, D, r);
+            if (!why.empty()) return why;
         }
     }
+    return "";
+}
 
-    if (getenv("TESSERA_STRATEGYC_DEBUG")) {
-        std::cerr << "variant stage order:";
-        for (const Function &f : order) std::cerr << " " << f.name();
-        std::cerr << "\n required:";
-        for (auto &[k, v] : required) std::cerr << " " << k;
-        std::cerr << "\n";
-    }
-    Strategy s;
-    s.var = D;
-    s.reduction_var = reduction_var;
-    bool any_split = false;
-    for (const auto &[i, rank] : ctx.ranks()) {
-        InputNeed need;
-        auto it = required.find(ctx.input_name(i));
-        int split_dims = 0;
-        bool whole = false;
-        if (it != required.end()) {
-            const Box &box = it->second;
-            if (getenv("TESSERA_STRATEGYC_DEBUG")) std::cerr << "  " << D << " input_" << i << ": " << box << "\n";
-            for (int k = 0; k < rank; k++) {
-                const Interval &iv = box[k];
-                if (!iv.is_bounded()) {
-                    whole = true;  // an index read from data: cannot narrow this dimension
-                    continue;
-                }
-                Expr mn = simplify(iv.min), mx = simplify(iv.max);
-                bool dep = expr_uses_var(mn, kLo) || expr_uses_var(mn, kW) || expr_uses_var(mx, kLo) ||
-                           expr_uses_var(mx, kW);
-                if (!dep) continue;  // this dimension is not narrowed by the split
-                auto pmin = to_poly(mn), pmax = to_poly(mx);
-                Poly a, b, a1, r1, a2, c;
-                if (!pmin || !pmax || mentions(*pmin, kW) || !linear_in(*pmin, kLo, a, b) ||
-                    !linear_in(*pmax, kLo, a1, r1) || !linear_in(r1, kW, a2, c) || a != a1 || a != a2 ||
-                    a.empty() || mentions(b, kLo) || mentions(c, kLo)) {
-                    whole = true;
-                    continue;
-                }
-                split_dims++;
-                need.kind = NeedKind::Split;
-                need.dim = rank - 1 - k;
-                need.scale = to_sym(a);
-                need.lo_offset = to_sym(b);
-                need.hi_offset = to_sym(c);
-                need.halo = to_sym(poly_add(poly_add(poly_add(c, b, -1), a, -1), Poly{{{}, 1}}));
-            }
+enum class DimSplit { Unaffected, Whole, Split };
+
+// How the split narrows one dimension of an input's region: not at all, not
+// in a way a device can use (the whole dimension is needed), or to
+// [A*lo + B, A*(lo + w) + C], which is written into `need` (all but its dim).
+DimSplit split_of_dim(const Interval &iv, InputNeed &need) {
+    if (!iv.is_bounded()) return DimSplit::Whole;  // an index read from data: cannot narrow this dimension
+    Expr mn = simplify(iv.min), mx = simplify(iv.max);
+    bool dep = expr_uses_var(mn, kLo) || expr_uses_var(mn, kW) || expr_uses_var(mx, kLo) || expr_uses_var(mx, kW);
+    if (!dep) return DimSplit::Unaffected;
+    auto pmin = to_poly(mn), pmax = to_poly(mx);
+    Poly a, b, a1, r1, a2, c;
+    if (!pmin || !pmax || mentions(*pmin, kW) || !linear_in(*pmin, kLo, a, b) || !linear_in(*pmax, kLo, a1, r1) ||
+        !linear_in(r1, kW, a2, c) || a != a1 || a != a2 || a.empty() || mentions(b, kLo) || mentions(c, kLo))
+        return DimSplit::Whole;
+    need.kind = NeedKind::Split;
+    need.scale = to_sym(a);
+    need.lo_offset = to_sym(b);
+    need.hi_offset = to_sym(c);
+    need.halo = to_sym(poly_add(poly_add(poly_add(c, b, -1), a, -1), Poly{{{}, 1}}));
+    return DimSplit::Split;
+}
+
+// An input is split when exactly one dimension of its region is, and no
+// dimension needs the whole; otherwise it is replicated (InputNeed{}).
+InputNeed input_need(const Box &box, int rank) {
+    InputNeed need;
+    int split_dims = 0;
+    bool whole = false;
+    for (int k = 0; k < rank; k++) {
+        switch (split_of_dim(box[k], need)) {
+        case DimSplit::Unaffected: break;
+        case DimSplit::Whole: whole = true; break;
+        case DimSplit::Split:
+            split_dims++;
+            need.dim = rank - 1 - k;
+            break;
         }
-        if (whole || split_dims != 1) need = InputNeed{};
-        any_split = any_split || need.kind == NeedKind::Split;
-        s.inputs.push_back(need);
     }
-    bool any_out = false;
-    for (const Func &out : def.outputs) {
-        const Function f = out.function();
-        OutputResult r;
-        for (int k = 0; k < f.dimensions(); k++)
-            if (f.args()[k] == D) {
-                r.kind = OutKind::Split;
-                r.dim = f.dimensions() - 1 - k;
-            }
-        // An output that only copies a partial stage (a GEMM's accumulator) is partial too.
-        if (!partial.count(f.name()) && f.updates().empty() && f.values().size() == 1) {
-            const Call *c = f.values()[0].as<Call>();
-            // ...but only when nothing else reads the partial stage: another
-            // consumer needs the reduced value, so the all-reduce must stay.
-            auto cons = c ? consumers.find(c->name) : consumers.end();
-            bool sole = cons != consumers.end() && cons->second.size() == 1;
-            bool copy = c && c->call_type == Call::Halide && partial.count(c->name) && sole &&
-                        static_cast<int>(c->args.size()) == f.dimensions();
-            for (int k = 0; copy && k < f.dimensions(); k++) {
-                const Variable *v = c->args[k].as<Variable>();
-                copy = v && v->name == f.args()[k];
-            }
-            if (copy) {
-                partial[f.name()] = partial[c->name];
-                partial.erase(c->name);
-            }
-        }
-        if (partial.count(f.name())) {
-            r.kind = OutKind::Partial;
-            r.reduce = partial[f.name()];
-            partial.erase(f.name());
-        }
-        any_out = any_out || r.kind != OutKind::Replicated;
-        s.outputs.push_back(r);
+    return whole || split_dims != 1 ? InputNeed{} : need;
+}
+
+// An output that only copies a partial stage (a GEMM's accumulator) is partial
+// too, but only when nothing else reads the partial stage: another consumer
+// needs the reduced value, so the all-reduce must stay. The stage output `f`
+// copies so, or "".
+std::string copied_partial(const Function &f, const Consumers &consumers,
+                           const std::map<std::string, std::string> &partial) {
+    if (partial.count(f.name()) || !f.updates().empty() || f.values().size() != 1) return "";
+    const Call *c = f.values()[0].as<Call>();
+    auto cons = c ? consumers.find(c->name) : consumers.end();
+    bool sole = cons != consumers.end() && cons->second.size() == 1;
+    bool copy = c && c->call_type == Call::Halide && partial.count(c->name) && sole &&
+                static_cast<int>(c->args.size()) == f.dimensions();
+    for (int k = 0; copy && k < f.dimensions(); k++) {
+        const Variable *v = c->args[k].as<Variable>();
+        copy = v && v->name == f.args()[k];
     }
-    // Reductions in dependency order (producers first): a variance needs its mean.
+    return copy ? c->name : "";
+}
+
+// Output `f` split along D, partial (its stage's reduction moved from
+// `partial` to the result), or replicated.
+OutputResult output_result(const Function &f, const std::string &D, const Consumers &consumers,
+                           std::map<std::string, std::string> &partial) {
+    OutputResult r;
+    for (int k = 0; k < f.dimensions(); k++)
+        if (f.args()[k] == D) {
+            r.kind = OutKind::Split;
+            r.dim = f.dimensions() - 1 - k;
+        }
+    const std::string copied = copied_partial(f, consumers, partial);
+    if (!copied.empty()) {
+        partial[f.name()] = partial[copied];
+        partial.erase(copied);
+    }
+    if (partial.count(f.name())) {
+        r.kind = OutKind::Partial;
+        r.reduce = partial[f.name()];
+        partial.erase(f.name());
+    }
+    return r;
+}
+
+// The stages left partial, reduced across devices, in dependency order
+// (producers first: a variance needs its mean), each with its element count.
+std::vector<StageReduction> stage_reductions(const std::vector<Function> &order,
+                                             const std::map<std::string, std::string> &partial,
+                                             const std::map<std::string, Box> &required) {
+    std::vector<StageReduction> out;
     for (auto f = order.rbegin(); f != order.rend(); ++f) {
         auto p = partial.find(f->name());
         if (p == partial.end()) continue;
         const std::string &stage = p->first, &kind = p->second;
         StageReduction red{plain_name(stage), kind, {}, f->output_types()[0].bytes()};
-        const Box &b = required[stage];
+        auto it = required.find(stage);
+        const Box b = it == required.end() ? Box() : it->second;
         Poly elements{{{}, 1}};
         bool ok = true;
         for (size_t k = 0; k < b.size() && ok; k++) {
-            auto p = b[k].is_bounded() ? to_poly(simplify(b[k].max - b[k].min + 1)) : std::nullopt;
-            if (p) elements = poly_mul(elements, *p);
+            auto n = b[k].is_bounded() ? to_poly(simplify(b[k].max - b[k].min + 1)) : std::nullopt;
+            if (n) elements = poly_mul(elements, *n);
             else ok = false;
         }
         if (ok) red.elements = to_sym(elements);
-        s.reductions.push_back(red);
+        out.push_back(red);
     }
+    return out;
+}
+
+void print_regions(const std::vector<Function> &order, const std::map<std::string, Box> &required) {
+    std::cerr << "variant stage order:";
+    for (const Function &f : order) std::cerr << " " << f.name();
+    std::cerr << "\n required:";
+    for (auto &[k, v] : required) std::cerr << " " << k;
+    std::cerr << "\n";
+}
+
+struct Analysis {
+    std::optional<Strategy> strategy;
+    std::string why;  // when rejected
+};
+
+// The strategy that splits index variable D, or why there is none.
+Analysis analyse(const OpDef &def, const std::vector<Function> &order, const AnalysisCtx &ctx,
+                 const Consumers &consumers, const std::string &D) {
+    Regions r;
+    if (std::string why = required_regions(def, order, D, r); !why.empty()) return {std::nullopt, why};
+    if (debug_regions()) print_regions(order, r.required);
+    Strategy s;
+    s.var = D;
+    s.reduction_var = r.reduction_var;
+    bool any_split = false;
+    for (const auto &[i, rank] : ctx.ranks()) {
+        InputNeed need;
+        auto it = r.required.find(ctx.input_name(i));
+        if (it != r.required.end()) {
+            if (debug_regions()) std::cerr << "  " << D << " input_" << i << ": " << it->second << "\n";
+            need = input_need(it->second, rank);
+        }
+        any_split = any_split || need.kind == NeedKind::Split;
+        s.inputs.push_back(need);
+    }
+    bool any_out = false;
+    for (const Func &out : def.outputs) {
+        OutputResult o = output_result(out.function(), D, consumers, r.partial);
+        any_out = any_out || o.kind != OutKind::Replicated;
+        s.outputs.push_back(o);
+    }
+    s.reductions = stage_reductions(order, r.partial, r.required);
     if (!any_split && !any_out) return {std::nullopt, "splitting it divides neither an input nor an output"};
     return {s, ""};
 }

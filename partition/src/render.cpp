@@ -9,12 +9,11 @@
 //   * bytes are per iteration, received by all devices together, unless a
 //     column says "per device".
 #include "tessera/partition/render.h"
+#include "tessera/html_page.h"
 #include "tessera/text.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -23,28 +22,6 @@ namespace tessera {
 using json = nlohmann::json;
 
 namespace {
-
-std::string strf(const char *format, ...) __attribute__((format(printf, 1, 2)));
-std::string strf(const char *format, ...) {
-    va_list args, copy;
-    va_start(args, format);
-    va_copy(copy, args);
-    int n = std::vsnprintf(nullptr, 0, format, copy);
-    va_end(copy);
-    std::string s(n > 0 ? static_cast<size_t>(n) : 0, '\0');
-    if (n > 0) std::vsnprintf(s.data(), s.size() + 1, format, args);
-    va_end(args);
-    return s;
-}
-
-std::string with_commas(int64_t v) {
-    std::string digits = std::to_string(v < 0 ? -v : v), out;
-    for (size_t i = 0; i < digits.size(); i++) {
-        if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-        out += digits[i];
-    }
-    return v < 0 ? "-" + out : out;
-}
 
 std::string shape_text(const Shape &s) {
     std::vector<std::string> parts;
@@ -78,40 +55,6 @@ std::string ratio_text(int64_t a, int64_t b) {
     if (b == 0) return a == 0 ? "1.00x" : "n/a";
     return strf("%.2fx", static_cast<double>(a) / static_cast<double>(b));
 }
-
-// A plain-text table: columns padded to their widest cell, numbers right-aligned.
-class TextTable {
-public:
-    TextTable(std::vector<std::string> header, std::vector<bool> right) : right_(std::move(right)) {
-        right_.resize(header.size(), false);
-        rows_.push_back(std::move(header));
-    }
-    void add(std::vector<std::string> row) {
-        row.resize(rows_[0].size());
-        rows_.push_back(std::move(row));
-    }
-    std::string str(const std::string &indent = "  ") const {
-        std::vector<size_t> width(rows_[0].size(), 0);
-        for (const auto &r : rows_)
-            for (size_t c = 0; c < r.size(); c++) width[c] = std::max(width[c], r[c].size());
-        std::string s;
-        for (const auto &r : rows_) {
-            std::string line = indent;
-            for (size_t c = 0; c < r.size(); c++) {
-                std::string pad(width[c] - r[c].size(), ' ');
-                line += right_[c] ? pad + r[c] : r[c] + (c + 1 < r.size() ? pad : "");
-                if (c + 1 < r.size()) line += "  ";
-            }
-            while (!line.empty() && line.back() == ' ') line.pop_back();
-            s += line + "\n";
-        }
-        return s;
-    }
-
-private:
-    std::vector<std::vector<std::string>> rows_;
-    std::vector<bool> right_;
-};
 
 struct MemoryRow {
     const char *name;
@@ -458,76 +401,27 @@ std::string plan_dot(const Plan &p) {
 }
 
 // ---------------------------------------------------------------------------
-// HTML: one page with its style inline and nothing fetched, so it can be mailed
-// or opened offline.
+// HTML: one page (base's html_page), its cards, bars and tables styled by the
+// page's shared stylesheet.
 
 namespace {
 
-std::string esc(const std::string &s) { return html_escape(s); }
-
-constexpr const char *kCss = R"(
-body { font-family: system-ui, -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
-       max-width: 1200px; padding: 0 1em; color: #222; }
-h1 { font-size: 1.5em; margin-bottom: 0.2em; }
-h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; padding-bottom: 0.2em; }
-.sub { color: #666; margin-top: 0; }
-.cards { display: flex; flex-wrap: wrap; gap: 0.8em; }
-.card { border: 1px solid #ddd; border-radius: 6px; padding: 0.6em 0.9em; min-width: 11em; background: #fafafa; }
-.card .k { font-size: 0.8em; color: #666; text-transform: uppercase; letter-spacing: 0.03em; }
-.card .v { font-size: 1.3em; font-weight: 600; margin: 0.15em 0; }
-.card .s { font-size: 0.8em; color: #666; }
-table { border-collapse: collapse; font-size: 0.88em; margin: 0.5em 0; }
-th, td { border-bottom: 1px solid #eee; padding: 0.25em 0.7em; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; position: sticky; top: 0; }
-td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-.bars { display: grid; grid-template-columns: 12em 1fr 7em; gap: 0.3em 0.8em; align-items: center; max-width: 900px; }
-.bars .n { text-align: right; font-variant-numeric: tabular-nums; }
-.bar { height: 1.1em; background: #4e79a7; border-radius: 2px; min-width: 1px; }
-.bar.one { background: #bab0ac; }
-.bar.peak { background: #f28e2b; }
-.swatch { display: inline-block; width: 0.8em; height: 0.8em; border-radius: 2px; margin-right: 0.4em; }
-ul.notes li { margin: 0.2em 0; }
-details summary { cursor: pointer; color: #345; margin: 0.5em 0; }
-code { font-size: 0.95em; }
-)";
-
 std::string card(const std::string &key, const std::string &value, const std::string &sub) {
-    return "<div class=\"card\"><div class=\"k\">" + esc(key) + "</div><div class=\"v\">" + esc(value) +
-           "</div><div class=\"s\">" + esc(sub) + "</div></div>\n";
-}
-
-struct Cell {
-    std::string text;
-    bool numeric = false;
-};
-
-std::string html_table(const std::vector<Cell> &header, const std::vector<std::vector<Cell>> &rows) {
-    std::string s = "<table>\n<thead><tr>";
-    for (const Cell &h : header) s += std::string(h.numeric ? "<th class=\"n\">" : "<th>") + esc(h.text) + "</th>";
-    s += "</tr></thead>\n<tbody>\n";
-    for (const auto &r : rows) {
-        s += "<tr>";
-        for (const Cell &c : r) s += std::string(c.numeric ? "<td class=\"n\">" : "<td>") + esc(c.text) + "</td>";
-        s += "</tr>\n";
-    }
-    return s + "</tbody>\n</table>\n";
+    return "<div class=\"card\"><div class=\"k\">" + html_escape(key) + "</div><div class=\"v\">" +
+           html_escape(value) + "</div><div class=\"s\">" + html_escape(sub) + "</div></div>\n";
 }
 
 std::string bar_row(const std::string &label, int64_t bytes, int64_t scale, const char *cls) {
     double pct = scale > 0 ? 100.0 * static_cast<double>(bytes) / static_cast<double>(scale) : 0;
     pct = std::clamp(pct, 0.0, 100.0);
-    return "<div>" + esc(label) + "</div><div><div class=\"bar" + std::string(cls) + "\" style=\"width:" +
-           strf("%.2f", pct) + "%\"></div></div><div class=\"n\">" + esc(format_bytes(bytes)) + "</div>\n";
+    return "<div>" + html_escape(label) + "</div><div><div class=\"bar" + std::string(cls) + "\" style=\"width:" +
+           strf("%.2f", pct) + "%\"></div></div><div class=\"n\">" + html_escape(format_bytes(bytes)) + "</div>\n";
 }
 
-std::vector<Cell> comm_row(const CommStep &c) {
+std::vector<HtmlCell> comm_row(const CommStep &c) {
     return {{std::to_string(c.level + 1), true}, {comm_kind_name(c.kind)}, {c.node}, {c.tensor}, {c.what},
             {format_bytes(c.bytes), true},   {format_duration(c.time_s), true}};
 }
-
-}  // namespace
-
-namespace {
 
 std::string html_cards(const Plan &p) {
     std::string s;
@@ -547,8 +441,7 @@ std::string html_cards(const Plan &p) {
 }
 
 std::string html_memory(const Plan &p) {
-    std::string s;
-    s += "<h2>Memory per device</h2>\n<div class=\"bars\">\n";
+    std::string s = html_h2("Memory per device") + "<div class=\"bars\">\n";
     int64_t scale = std::max({p.memory.total(), p.per_device_peak_bytes, p.single_device_peak_bytes, int64_t{1}});
     for (const MemoryRow &r : memory_rows(p.memory)) s += bar_row(r.name, r.bytes, scale, "");
     s += bar_row("total", p.memory.total(), scale, "");
@@ -556,75 +449,67 @@ std::string html_memory(const Plan &p) {
     s += bar_row("peak on one device", p.single_device_peak_bytes, scale, " one");
     s += "</div>\n";
     if (!p.tensors.empty()) {
-        std::vector<std::vector<Cell>> rows;
+        std::vector<std::vector<HtmlCell>> rows;
         for (const RoleBytes &r : role_bytes(p))
             rows.push_back({{r.role}, {std::to_string(r.tensors), true}, {format_bytes(r.whole), true},
                             {format_bytes(r.local), true}});
-        s += "<p>Tensor bytes by role, whole and on each device:</p>\n";
+        s += html_paragraph("Tensor bytes by role, whole and on each device:");
         s += html_table({{"role"}, {"tensors", true}, {"whole", true}, {"per device", true}}, rows);
     }
     return s;
 }
 
+// Communication by level and kind, then the largest steps; every step, in
+// plan order, folded away when there are more than those.
 std::string html_comm(const Plan &p) {
-    std::string s;
-    s += "<h2>Communication</h2>\n";
-    s += "<p>" + esc(with_commas(comm_step_bytes(p))) + " bytes in " + std::to_string(p.comm.size()) +
-         " steps per iteration" + (p.level_bytes.empty() ? "" : "; " + esc(level_bytes_text(p))) + ".</p>\n";
-    if (!p.comm.empty()) {
-        std::vector<std::vector<Cell>> rows;
-        for (const CommGroup &g : comm_groups(p))
-            rows.push_back({{std::to_string(g.level + 1), true},
-                            {comm_kind_name(g.kind)},
-                            {std::to_string(g.steps), true},
-                            {format_bytes(g.bytes), true},
-                            {format_duration(g.time_s), true}});
-        s += html_table({{"level", true}, {"kind"}, {"steps", true}, {"bytes", true}, {"time", true}}, rows);
-        std::vector<Cell> head = {{"level", true}, {"kind"}, {"node"}, {"tensor"}, {"what"}, {"bytes", true},
-                                  {"time", true}};
+    std::string s = html_h2("Communication");
+    s += html_paragraph(with_commas(comm_step_bytes(p)) + " bytes in " + std::to_string(p.comm.size()) +
+                        " steps per iteration" + (p.level_bytes.empty() ? "" : "; " + level_bytes_text(p)) + ".");
+    if (p.comm.empty()) return s;
+    std::vector<std::vector<HtmlCell>> rows;
+    for (const CommGroup &g : comm_groups(p))
+        rows.push_back({{std::to_string(g.level + 1), true},
+                        {comm_kind_name(g.kind)},
+                        {std::to_string(g.steps), true},
+                        {format_bytes(g.bytes), true},
+                        {format_duration(g.time_s), true}});
+    s += html_table({{"level", true}, {"kind"}, {"steps", true}, {"bytes", true}, {"time", true}}, rows);
+    const std::vector<HtmlCell> head = {{"level", true}, {"kind"}, {"node"}, {"tensor"}, {"what"}, {"bytes", true},
+                                        {"time", true}};
+    rows.clear();
+    for (size_t i : top_steps(p, kTopSteps)) rows.push_back(comm_row(p.comm[i]));
+    rows.push_back({{""}, {""}, {""}, {""}, {"total"}, {format_bytes(comm_step_bytes(p)), true},
+                    {format_duration(comm_step_time(p)), true}});
+    s += html_paragraph("Largest steps (top " + std::to_string(std::min(kTopSteps, p.comm.size())) + " of " +
+                        std::to_string(p.comm.size()) + "):") +
+         html_table(head, rows);
+    if (p.comm.size() > kTopSteps) {
         rows.clear();
-        for (size_t i : top_steps(p, kTopSteps)) rows.push_back(comm_row(p.comm[i]));
-        rows.push_back({{""}, {""}, {""}, {""}, {"total"}, {format_bytes(comm_step_bytes(p)), true},
-                        {format_duration(comm_step_time(p)), true}});
-        s += "<p>Largest steps (top " + std::to_string(std::min(kTopSteps, p.comm.size())) + " of " +
-             std::to_string(p.comm.size()) + "):</p>\n" + html_table(head, rows);
-        if (p.comm.size() > kTopSteps) {
-            rows.clear();
-            for (const CommStep &c : p.comm) rows.push_back(comm_row(c));
-            s += "<details><summary>All " + std::to_string(p.comm.size()) + " steps, in plan order</summary>\n" +
-                 html_table(head, rows) + "</details>\n";
-        }
+        for (const CommStep &c : p.comm) rows.push_back(comm_row(c));
+        s += html_details("All " + std::to_string(p.comm.size()) + " steps, in plan order", html_table(head, rows));
     }
     return s;
 }
 
 std::string html_operators(const Plan &p) {
-    std::string s;
-    s += "<h2>Operators</h2>\n";
     std::vector<std::string> keys = strategy_keys(p);
     const size_t levels = num_levels(p);
-    std::vector<Cell> head = {{"node"}, {"op"}, {"group", true}};
+    std::vector<HtmlCell> head = {{"node"}, {"op"}, {"group", true}};
     for (size_t l = 0; l < levels; l++) head.push_back({level_name(p, l)});
-    std::string table = "<table>\n<thead><tr>";
-    for (const Cell &h : head) table += std::string(h.numeric ? "<th class=\"n\">" : "<th>") + esc(h.text) + "</th>";
-    table += "</tr></thead>\n<tbody>\n";
+    std::vector<std::vector<HtmlCell>> rows;
     for (const OpPlan &o : p.ops) {
         // The swatch is the operator's colour in the DOT view too.
-        table += "<tr><td><span class=\"swatch\" style=\"background:" +
-                 std::string(colour_of(keys, strategy_text(o))) + "\"></span>" + esc(o.node) + "</td><td>" +
-                 esc(o.op) + "</td><td class=\"n\">" + std::to_string(o.group) + "</td>";
-        for (size_t l = 0; l < levels; l++) table += "<td>" + esc(l < o.strategy.size() ? o.strategy[l] : "") + "</td>";
-        table += "</tr>\n";
+        std::vector<HtmlCell> row = {{o.node, false, colour_of(keys, strategy_text(o))},
+                                     {o.op},
+                                     {std::to_string(o.group), true}};
+        for (size_t l = 0; l < levels; l++) row.push_back({l < o.strategy.size() ? o.strategy[l] : ""});
+        rows.push_back(std::move(row));
     }
-    s += table + "</tbody>\n</table>\n";
-    return s;
+    return html_h2("Operators") + html_table(head, rows);
 }
 
 std::string html_tensors(const Plan &p) {
-    std::string s;
-    s += "<h2>Tensors</h2>\n<details><summary>" + std::to_string(p.tensors.size()) +
-         " tensors with their layouts</summary>\n";
-    std::vector<std::vector<Cell>> rows;
+    std::vector<std::vector<HtmlCell>> rows;
     for (const TensorPlan &t : p.tensors)
         rows.push_back({{t.tensor},
                         {t.role},
@@ -634,24 +519,19 @@ std::string html_tensors(const Plan &p) {
                         {shape_text(t.local_shape)},
                         {std::to_string(t.group), true},
                         {format_bytes(t.local_bytes), true}});
-    s += html_table(
+    const std::string table = html_table(
         {{"tensor"}, {"role"}, {"dtype"}, {"shape"}, {"layout"}, {"local shape"}, {"group", true}, {"local bytes", true}},
         rows);
-    s += "</details>\n";
-    return s;
+    return html_h2("Tensors") +
+           html_details(std::to_string(p.tensors.size()) + " tensors with their layouts", table);
 }
 
 std::string html_notes(const Plan &p) {
-    std::string s;
-    s += "<h2>Notes</h2>\n";
-    if (p.notes.empty()) {
-        s += "<p>None: every tensor was split as the search chose.</p>\n";
-    } else {
-        s += "<ul class=\"notes\">\n";
-        for (const std::string &n : p.notes) s += "<li>" + esc(n) + "</li>\n";
-        s += "</ul>\n";
-    }
-    return s;
+    std::string s = html_h2("Notes");
+    if (p.notes.empty()) return s + html_paragraph("None: every tensor was split as the search chose.");
+    s += "<ul class=\"notes\">\n";
+    for (const std::string &n : p.notes) s += "<li>" + html_escape(n) + "</li>\n";
+    return s + "</ul>\n";
 }
 
 }  // namespace
@@ -659,15 +539,10 @@ std::string html_notes(const Plan &p) {
 std::string plan_html(const Plan &p) {
     std::string title = "Tessera plan: " + p.model + " (" + p.strategy + ", " + std::to_string(p.devices) +
                         (p.devices == 1 ? " device)" : " devices)");
-    std::string s = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-    s += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-    s += "<title>" + esc(title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n";
-    s += "<h1>" + esc(title) + "</h1>\n";
-    s += "<p class=\"sub\">" + esc(machine_str(p.machine)) + "; cuts: " + esc(cuts_str(p)) + "</p>\n";
-
-    s += html_cards(p) + html_memory(p) + html_comm(p) + html_operators(p) + html_tensors(p) + html_notes(p);
-    s += "</body>\n</html>\n";
-    return s;
+    std::string note = html_escape(machine_str(p.machine)) + "; cuts: " + html_escape(cuts_str(p));
+    return html_page(title, title, note,
+                     html_cards(p) + html_memory(p) + html_comm(p) + html_operators(p) + html_tensors(p) +
+                         html_notes(p));
 }
 
 // ---------------------------------------------------------------------------

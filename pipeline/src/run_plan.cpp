@@ -82,26 +82,12 @@ void check_budget_works(const SwapProblem &problem, const SwapSpec &swap) {
 // a quarter of the generations and of the time limit.
 SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget, const OpTimer &op_timer) {
     const Graph &g = run.graph();
-    SwapProblem problem;
-    problem.graph = &g;
-    problem.order = run.order;
-    problem.budget = budget;
-    problem.node_time_s.assign(static_cast<size_t>(g.num_nodes()), 0.0);
-    problem.h2d_bytes_per_s = problem.d2h_bytes_per_s = 1;
     // A budget that cannot work fails now, naming the operator, before the
     // operators are timed (profiling needs each one's working set in the arena).
-    if (spec.swap.host_updates != HostUpdates::Off) problem.host_node_time_s = problem.node_time_s;
-    check_budget_works(problem, spec.swap);
+    check_budget_works(make_swap_problem(g, run.order, untimed(g), budget, spec.swap.host_updates), spec.swap);
     SwapPlans s;
     s.times = op_timer(g, run.order, budget);
-    problem.node_time_s = s.times.node_time_s;
-    problem.h2d_bytes_per_s = s.times.h2d_bytes_per_s;
-    problem.d2h_bytes_per_s = s.times.d2h_bytes_per_s;
-    if (spec.swap.host_updates != HostUpdates::Off) {
-        TESSERA_CHECK(!s.times.host_node_time_s.empty(), "host-side updates need the optimizer's host times, "
-                                                         "which the operator timing did not give");
-        problem.host_node_time_s = s.times.host_node_time_s;
-    }
+    const SwapProblem problem = make_swap_problem(g, run.order, s.times, budget, spec.swap.host_updates);
     SwapOptions o = swap_options(spec.swap);
     o.progress = spec.swap.progress;
     s.train = plan_swaps(problem, o);

@@ -193,91 +193,122 @@ std::vector<NodeId> order_for(const Graph &g, const std::vector<NodeId> &order, 
     return out;
 }
 
-void check_program(const Graph &g, const Program &p) {
-    TESSERA_CHECK(p.num_events >= 0, "program: num_events is negative (", p.num_events, ")");
-    TESSERA_CHECK(p.place.empty() || static_cast<int>(p.place.size()) == g.num_tensors(), "program: 'place' has ",
-                  p.place.size(), " entries but the graph has ", g.num_tensors(),
-                  " tensors; give one offset per tensor (-1: the memory plan's), or none");
-    // Happens-before as vector clocks: seen[s][q] is how many instructions of
-    // stream q are ordered before stream s's current point (through events).
-    // A read is safe when the reading stream has seen the producing instruction.
-    std::array<std::array<int64_t, kNumStreams>, kNumStreams> seen{};
-    std::vector<std::array<int64_t, kNumStreams>> event_clock(p.num_events);
-    std::vector<bool> recorded(p.num_events, false);
+namespace {
+
+// The order check_program() proves, as vector clocks: seen_[s][q] is how many
+// instructions of stream q are ordered before stream s's current point
+// (through events). A read is safe when the reading stream has seen the
+// producing instruction.
+class OrderCheck {
+public:
+    OrderCheck(const Graph &g, const Program &p)
+        : g_(g), p_(p), event_clock_(p.num_events), recorded_(p.num_events, false), produced_(g.num_tensors()),
+          computed_(g.num_nodes(), false) {}
+
+    // Instruction i, given every instruction before it.
+    void check(size_t i) {
+        const Instruction &in = p_.instructions[i];
+        int s = static_cast<int>(in.stream);
+        TESSERA_CHECK(s >= 0 && s < kNumStreams, "program instruction ", i, ": stream ", s, " does not exist");
+        seen_[s][s]++;
+        switch (in.kind) {
+        case Kind::Compute:
+        case Kind::Collective: check_node(i, in, s); break;
+        case Kind::EventRecord:
+        case Kind::EventWait: check_event(i, in, s); break;
+        case Kind::SwapOut:
+        case Kind::SwapIn: check_copy(i, in); break;
+        }
+    }
+
+private:
     struct Producer {
         int64_t instr = -1;  // index in the program
         int stream = 0;
         int64_t tick = 0;  // the stream's count after it
     };
-    std::vector<Producer> produced(g.num_tensors());
-    std::vector<bool> computed(g.num_nodes(), false);
 
-    for (size_t i = 0; i < p.instructions.size(); i++) {
-        const Instruction &in = p.instructions[i];
-        int s = static_cast<int>(in.stream);
-        TESSERA_CHECK(s >= 0 && s < kNumStreams, "program instruction ", i, ": stream ", s, " does not exist");
-        auto where = [&] { return detail::concat("program instruction ", i, " (", describe_instruction(g, in), ")"); };
-        seen[s][s]++;
-        switch (in.kind) {
-        case Kind::Compute:
-        case Kind::Collective: {
-            TESSERA_CHECK(in.node >= 0 && in.node < g.num_nodes(), where(), ": node ", in.node,
-                          " does not exist; the graph has ", g.num_nodes(), " nodes");
-            TESSERA_CHECK(g.node(in.node).comm == (in.kind == Kind::Collective), where(), ": '",
-                          g.node(in.node).call.name, "' is ",
-                          g.node(in.node).comm ? "a communication node, run as a collective"
-                                               : "an operator, run as a compute instruction");
-            TESSERA_CHECK(in.stream != StreamKind::Host || in.kind == Kind::Compute, where(),
-                          ": only operators run on the host stream");
-            const Node &node = g.node(in.node);
-            if (in.kind == Kind::Compute && in.offset >= 0) {
-                TESSERA_CHECK(computed[in.node], where(), ": recomputes a node not computed before it");
-                TESSERA_CHECK(node.outputs.size() == 1 && storage_root(g, node.outputs[0]) == node.outputs[0],
-                              where(), ": only a node with one output of its own storage can be recomputed");
-            } else {
-                TESSERA_CHECK(!computed[in.node], where(), ": the node is computed twice");
-            }
-            computed[in.node] = true;
-            for (TensorId t : node.inputs) {
-                if (g.tensor(t).producer == kNoNode) continue;
-                const Producer &pr = produced[t];
-                TESSERA_CHECK(pr.instr >= 0, where(), " reads '", g.tensor(t).name, "', but its producer '",
-                              g.node(g.tensor(t).producer).call.name, "' is not computed before it");
-                TESSERA_CHECK(seen[s][pr.stream] >= pr.tick, where(), " reads '", g.tensor(t).name,
-                              "', which instruction ", pr.instr, " computes on the ",
-                              stream_name(static_cast<StreamKind>(pr.stream)),
-                              " stream, with no event between them: the two would race. Record an event after "
-                              "instruction ", pr.instr, " and wait for it on the ", stream_name(in.stream),
-                              " stream before instruction ", i);
-            }
-            for (TensorId t : node.outputs) produced[t] = {static_cast<int64_t>(i), s, seen[s][s]};
-            break;
-        }
-        case Kind::EventRecord:
-        case Kind::EventWait:
-            TESSERA_CHECK(in.event >= 0 && in.event < p.num_events, where(), ": event ", in.event,
-                          " does not exist; the program has ", p.num_events, " events");
-            if (in.kind == Kind::EventRecord) {
-                event_clock[in.event] = seen[s];
-                recorded[in.event] = true;
-            } else {
-                TESSERA_CHECK(recorded[in.event], where(), ": waits for event ", in.event,
-                              ", which no earlier instruction records; the wait would do nothing");
-                for (int q = 0; q < kNumStreams; q++) seen[s][q] = std::max(seen[s][q], event_clock[in.event][q]);
-            }
-            break;
-        case Kind::SwapOut:
-        case Kind::SwapIn:
-            TESSERA_CHECK(in.stream != StreamKind::Host, where(), ": the host stream runs operators, not copies");
-            TESSERA_CHECK(in.tensor >= 0 && in.tensor < g.num_tensors(), where(), ": tensor ", in.tensor,
-                          " does not exist; the graph has ", g.num_tensors(), " tensors");
-            TESSERA_CHECK(in.bytes >= 0 && in.host_offset >= 0, where(), ": bytes (", in.bytes,
-                          ") and host offset (", in.host_offset, ") must not be negative");
-            TESSERA_CHECK(in.kind == Kind::SwapOut || in.offset >= 0, where(), ": arena offset ", in.offset,
-                          " is negative; a swap-in needs the arena offset it copies to");
-            break;
-        }
+    std::string where(size_t i, const Instruction &in) const {
+        return detail::concat("program instruction ", i, " (", describe_instruction(g_, in), ")");
     }
+
+    void check_node(size_t i, const Instruction &in, int s) {
+        TESSERA_CHECK(in.node >= 0 && in.node < g_.num_nodes(), where(i, in), ": node ", in.node,
+                      " does not exist; the graph has ", g_.num_nodes(), " nodes");
+        const Node &node = g_.node(in.node);
+        TESSERA_CHECK(node.comm == (in.kind == Kind::Collective), where(i, in), ": '", node.call.name, "' is ",
+                      node.comm ? "a communication node, run as a collective"
+                                : "an operator, run as a compute instruction");
+        TESSERA_CHECK(in.stream != StreamKind::Host || in.kind == Kind::Compute, where(i, in),
+                      ": only operators run on the host stream");
+        if (in.kind == Kind::Compute && in.offset >= 0) {
+            TESSERA_CHECK(computed_[in.node], where(i, in), ": recomputes a node not computed before it");
+            TESSERA_CHECK(node.outputs.size() == 1 && storage_root(g_, node.outputs[0]) == node.outputs[0],
+                          where(i, in), ": only a node with one output of its own storage can be recomputed");
+        } else {
+            TESSERA_CHECK(!computed_[in.node], where(i, in), ": the node is computed twice");
+        }
+        computed_[in.node] = true;
+        for (TensorId t : node.inputs) check_read(i, in, s, t);
+        for (TensorId t : node.outputs) produced_[t] = {static_cast<int64_t>(i), s, seen_[s][s]};
+    }
+
+    // Instruction i, on stream s, reads tensor t: its producer ran before it,
+    // and on another stream only with an event between them.
+    void check_read(size_t i, const Instruction &in, int s, TensorId t) const {
+        if (g_.tensor(t).producer == kNoNode) return;
+        const Producer &pr = produced_[t];
+        TESSERA_CHECK(pr.instr >= 0, where(i, in), " reads '", g_.tensor(t).name, "', but its producer '",
+                      g_.node(g_.tensor(t).producer).call.name, "' is not computed before it");
+        TESSERA_CHECK(seen_[s][pr.stream] >= pr.tick, where(i, in), " reads '", g_.tensor(t).name,
+                      "', which instruction ", pr.instr, " computes on the ",
+                      stream_name(static_cast<StreamKind>(pr.stream)),
+                      " stream, with no event between them: the two would race. Record an event after "
+                      "instruction ", pr.instr, " and wait for it on the ", stream_name(in.stream),
+                      " stream before instruction ", i);
+    }
+
+    void check_event(size_t i, const Instruction &in, int s) {
+        TESSERA_CHECK(in.event >= 0 && in.event < p_.num_events, where(i, in), ": event ", in.event,
+                      " does not exist; the program has ", p_.num_events, " events");
+        if (in.kind == Kind::EventRecord) {
+            event_clock_[in.event] = seen_[s];
+            recorded_[in.event] = true;
+            return;
+        }
+        TESSERA_CHECK(recorded_[in.event], where(i, in), ": waits for event ", in.event,
+                      ", which no earlier instruction records; the wait would do nothing");
+        for (int q = 0; q < kNumStreams; q++) seen_[s][q] = std::max(seen_[s][q], event_clock_[in.event][q]);
+    }
+
+    void check_copy(size_t i, const Instruction &in) const {
+        TESSERA_CHECK(in.stream != StreamKind::Host, where(i, in), ": the host stream runs operators, not copies");
+        TESSERA_CHECK(in.tensor >= 0 && in.tensor < g_.num_tensors(), where(i, in), ": tensor ", in.tensor,
+                      " does not exist; the graph has ", g_.num_tensors(), " tensors");
+        TESSERA_CHECK(in.bytes >= 0 && in.host_offset >= 0, where(i, in), ": bytes (", in.bytes,
+                      ") and host offset (", in.host_offset, ") must not be negative");
+        TESSERA_CHECK(in.kind == Kind::SwapOut || in.offset >= 0, where(i, in), ": arena offset ", in.offset,
+                      " is negative; a swap-in needs the arena offset it copies to");
+    }
+
+    const Graph &g_;
+    const Program &p_;
+    std::array<std::array<int64_t, kNumStreams>, kNumStreams> seen_{};
+    std::vector<std::array<int64_t, kNumStreams>> event_clock_;
+    std::vector<bool> recorded_;
+    std::vector<Producer> produced_;
+    std::vector<bool> computed_;
+};
+
+}  // namespace
+
+void check_program(const Graph &g, const Program &p) {
+    TESSERA_CHECK(p.num_events >= 0, "program: num_events is negative (", p.num_events, ")");
+    TESSERA_CHECK(p.place.empty() || static_cast<int>(p.place.size()) == g.num_tensors(), "program: 'place' has ",
+                  p.place.size(), " entries but the graph has ", g.num_tensors(),
+                  " tensors; give one offset per tensor (-1: the memory plan's), or none");
+    OrderCheck order(g, p);
+    for (size_t i = 0; i < p.instructions.size(); i++) order.check(i);
 }
 
 nlohmann::json program_to_json(const Program &p) {

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/html_page.h"
 #include "tessera/text.h"
 
 namespace tessera {
@@ -26,8 +27,6 @@ constexpr double kLeft = 90;        // room for the lane labels
 constexpr double kLaneH = 22;       // one stream lane
 constexpr double kMemH = 160;       // the memory plot
 constexpr double kAxisH = 18;       // tick labels under a plot
-
-std::string esc(const std::string &s) { return html_escape(s); }
 
 std::string bytes_str(double b) { return format_bytes(static_cast<int64_t>(std::llround(b))); }
 
@@ -167,66 +166,59 @@ std::string time_axis(double y, double total, double x_of_unit) {
         s += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#999\"/>", x, y, x,
                          y + 4);
         s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x, y + 14,
-                         t == 0 ? std::string("0") : esc(format_duration(t)));
+                         t == 0 ? std::string("0") : html_escape(format_duration(t)));
     }
     return s;
 }
 
-}  // namespace
+// The summary: the plan's budget, times, bytes and peaks, then its pools.
+std::string summary_html(const SwapPlan &plan, const Curve &curve) {
+    const double ratio = plan.time_s > 0 ? plan.ideal_time_s / plan.time_s : 0;
+    std::string h = html_h2(fmt::format("Swapping ({})", swap_policy_name(plan.policy)));
+    h += html_facts({
+        {"budget (arena)", bytes_str(static_cast<double>(plan.arena_bytes))},
+        {"pinned", bytes_str(static_cast<double>(plan.pinned_bytes))},
+        {"pools", std::to_string(plan.pools.size()) + " size classes"},
+        {"predicted iteration", format_duration(plan.time_s)},
+        {"ideal (no swapping)",
+         format_duration(plan.ideal_time_s) + fmt::format(" ({:.1f}% of ideal speed)", 100 * ratio)},
+        {"swapped out / in", bytes_str(static_cast<double>(plan.swap_out_bytes)) + " / " +
+                                 bytes_str(static_cast<double>(plan.swap_in_bytes))},
+        {"peak resident (planner)", bytes_str(static_cast<double>(plan.peak_bytes))},
+        {"peak resident (from steps)", bytes_str(curve.peak)},
+        {"high water", bytes_str(static_cast<double>(plan.high_water))},
+    });
+    if (plan.pools.empty()) return h;
+    std::vector<std::vector<HtmlCell>> rows;
+    for (const SwapPool &p : plan.pools)
+        rows.push_back({{bytes_str(static_cast<double>(p.slot_bytes))},
+                        {std::to_string(p.slots)},
+                        {std::to_string(p.offset)},
+                        {bytes_str(static_cast<double>(p.slot_bytes) * p.slots)}});
+    return h + html_details("memory pools", html_table({{"slot size"}, {"slots"}, {"offset"}, {"bytes"}}, rows));
+}
 
-std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
-    check_refs(g, plan);
-    double total = plan.time_s;
-    for (const SwapStep &s : plan.steps) total = std::max(total, s.end_s);
-    Curve curve = resident_curve(g, plan);
+// The key to the lanes' colours, in the colours step_colour() gives.
+constexpr const char *kLegend =
+    "<p class=\"legend\">Streams over one iteration:<span style=\"background:#4e79a7\"></span>forward"
+    "<span style=\"background:#f28e2b\"></span>backward<span style=\"background:#59a14f\"></span>optimizer (in the "
+    "host lane: updated on the host)"
+    "<span style=\"background:#9c755f\"></span>communication<span style=\"background:#e15759\"></span>swap-out"
+    "<span style=\"background:#b07aa1\"></span>swap-in<span style=\"background:#edc948\"></span>recompute. Hover a "
+    "box for its node or tensor.</p>\n";
 
-    std::string h = "<section class=\"tessera-swap\">\n<style>\n"
-                    ".tessera-swap svg { font: 11px sans-serif; max-width: 100%; height: auto; }\n"
-                    ".tessera-swap table { border-collapse: collapse; font-size: 0.88em; }\n"
-                    ".tessera-swap th, .tessera-swap td { border-bottom: 1px solid #eee; padding: 0.2em 0.7em; "
-                    "text-align: right; }\n"
-                    ".tessera-swap .legend span { display: inline-block; width: 0.8em; height: 0.8em; "
-                    "margin: 0 0.3em 0 1em; border-radius: 2px; }\n</style>\n";
-    h += fmt::format("<h2>Swapping ({})</h2>\n", swap_policy_name(plan.policy));
-    double ratio = plan.time_s > 0 ? plan.ideal_time_s / plan.time_s : 0;
-    h += "<table>\n";
-    auto row = [&](const std::string &k, const std::string &v) {
-        h += "<tr><th style=\"text-align:left\">" + esc(k) + "</th><td>" + esc(v) + "</td></tr>\n";
-    };
-    row("budget (arena)", bytes_str(static_cast<double>(plan.arena_bytes)));
-    row("pinned", bytes_str(static_cast<double>(plan.pinned_bytes)));
-    row("pools", std::to_string(plan.pools.size()) + " size classes");
-    row("predicted iteration", format_duration(plan.time_s));
-    row("ideal (no swapping)", format_duration(plan.ideal_time_s) + fmt::format(" ({:.1f}% of ideal speed)", 100 * ratio));
-    row("swapped out / in", bytes_str(static_cast<double>(plan.swap_out_bytes)) + " / " +
-                                bytes_str(static_cast<double>(plan.swap_in_bytes)));
-    row("peak resident (planner)", bytes_str(static_cast<double>(plan.peak_bytes)));
-    row("peak resident (from steps)", bytes_str(curve.peak));
-    row("high water", bytes_str(static_cast<double>(plan.high_water)));
-    h += "</table>\n";
+const char *step_colour(const Graph &g, const SwapStep &s) {
+    return s.kind == SwapStep::Kind::Compute      ? compute_color(g.node(s.node))
+           : s.kind == SwapStep::Kind::Recompute  ? "#edc948"
+           : s.kind == SwapStep::Kind::SwapOut    ? "#e15759"
+           : s.kind == SwapStep::Kind::HostUpdate ? "#59a14f"
+                                                  : "#b07aa1";
+}
 
-    if (!plan.pools.empty()) {
-        h += "<details><summary>memory pools</summary><table>\n<tr><th>slot size</th><th>slots</th><th>offset</th>"
-             "<th>bytes</th></tr>\n";
-        for (const SwapPool &p : plan.pools)
-            h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                             esc(bytes_str(static_cast<double>(p.slot_bytes))), p.slots, p.offset,
-                             esc(bytes_str(static_cast<double>(p.slot_bytes) * p.slots)));
-        h += "</table></details>\n";
-    }
-    if (plan.steps.empty() || total <= 0) return h + "<p>The plan has no steps to show.</p>\n</section>\n";
-
-    const double unit = kWidth / total;  // SVG units per second
-    const double lanes_h = 4 * kLaneH;
-    const double mem_top = lanes_h + kAxisH + 16;
-    const double height = mem_top + kMemH + kAxisH + 6;
-    h += "<p class=\"legend\">Streams over one iteration:<span style=\"background:#4e79a7\"></span>forward"
-         "<span style=\"background:#f28e2b\"></span>backward<span style=\"background:#59a14f\"></span>optimizer (in the host lane: updated on the host)"
-         "<span style=\"background:#9c755f\"></span>communication<span style=\"background:#e15759\"></span>swap-out"
-         "<span style=\"background:#b07aa1\"></span>swap-in<span style=\"background:#edc948\"></span>recompute. Hover a box for its node or tensor.</p>\n";
-    h += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
-                     "viewBox=\"0 0 {:.0f} {:.0f}\">\n",
-                     kLeft + kWidth + 20, height, kLeft + kWidth + 20, height);
+// The four stream lanes, and every step a box in its lane from its start to
+// its end; `unit` is SVG units per second.
+std::string lanes_svg(const Graph &g, const SwapPlan &plan, double unit) {
+    std::string h;
     const char *lane_names[] = {"compute", "swap-out", "swap-in", "host"};
     for (int l = 0; l < 4; ++l) {
         double y = l * kLaneH;
@@ -238,26 +230,25 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
     for (const SwapStep &s : plan.steps) {
         // Lanes follow the step kinds: compute, swap-out, swap-in, host.
         int lane = swap_step_stream(s.kind);
-        const char *color = s.kind == SwapStep::Kind::Compute      ? compute_color(g.node(s.node))
-                            : s.kind == SwapStep::Kind::Recompute  ? "#edc948"
-                            : s.kind == SwapStep::Kind::SwapOut    ? "#e15759"
-                            : s.kind == SwapStep::Kind::HostUpdate ? "#59a14f"
-                                                                   : "#b07aa1";
         // Every step stays visible, however short: at least a hairline.
         double w = std::max(0.6, (s.end_s - s.start_s) * unit);
         h += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\">"
                          "<title>{}: {} to {}</title></rect>\n",
-                         kLeft + s.start_s * unit, lane * kLaneH + 2, w, kLaneH - 4, color,
-                         esc(step_label(g, s)), esc(format_duration(s.start_s)), esc(format_duration(s.end_s)));
+                         kLeft + s.start_s * unit, lane * kLaneH + 2, w, kLaneH - 4, step_colour(g, s),
+                         html_escape(step_label(g, s)), html_escape(format_duration(s.start_s)),
+                         html_escape(format_duration(s.end_s)));
     }
-    h += time_axis(lanes_h, total, unit);
+    return h;
+}
 
-    // Bytes resident, against the budget.
-    double top = std::max({static_cast<double>(plan.arena_bytes), curve.peak, 1.0}) * 1.08;
+// Bytes resident over time as a filled step curve from `mem_top` down, with
+// the budget as a dashed line across it.
+std::string residency_svg(const SwapPlan &plan, const Curve &curve, double unit, double mem_top) {
+    const double top = std::max({static_cast<double>(plan.arena_bytes), curve.peak, 1.0}) * 1.08;
     auto y_of = [&](double bytes) { return mem_top + kMemH - bytes / top * kMemH; };
-    h += fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" "
-                     "stroke=\"#ddd\"/>\n",
-                     kLeft, mem_top, kWidth, kMemH);
+    std::string h = fmt::format("<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#fafafa\" "
+                                "stroke=\"#ddd\"/>\n",
+                                kLeft, mem_top, kWidth, kMemH);
     std::string path = fmt::format("M{:.2f},{:.2f}", kLeft, y_of(curve.points.front().second));
     for (size_t i = 1; i < curve.points.size(); ++i) {
         double x = kLeft + curve.points[i].first * unit;
@@ -266,18 +257,40 @@ std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
     path += fmt::format(" H{:.2f}", kLeft + kWidth);
     h += fmt::format("<path d=\"{} V{:.2f} H{:.2f} Z\" fill=\"#4e79a7\" fill-opacity=\"0.25\" stroke=\"#4e79a7\">"
                      "<title>bytes resident; peak {}</title></path>\n",
-                     path, y_of(0), kLeft, esc(bytes_str(curve.peak)));
-    double by = y_of(static_cast<double>(plan.arena_bytes));
+                     path, y_of(0), kLeft, html_escape(bytes_str(curve.peak)));
+    const std::string budget = html_escape(bytes_str(static_cast<double>(plan.arena_bytes)));
+    const double by = y_of(static_cast<double>(plan.arena_bytes));
     h += fmt::format("<line x1=\"{:.1f}\" y1=\"{:.2f}\" x2=\"{:.1f}\" y2=\"{:.2f}\" stroke=\"#e15759\" "
                      "stroke-dasharray=\"6,3\"><title>budget {}</title></line>\n",
-                     kLeft, by, kLeft + kWidth, by, esc(bytes_str(static_cast<double>(plan.arena_bytes))));
+                     kLeft, by, kLeft + kWidth, by, budget);
     h += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" text-anchor=\"end\">budget</text>\n", kLeft - 6, by + 4);
-    h += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" text-anchor=\"end\">{}</text>\n", kLeft - 6, by + 16,
-                     esc(bytes_str(static_cast<double>(plan.arena_bytes))));
+    h += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" text-anchor=\"end\">{}</text>\n", kLeft - 6, by + 16, budget);
     h += fmt::format("<text x=\"{:.1f}\" y=\"{:.2f}\" text-anchor=\"end\">0</text>\n", kLeft - 6, y_of(0) + 4);
-    h += time_axis(mem_top + kMemH, total, unit);
-    h += "</svg>\n</section>\n";
     return h;
+}
+
+}  // namespace
+
+std::string swap_plan_html_section(const Graph &g, const SwapPlan &plan) {
+    check_refs(g, plan);
+    double total = plan.time_s;
+    for (const SwapStep &s : plan.steps) total = std::max(total, s.end_s);
+    const Curve curve = resident_curve(g, plan);
+
+    std::string h = "<section class=\"tessera-swap\">\n" + summary_html(plan, curve);
+    if (plan.steps.empty() || total <= 0) return h + html_paragraph("The plan has no steps to show.") + "</section>\n";
+
+    const double unit = kWidth / total;  // SVG units per second
+    const double lanes_h = 4 * kLaneH;
+    const double mem_top = lanes_h + kAxisH + 16;
+    const double height = mem_top + kMemH + kAxisH + 6;
+    h += kLegend;
+    h += fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
+                     "viewBox=\"0 0 {:.0f} {:.0f}\">\n",
+                     kLeft + kWidth + 20, height, kLeft + kWidth + 20, height);
+    h += lanes_svg(g, plan, unit) + time_axis(lanes_h, total, unit);
+    h += residency_svg(plan, curve, unit, mem_top) + time_axis(mem_top + kMemH, total, unit);
+    return h + "</svg>\n</section>\n";
 }
 
 }  // namespace tessera

@@ -1,5 +1,5 @@
 // format_bytes and format_duration: the one style every module prints sizes
-// and times in, at each unit boundary; align_up.
+// and times in, at each unit boundary; with_commas, strf, TextTable; align_up.
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -62,6 +62,32 @@ TEST(Text, HtmlEscapeAndJoin) {
     EXPECT_EQ(html_escape("a<b & \"c\" 'd'>"), "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;");
     EXPECT_EQ(join({"a", "b", "c"}, ", "), "a, b, c");
     EXPECT_EQ(join({}, ", "), "");
+}
+
+TEST(Text, ThousandsAreSeparatedByCommas) {
+    EXPECT_EQ(with_commas(0), "0");
+    EXPECT_EQ(with_commas(999), "999");
+    EXPECT_EQ(with_commas(1000), "1,000");
+    EXPECT_EQ(with_commas(1576036), "1,576,036");
+    EXPECT_EQ(with_commas(-1024), "-1,024");
+    EXPECT_EQ(with_commas(std::numeric_limits<int64_t>::min()), "-9,223,372,036,854,775,808");
+}
+
+TEST(Text, StrfFormatsLikePrintf) {
+    EXPECT_EQ(strf("level %zu (%d-way over %s)", size_t{1}, 2, "node"), "level 1 (2-way over node)");
+    EXPECT_EQ(strf("%.2fx", 1.5), "1.50x");
+    EXPECT_EQ(strf("%s", ""), "");
+    EXPECT_EQ(strf("%s", std::string(300, 'a').c_str()), std::string(300, 'a'));
+}
+
+TEST(Text, TextTablePadsColumnsAndRightAlignsNumbers) {
+    TextTable t({"name", "bytes", "note"}, {false, true});
+    t.add({"weights", "1.50 KiB", "x"});
+    t.add({"w", "12 B"});  // the missing cell is empty, and no line ends in spaces
+    EXPECT_EQ(t.str(), "  name        bytes  note\n"
+                       "  weights  1.50 KiB  x\n"
+                       "  w            12 B\n");
+    EXPECT_EQ(t.str(""), "name        bytes  note\nweights  1.50 KiB  x\nw            12 B\n");
 }
 
 TEST(Text, CountsTakeTheirPlural) {

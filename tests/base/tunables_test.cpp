@@ -1,4 +1,4 @@
-// env_choice and env_list: TESSERA_* variables, an unknown value an error
+// env_choice, env_list and env_int: an unknown or malformed value an error
 // naming the variable and what it accepts.
 #include <gtest/gtest.h>
 
@@ -21,6 +21,22 @@ TEST(Tunables, ChoiceDefaultsWhenUnsetAndRejectsUnknownValues) {
     test::ScopedEnv env("TESSERA_TEST_CHOICE", "c");
     EXPECT_EQ(test::error_of([] { env_choice("TESSERA_TEST_CHOICE", {"a", "b"}, "a", "thing"); }),
               "TESSERA_TEST_CHOICE: unknown thing 'c'; valid: a, b");
+}
+
+TEST(Tunables, IntIsNothingWhenUnsetAndRejectsWhatIsNotAnIntAtLeastItsMinimum) {
+    {
+        test::ScopedEnv env("TESSERA_TEST_INT", nullptr);
+        EXPECT_FALSE(env_int("TESSERA_TEST_INT", 1, "fix it").has_value());
+    }
+    {
+        test::ScopedEnv env("TESSERA_TEST_INT", "2147483647");
+        EXPECT_EQ(env_int("TESSERA_TEST_INT", 1, "fix it"), 2147483647);
+    }
+    for (const char *bad : {"", "x", "7x", "0", "-1", "2147483648", "99999999999999999999"}) {
+        test::ScopedEnv env("TESSERA_TEST_INT", bad);
+        EXPECT_EQ(test::error_of([] { env_int("TESSERA_TEST_INT", 1, "fix it"); }),
+                  std::string("environment variable TESSERA_TEST_INT='") + bad + "' is not an integer >= 1; fix it");
+    }
 }
 
 TEST(Tunables, ListSkipsEmptyEntriesAndRejectsUnknownOnes) {

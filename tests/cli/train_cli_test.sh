@@ -60,7 +60,7 @@ for r in rows:  # GradScaler's rule, applied to the skips the run reports
     assert r["step_skipped"] or math.isfinite(r["loss"]), r
 assert 10 < skipped < len(rows) - 10, skipped
 PY
-python3 "$SRC/tests/exec/safetensors_check.py" "$TMP/fp16/checkpoint.safetensors" --meta step=64 >/dev/null \
+python3 "$SRC/tests/checkpoint/safetensors_check.py" "$TMP/fp16/checkpoint.safetensors" --meta step=64 >/dev/null \
   && echo "ok   fp16-checkpoint-finite" || { echo "FAIL fp16 checkpoint"; fail=1; }
 # The scaler's state is in the checkpoint: stopped at step 50 (past the skips,
 # part way to a growth) and resumed, the run ends bit for bit as the one above.
@@ -232,7 +232,7 @@ RES=(--model mlp:layers=3,hidden=256,input=64,classes=8 --data synthetic --synth
      --optimizer adam --steps 300 --progress none)
 "$TRAIN" "${RES[@]}" --metrics "$TMP/a.jsonl" --checkpoint "$TMP/a" >/dev/null 2>&1 \
     || { echo "FAIL reference run"; fail=1; }
-python3 "$SRC/tests/exec/safetensors_check.py" "$TMP/a/checkpoint.safetensors" --meta step=300 \
+python3 "$SRC/tests/checkpoint/safetensors_check.py" "$TMP/a/checkpoint.safetensors" --meta step=300 \
     --meta format=tessera-checkpoint-1 >/dev/null || { echo "FAIL checkpoint not readable"; fail=1; }
 echo "ok   checkpoint-readable"
 

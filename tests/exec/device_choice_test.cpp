@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/exec/device_choice.h"
@@ -69,7 +70,9 @@ TEST(DeviceChoice, LocalRankComesFromTheLauncher) {
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "3", 1);
     EXPECT_EQ(local_rank_from_env(9), 3);
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "junk", 1);
-    EXPECT_EQ(local_rank_from_env(9), 9);
+    EXPECT_EQ(test::error_of([] { local_rank_from_env(9); }),
+              "environment variable OMPI_COMM_WORLD_LOCAL_RANK='junk' is not an integer >= 0; launchers (mpirun, "
+              "srun) set it, so start the job with one or unset it");
     unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
     EXPECT_EQ(local_rank_from_env(2), 2);
 }

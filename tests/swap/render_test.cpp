@@ -8,7 +8,7 @@
 
 #include "expect_error.h"
 #include "tessera/swap/render.h"
-#include "tessera/swap/roofline.h"
+#include "tessera/predict/roofline.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,6 @@
-// Reading TESSERA_* environment variables. Each tunable is declared once, next
+// Reading environment variables: TESSERA_* tunables, and those that launchers
+// and runtimes set (OMPI_COMM_WORLD_*, SLURM_*, OMP_NUM_THREADS, TMPDIR, PATH).
+// No code outside base/ calls getenv. Each tunable is declared once, next
 // to the code that uses it (TESSERA_LOG in pipeline/stage_log.cpp, TESSERA_GEMM
 // in lang/src/matmul.cpp), with its variable, its valid values and its
 // default, and read once; these functions only parse. A value that is not
@@ -17,6 +19,11 @@ namespace tessera {
 // that are not a choice (paths, numbers), which the caller parses and, when
 // bad, rejects naming the variable.
 std::optional<std::string> env_text(const char *name);
+
+// Variable `name` as an int of at least `min`; nothing when unset. Otherwise
+// tessera::Error: "environment variable NAME='VALUE' is not an integer >= MIN;
+// ADVICE".
+std::optional<int> env_int(const char *name, int min, const std::string &advice);
 
 // The value of variable `name`, one of `valid`; `fallback` when it is unset.
 // Otherwise tessera::Error: "NAME: unknown WHAT 'VALUE'; valid: a, b".

@@ -1,6 +1,6 @@
 // Which physical GPU a CUDA device index is: its UUID, the same in every
 // process whatever CUDA_VISIBLE_DEVICES renumbers. Ranks compare UUIDs to
-// know whether they share a GPU (launch/gpu_sharing.h).
+// know whether they share a GPU (train/gpu_sharing.h).
 #pragma once
 
 #include <array>

@@ -1,5 +1,5 @@
-// The device-neutral interface of a device: one memory arena, four streams,
-// events, and memory counters. The CPU device (cpu_device.h) implements it with
+// The device-neutral interface of a device: one memory arena, five streams
+// (program/stream.h: compute, swap-out, swap-in, comm, host), events, and memory counters. The CPU device (cpu_device.h) implements it with
 // threads; a CUDA device implements it with CUDA streams and events. Nothing here
 // includes CUDA.
 //
@@ -23,7 +23,7 @@
 //   * swap_out_bytes / swap_in_bytes: bytes copied device-to-host / host-to-device
 //     by swap instructions; comm_bytes: bytes sent by collectives.
 // Counters are atomics: streams update them concurrently. Tests compare them
-// with what the plans predict (DESIGN.md, "Invariants").
+// with what the plans predict (docs/design.md, "Invariants").
 //
 // Stream model: the CUDA model. A stream is an ordered queue of work. An event is
 // recorded at a point of one stream's queue and waited on by another: work that

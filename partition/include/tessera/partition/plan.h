@@ -1,8 +1,8 @@
 // A partition plan, as a value: for every operator and level its strategy, for
 // every tensor its layout, every communication step with its bytes, the memory
 // each device needs, and the predicted communication time. It compares, prints
-// and round-trips through JSON; tessera-plan renders it, and lowering (issue 5)
-// will turn it into one graph per device.
+// and round-trips through JSON; tessera-plan renders it, and lowering
+// turns it into one graph per device.
 #pragma once
 
 #include <cstdint>

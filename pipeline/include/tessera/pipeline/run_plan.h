@@ -30,6 +30,7 @@
 #include "tessera/partition/lower.h"
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
+#include "tessera/pipeline/op_times.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/program/program.h"
 #include "tessera/swap/swap_plan.h"
@@ -43,27 +44,18 @@ struct SwapSpec {
     std::string policy = "auto";
     uint64_t seed = 1;
     // The search stops at the first of: the time limit, the generations, or
-    // `patience` generations in a row without a 0.1% gain (SwapOptions). On
-    // the small transformer at 12x over its budget, patience 100 ends it
-    // after about 1,200 generations and 4 s at 78.8% of ideal, where a flat
-    // 100 generations gave 64.6% (docs/swapping.md).
-    double time_limit_s = 30;
-    int generations = 5000;
-    int patience = 100;
-    int population = 24;
+    // `patience` generations in a row without a 0.1% gain. The defaults are
+    // SwapOptions'.
+    double time_limit_s = SwapOptions{}.time_limit_s;
+    int generations = SwapOptions{}.generations;
+    int patience = SwapOptions{}.patience;
+    int population = SwapOptions{}.population;
     std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
     HostUpdates host_updates = HostUpdates::Off;  // optimizer updates the advisor may run on the host
     bool recompute = true;  // whether the advisor may drop activations and recompute them
     int threads = 1;  // threads that score the advisor's candidates (SwapOptions::threads)
 };
 
-// What the swap planner needs to know of the device: each operator's time and
-// the host link's bandwidths.
-struct OpTimes {
-    std::vector<double> node_time_s;  // per NodeId of the graph timed
-    std::vector<double> host_node_time_s;  // per NodeId: optimizer nodes on the host (empty: not timed)
-    double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
-};
 
 struct SwapPlans {
     SwapPlan train, forward;  // the forward plan keeps the training plan's homes

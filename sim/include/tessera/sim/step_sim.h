@@ -5,7 +5,7 @@
 //   StepPrediction step = simulate_step(ranks, {.machine = cluster_machine(2, 8), ...});
 //   step.step_s, step.ranks[r].exposed_comm_s, step.throughput
 //
-// Each rank's four streams run their instructions in list order, as the
+// Each rank's five streams (program/stream.h) run their instructions in list order, as the
 // executor does: an instruction starts when its stream's previous one has
 // ended and, for an event wait, when the latest record of that event before it
 // in the list has happened. An event record takes only the per-instruction

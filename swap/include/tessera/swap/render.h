@@ -9,10 +9,11 @@
 
 namespace tessera {
 
-// A self-contained HTML fragment (a <section> with its own <style> and inline
-// SVG; no scripts, nothing fetched): a summary table (budget, pinned bytes,
+// An HTML fragment for a page made by html_page() (tessera/html_page.h), whose
+// stylesheet styles its class, tessera-swap: a <section> with inline SVG, no
+// scripts and nothing fetched. It holds a summary table (budget, pinned bytes,
 // pools, predicted and ideal time, bytes swapped, peaks), the pools, then one
-// lane per stream (compute, swap-out, swap-in) with every step at its
+// lane per stream (compute, swap-out, swap-in, host) with every step at its
 // simulated start and end, and below it the bytes resident over time against
 // the budget. Hovering a step names its node or tensor.
 //
