@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/checkpoint/safetensors.h"
 #include "tessera/half.h"
@@ -19,17 +20,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-template<typename Fn>
-void expect_error(Fn fn, const std::vector<std::string> &parts) {
-    try {
-        fn();
-        ADD_FAILURE() << "expected tessera::Error containing '" << parts.at(0) << "'";
-    } catch (const Error &e) {
-        const std::string msg = e.what();
-        for (const std::string &p : parts)
-            EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    }
-}
+using test::expect_error;
 
 std::string slurp(const fs::path &p) {
     std::ifstream in(p, std::ios::binary);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/models/data.h"
 
@@ -21,18 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Expects `fn` to throw tessera::Error whose message contains every one of `parts`.
-template<typename Fn>
-void expect_error(Fn fn, const std::vector<std::string> &parts) {
-    try {
-        fn();
-        ADD_FAILURE() << "expected tessera::Error containing '" << parts.at(0) << "'";
-    } catch (const Error &e) {
-        const std::string msg = e.what();
-        for (const std::string &p : parts)
-            EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    }
-}
+using test::expect_error;
 
 // ---- Raw IDX reading, independent of the loader ------------------------------------
 
