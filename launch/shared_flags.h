@@ -19,14 +19,14 @@ void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string
 
 // The swap search's flags, the same in both programs: --swap-population,
 // --swap-generations, --swap-patience, --swap-time-limit (each defaulting to
-// SwapSpec's). A value out of range is a usage error naming the flag.
+// SwapOptions'). A value out of range is a usage error naming the flag.
 // Returns the four options.
 std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population, int &generations, int &patience,
                                                  double &time_limit_s);
 
-// --host-updates off|auto|all (SwapSpec::host_updates by name) into `value`.
+// --host-updates off|auto|all (SwapOptions::host_updates by name) into `value`.
 CLI::Option *add_host_updates_flag(CLI::App &app, std::string &value);
-// --recompute off|auto (SwapSpec::recompute) into `value`.
+// --recompute off|auto (SwapOptions::recompute) into `value`.
 CLI::Option *add_recompute_flag(CLI::App &app, std::string &value);
 // --precision fp32|tf32|bf16|fp16 into `value` (read with read_precision).
 CLI::Option *add_precision_flag(CLI::App &app, std::string &value);

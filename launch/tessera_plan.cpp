@@ -135,7 +135,7 @@ TrainingGraph training_graph(const PlanRequest &r) {
 
 // Swap options whose search scores candidates on the cores of this machine
 // (at most 8): tessera-plan runs alone, where tessera-train's ranks share
-// them (SwapSpec::threads).
+// them (SwapOptions::threads).
 tessera::SwapOptions with_search_threads() {
     tessera::SwapOptions o;
     o.threads = tessera::host_planning_threads();
@@ -170,14 +170,7 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     r.partition.apply(spec.partition);
     if (!s.device_mem.empty()) spec.budget = tessera::parse_size(s.device_mem, "--device-mem");
     spec.swap.policy = s.policy;
-    spec.swap.seed = s.options.seed;
-    spec.swap.time_limit_s = s.options.time_limit_s;
-    spec.swap.generations = s.options.generations;
-    spec.swap.patience = s.options.patience;
-    spec.swap.population = s.options.population;
-    spec.swap.host_updates = s.options.host_updates;
-    spec.swap.recompute = s.options.recompute;
-    spec.swap.threads = s.options.threads;
+    spec.swap.search = s.options;
     return spec;
 }
 
@@ -267,7 +260,7 @@ void plan_swapping_with_pipeline(const SwapRequest &s, const tessera::RunSpec &b
         spec.log_stages = false;
         if (r.devices > 1) spec.given_partition = partition_plan;
         ProgressPrinter printer(s.policy);
-        if (rank == r.rank) spec.swap.progress = [&printer](const SwapProgress &p) { printer(p); };
+        if (rank == r.rank) spec.swap.search.progress = [&printer](const SwapProgress &p) { printer(p); };
         RunPlan run = plan_run(spec, roofline);
         r.ranks[rank] = *run.swaps;
         if (rank != r.rank) continue;
@@ -517,12 +510,7 @@ void add_swap_flags(CLI::App &app, PlanArgs &a) {
                                          "With several devices: the rank whose graph to swap, or 'all' (the JSON then "
                                          "holds every rank's swap plans, for tessera-train --plan under mpirun)")
                               ->capture_default_str());
-    // The swap search's flags and defaults are tessera-train's (pipeline's SwapSpec).
-    const tessera::SwapSpec defaults;
-    swap.options.population = defaults.population;
-    swap.options.generations = defaults.generations;
-    swap.options.patience = defaults.patience;
-    swap.options.time_limit_s = defaults.time_limit_s;
+    // The swap search's flags and defaults are tessera-train's (SwapOptions').
     for (CLI::Option *o : tessera::add_swap_search_flags(app, swap.options.population, swap.options.generations,
                                                          swap.options.patience, swap.options.time_limit_s))
         a.swap_only.push_back(o);

@@ -40,16 +40,8 @@ bool needs_swapping(const RunSpec &spec, int64_t footprint) {
 }
 
 SwapOptions swap_options(const SwapSpec &s) {
-    SwapOptions o;
+    SwapOptions o = s.search;
     o.policy = swap_policy_from_name(s.policy == "auto" ? "advisor" : s.policy);
-    o.seed = s.seed;
-    o.time_limit_s = s.time_limit_s;
-    o.generations = s.generations;
-    o.patience = s.patience;
-    o.population = s.population;
-    o.host_updates = s.host_updates;
-    o.recompute = s.recompute;
-    o.threads = s.threads;
     return o;
 }
 
@@ -58,10 +50,10 @@ SwapOptions swap_options(const SwapSpec &s) {
 // updates on the host would need less (a weight, its gradient and its
 // moments no longer on the device together), the error says so.
 void check_budget_works(const SwapProblem &problem, const SwapSpec &swap) {
-    const int64_t need = min_swap_budget(problem, swap.host_updates);
+    const int64_t need = min_swap_budget(problem, swap.search.host_updates);
     if (need <= problem.budget) return;
     std::string hint;
-    if (swap.host_updates == HostUpdates::Off) {
+    if (swap.search.host_updates == HostUpdates::Off) {
         SwapProblem on_host = problem;
         on_host.host_node_time_s = problem.node_time_s;
         const int64_t least = min_swap_budget(on_host, HostUpdates::Auto);
@@ -70,7 +62,9 @@ void check_budget_works(const SwapProblem &problem, const SwapSpec &swap) {
                                format_bytes(least), least);
     }
     try {
-        plan_swaps(problem, swap_options(swap));
+        SwapOptions quiet = swap_options(swap);
+        quiet.progress = nullptr;
+        plan_swaps(problem, quiet);
     } catch (const Error &e) {
         if (hint.empty()) throw;
         throw Error(e.what() + hint);
@@ -84,14 +78,14 @@ SwapPlans plan_swapping(const RunSpec &spec, const RunPlan &run, int64_t budget,
     const Graph &g = run.graph();
     // A budget that cannot work fails now, naming the operator, before the
     // operators are timed (profiling needs each one's working set in the arena).
-    check_budget_works(make_swap_problem(g, run.order, untimed(g), budget, spec.swap.host_updates), spec.swap);
+    const HostUpdates host = spec.swap.search.host_updates;
+    check_budget_works(make_swap_problem(g, run.order, untimed(g), budget, host), spec.swap);
     SwapPlans s;
     s.times = op_timer(g, run.order, budget);
-    const SwapProblem problem = make_swap_problem(g, run.order, s.times, budget, spec.swap.host_updates);
+    const SwapProblem problem = make_swap_problem(g, run.order, s.times, budget, host);
     SwapOptions o = swap_options(spec.swap);
-    o.progress = spec.swap.progress;
     s.train = plan_swaps(problem, o);
-    s.bound = swap_lower_bound(problem, spec.swap.host_updates);
+    s.bound = swap_lower_bound(problem, host);
 
     SwapProblem fp = problem;
     fp.order = order_for(g, run.order, {run.local(run.model.logits), run.local(run.model.loss)});
@@ -188,6 +182,13 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     }
     log("program", run.train.to_string(run.graph()));
     return run;
+}
+
+SwapOptions run_swap_search() {
+    SwapOptions o;
+    o.host_updates = HostUpdates::Off;
+    o.recompute = true;
+    return o;
 }
 
 }  // namespace tessera

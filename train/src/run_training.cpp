@@ -153,15 +153,11 @@ RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine
     spec.budget = budget_bytes(o, derived);
     spec.budget_is_limit = derived && derived->limit;
     spec.swap.policy = o.swap;
-    spec.swap.seed = o.seed;
-    spec.swap.time_limit_s = o.swap_search.time_limit_s;
-    spec.swap.generations = o.swap_search.generations;
-    spec.swap.patience = o.swap_search.patience;
-    spec.swap.population = o.swap_search.population;
-    spec.swap.host_updates = o.host_updates;
-    spec.swap.recompute = o.recompute;
-    spec.swap.threads = o.swap_search.threads;
-    if (root) spec.swap.progress = swap_progress(stderr_is_terminal());
+    spec.swap.search = o.swap_search;
+    spec.swap.search.seed = o.seed;
+    spec.swap.search.host_updates = o.host_updates;
+    spec.swap.search.recompute = o.recompute;
+    if (root) spec.swap.search.progress = swap_progress(stderr_is_terminal());
     if (!o.plan_path.empty()) use_plan_file(read_plan_file(o.plan_path), spec);
     return spec;
 }

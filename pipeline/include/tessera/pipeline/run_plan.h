@@ -37,23 +37,19 @@
 
 namespace tessera {
 
+// A run's swap planning: the search (SwapOptions: its defaults are the only
+// ones) over the plan space a run starts from, updates on the device and
+// recomputation allowed, as tessera-train's --host-updates off and
+// --recompute auto. `policy` decides search.policy; search.progress reports
+// the training plan's search (it may be empty).
+SwapOptions run_swap_search();
+
 struct SwapSpec {
     // advisor (SwapAdvisor's planner), lru or vdnn (the baselines), none (a
     // budget below the footprint is an error), or auto (advisor when the
     // budget is too small, nothing otherwise).
     std::string policy = "auto";
-    uint64_t seed = 1;
-    // The search stops at the first of: the time limit, the generations, or
-    // `patience` generations in a row without a 0.1% gain. The defaults are
-    // SwapOptions'.
-    double time_limit_s = SwapOptions{}.time_limit_s;
-    int generations = SwapOptions{}.generations;
-    int patience = SwapOptions{}.patience;
-    int population = SwapOptions{}.population;
-    std::function<void(const SwapProgress &)> progress;  // the training plan's search; may be empty
-    HostUpdates host_updates = HostUpdates::Off;  // optimizer updates the advisor may run on the host
-    bool recompute = true;  // whether the advisor may drop activations and recompute them
-    int threads = 1;  // threads that score the advisor's candidates (SwapOptions::threads)
+    SwapOptions search = run_swap_search();
 };
 
 

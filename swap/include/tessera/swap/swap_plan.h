@@ -104,7 +104,7 @@ struct SwapProgress {
 
 // The search's defaults (population, generations, time limit, patience) are
 // the only ones: tessera-train's and tessera-plan's flags default to them
-// (pipeline's SwapSpec copies them). On the small transformer at 12x over its
+// (pipeline's SwapSpec holds them). On the small transformer at 12x over its
 // budget, patience 100 ends the search after about 1,200 generations and 4 s
 // at 78.8% of ideal, where a flat 100 generations gave 64.6%
 // (docs/swapping.md).

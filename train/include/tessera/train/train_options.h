@@ -67,8 +67,8 @@ struct TrainOptions {
     bool recompute = true;                        // whether the advisor may recompute activations
     // --swap-population, --swap-generations, --swap-patience, --swap-time-limit, and the
     // threads the search may use (the rank's share of the cores, as its CPU
-    // kernels get); its other fields unused.
-    SwapSpec swap_search;
+    // kernels get); its other fields are set from the options above.
+    SwapOptions swap_search;
     std::string metrics_path;
     // Each operator timed alone on the run's device, before training, and a
     // report of where the time goes written here (op_profile.h; rank 0's).
