@@ -115,21 +115,6 @@ struct TrainingGraph {
     tessera::Graph graph;
 };
 
-// The model's training graph (the pipeline's first stages): what every plan
-// below is made for.
-TrainingGraph training_graph(const PlanRequest &r) {
-    using namespace tessera;
-    RunSpec spec;
-    spec.model = r.model;
-    spec.batch = r.batch;
-    spec.optimizer.kind = optimizer_from_name(r.optimizer);
-    spec.precision = read_precision(r.precision);
-    spec.grad_reduce = read_grad_reduce(r.grad_reduce);
-    TrainingGraph tg;
-    tg.spec = model_spec_str(parse_model_spec(r.model));
-    tg.graph = std::move(build_training_model(spec).graph);
-    return tg;
-}
 
 // ---- swapping ----
 
@@ -174,19 +159,22 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     return spec;
 }
 
-// One partition plan per strategy (the pipeline's partition stage).
-std::vector<tessera::Plan> make_plans(const PlanRequest &r, const SwapRequest &swap, const TrainingGraph &tg,
-                                      const std::vector<tessera::PartitionStrategy> &strategies) {
+// The training graph and one partition plan per strategy (the pipeline's
+// first stages); what every view below shows.
+std::vector<tessera::Plan> make_plans(const PlanRequest &r, const SwapRequest &swap,
+                                      const std::vector<tessera::PartitionStrategy> &strategies, TrainingGraph &tg) {
     using namespace tessera;
-    std::vector<Plan> plans;
-    for (PartitionStrategy s : strategies) {
+    tg.spec = model_spec_str(parse_model_spec(r.model));
+    RunSpec spec = run_spec(r, swap, strategies.at(0));
+    spec.swap.policy = "auto";  // these stages plan no swaps (plan_swapping below does)
+    PartitionPlans p = plan_partitions(spec, strategies, [&](PartitionStrategy s) {
         if (isatty(STDERR_FILENO))
             std::cerr << "planning " << tg.spec << " for " << r.machine.devices()
                       << (r.machine.devices() == 1 ? " device (" : " devices (") << partition_strategy_name(s) << ")..."
                       << std::endl;
-        plans.push_back(plan_partition(run_spec(r, swap, s), tg.graph));
-    }
-    return plans;
+    });
+    tg.graph = std::move(p.model.graph);
+    return std::move(p.plans);
 }
 
 
@@ -621,8 +609,8 @@ std::vector<tessera::PartitionStrategy> read_machine_and_strategies(PlanArgs &a)
 std::string model_plan_text(PlanArgs &a) {
     const std::vector<tessera::PartitionStrategy> strategies = read_machine_and_strategies(a);
     if (a.swapping()) check_swap_values(a);
-    TrainingGraph tg = training_graph(a.req);
-    std::vector<tessera::Plan> plans = make_plans(a.req, a.swap, tg, strategies);
+    TrainingGraph tg;
+    std::vector<tessera::Plan> plans = make_plans(a.req, a.swap, strategies, tg);
     std::optional<SwapResult> swapped;
     if (a.swapping())
         swapped = plan_swapping(a.swap, run_spec(a.req, a.swap, strategies[0]), tg, plans[0]);

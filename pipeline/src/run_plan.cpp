@@ -138,6 +138,19 @@ Plan plan_partition(const RunSpec &spec, const Graph &training_graph) {
     return p;
 }
 
+PartitionPlans plan_partitions(const RunSpec &spec, const std::vector<PartitionStrategy> &strategies,
+                               const std::function<void(PartitionStrategy)> &before_each) {
+    PartitionPlans p;
+    p.model = build_training_model(spec);
+    for (PartitionStrategy s : strategies) {
+        if (before_each) before_each(s);
+        RunSpec one = spec;
+        one.partition.strategy = s;
+        p.plans.push_back(plan_partition(one, p.model.graph));
+    }
+    return p;
+}
+
 namespace {
 
 // The given plan (checked against the graph), or the search's, made to run.

@@ -115,4 +115,15 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer);
 Model build_training_model(const RunSpec &spec);
 Plan plan_partition(const RunSpec &spec, const Graph &training_graph);
 
+// The model and graph stages, then the partition stage once for each of
+// `strategies` (spec.partition's other options) over that one training graph:
+// tessera-plan's plans and --compare. `before_each` hears each strategy as
+// its search starts (may be empty).
+struct PartitionPlans {
+    Model model;             // its graph is the training graph
+    std::vector<Plan> plans;  // one per strategy, in order
+};
+PartitionPlans plan_partitions(const RunSpec &spec, const std::vector<PartitionStrategy> &strategies,
+                               const std::function<void(PartitionStrategy)> &before_each = {});
+
 }  // namespace tessera
