@@ -25,7 +25,7 @@ case "$mode" in
     ;;
   tsan)
     flags=(-DTESSERA_TSAN=ON)
-    programs='^(exec_(cpu_device|executor|staged_device|swap|device_budget|thread_budget|profile)|comm_(communicator|launcher|watchdog)|swap_plan)_test$'
+    programs='^(exec_(cpu_device|executor|staged_device|device_budget|thread_budget|profile)|comm_(communicator|launcher|watchdog)|swap_(plan|executed))_test$'
     ;;
   *) echo "usage: scripts/sanitize.sh asan|tsan" >&2; exit 2 ;;
 esac

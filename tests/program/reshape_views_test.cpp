@@ -9,7 +9,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "../exec/test_graphs.h"
+#include "test_graphs.h"
 #include "expect_error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/executor.h"

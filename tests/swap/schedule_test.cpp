@@ -7,7 +7,7 @@
 #include <functional>
 #include <random>
 
-#include "../../swap/src/internal.h"
+#include "internal.h"  // swap/src: the scheduler, for white-box cases
 #include "check_message.h"
 #include "tessera/error.h"
 #include "tessera/graph/builder.h"

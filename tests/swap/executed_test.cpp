@@ -11,7 +11,7 @@
 #include <map>
 #include <random>
 
-#include "../../swap/src/internal.h"
+#include "internal.h"  // swap/src: the scheduler, for white-box cases
 #include "expect_error.h"
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
