@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Per-device memory of a partitioned model against the single device's
-# (issue 15's bar: at most 1.1 x single / N at N = 3 and 7, where no dimension
+# (the bar: at most 1.1 x single / N at N = 3 and 7, where no dimension
 # of mlp at batch 96 divides evenly by 7). For each N: the plan's estimate
 # (tessera-plan, per_device_peak_bytes) and the executor's measured peak on
 # rank 0, which holds the longest block of every uneven split. A benchmark,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Simulator fidelity (issue 6): for each model, train a few steps under a
+# Simulator fidelity: for each model, train a few steps under a
 # budget of 1/RATIO of its footprint and compare the swap plan's predicted
 # step time with the measured one (median over the steps after the first).
 # The bar is agreement within 15%. A benchmark, not a test: it reports.

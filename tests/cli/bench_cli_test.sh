@@ -71,7 +71,7 @@ expect grad-reduce-bf16 0 "199 KiB" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies data --precision bf16 --grad-reduce-dtype bf16
 expect grad-reduce-unknown 1 "--grad-reduce-dtype: unknown --grad-reduce-dtype 'f8'" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 2 --grad-reduce-dtype f8
-# Under a per-device budget (issue 19): ranks over it swap, and the header says so.
+# Under a per-device budget: ranks over it swap, and the header says so.
 expect scaling-budget 0 "memory    300 KiB per device; a rank over it swaps" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 1,2 --device-mem 300KiB --search-time 0.2
 expect scaling-budget-too-small 0 "cannot work: a rank needs at least" -- \

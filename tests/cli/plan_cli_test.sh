@@ -250,7 +250,7 @@ if [ -n "$bound" ] && [ -n "$plan" ] && awk -v b="$bound" -v p="$plan" 'BEGIN { 
 else
   echo "FAIL swap-bound: bound '$bound'%, plan '$plan'%"; echo "$out" | head -20; fail=1
 fi
-# Host-side updates (issue 19): every update on the host, per tensor; the
+# Host-side updates: every update on the host, per tensor; the
 # update that could not fit on the device (12 MiB) fits the host at 8 MiB.
 expect swap-host-updates 0 "updated on the host by fc2.w.update" -- \
     "$PLAN" "${SW[@]}" --device-mem 16MiB --host-updates all

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A graceful stop (issue 21): SIGTERM mid-epoch makes tessera-train write a
+# A graceful stop: SIGTERM mid-epoch makes tessera-train write a
 # checkpoint at the next step boundary and exit with 143 (128 + SIGTERM),
 # naming the step; resuming from it gives the losses and final weights of an
 # uninterrupted run bit for bit. Once as one process, once as every rank of

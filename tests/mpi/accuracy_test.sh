@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fashion-MNIST under mpirun -np 4 --partition tofu reaches the single-process
-# test accuracy within 0.5 points (issue 5's accuracy bar).
+# test accuracy within 0.5 points (the accuracy bar).
 #   accuracy_test.sh TESSERA_TRAIN [MODEL] [EPOCHS]
 set -euo pipefail
 train=$1 model=${2:-mlp:hidden=256} epochs=${3:-1}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rank that dies or hangs ends the whole job promptly, with a message naming
-# it and a non-zero exit (issue 5's failure bar).
+# it and a non-zero exit (the failure bar).
 #   failure_test.sh TESSERA_TRAIN [--kill-only] [TRAIN FLAGS]
 # --kill-only runs the first case alone (on GPUs through NCCL, which cannot
 # say which peer is late, the hang cases' messages differ).

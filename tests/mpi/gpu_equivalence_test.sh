@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Partitioned training on GPUs equals single-GPU training (label gpu): the
-# equivalence test of issue 5 with --device cuda, once with --comm auto (NCCL
+# equivalence test with --device cuda, once with --comm auto (NCCL
 # all-reduces when each rank has a GPU of its own, host staging when they
 # share one) and once with --comm mpi (everything staged through host memory).
 # Exits 77 (skipped) when there is no GPU or no driver; any other CUDA error fails.

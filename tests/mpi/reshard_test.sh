@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A checkpoint written at N=4 resumes at N=2 and at N=1 and continues the
-# losses of an uninterrupted run (issue 5's resharding bar).
+# losses of an uninterrupted run (the resharding bar).
 #   reshard_test.sh TESSERA_TRAIN MODEL
 set -euo pipefail
 train=$1 model=$2

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Partitioning and swapping together (issue 6's combined bar): mpirun -np 4
+# Partitioning and swapping together (the combined bar): mpirun -np 4
 # with --partition tofu and a --device-mem below what each rank's share needs;
 # every rank plans swaps for its lowered graph, and the losses stay within
 # 1e-5 of the single-process run at every step, weights within 1e-4, with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Training under a memory budget changes no bits (issue 6's first bar): one
+# Training under a memory budget changes no bits (the first bar): one
 # model, a few steps unconstrained, then with --device-mem at 1/R of what the
 # run needs for each ratio R; losses and every checkpointed tensor must be
 # bit-identical, and each step must stay inside its arena (tessera-train also

@@ -1,4 +1,4 @@
-// swap_lower_bound (issue 19): no plan may beat it, it is the compute time
+// swap_lower_bound: no plan may beat it, it is the compute time
 // when memory is plentiful, and its link terms match sums worked out by hand.
 #include <gtest/gtest.h>
 

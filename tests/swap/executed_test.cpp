@@ -580,7 +580,7 @@ TEST(SwapPlanned, TheBaselinesRunBitIdenticallyToo) {
     check_model("mlp:layers=16,hidden=64,input=64,classes=10", 16, SwapPolicy::Vdnn, 12);
 }
 
-// Recomputation (issue 19): where swapping costs far more than computing,
+// Recomputation: where swapping costs far more than computing,
 // the advisor drops activations and recomputes them; the run
 // stays bit-identical and moves what the plan says. Host updates too.
 void check_recomputation(const std::string &spec, int64_t batch, double link_bytes_per_s = 1e8) {

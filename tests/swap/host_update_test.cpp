@@ -1,4 +1,4 @@
-// Host-side optimizer updates (issue 19, after ZeRO-Offload): the planner's
+// Host-side optimizer updates (after ZeRO-Offload): the planner's
 // host-update steps, the simulator's host stream, and the checks that reject
 // a host update racing with the swaps of what it reads and writes.
 #include <gtest/gtest.h>
