@@ -38,9 +38,9 @@
 #include "tessera/graph/optimizer.h"
 #include "tessera/host_threads.h"
 #include "tessera/models/zoo.h"
+#include "tessera/predict/roofline.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/size.h"
-#include "tessera/predict/roofline.h"
 #include "tessera/swap/swap_plan.h"
 
 namespace {

@@ -32,8 +32,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "tessera/report/bench_measure.h"
 #include "tessera/predict/step_predictor.h"
+#include "tessera/report/bench_measure.h"
 #include "tessera/report/bench_report.h"
 #include "tessera/report/child_process.h"
 #include "cli_exit.h"
@@ -43,9 +43,9 @@
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/machine.h"
+#include "tessera/predict/roofline.h"
 #include "tessera/progress.h"
 #include "tessera/size.h"
-#include "tessera/predict/roofline.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
 

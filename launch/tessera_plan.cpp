@@ -33,9 +33,9 @@
 #include "cli_exit.h"
 #include "shared_flags.h"
 #include "tessera/atomic_file.h"
-#include "tessera/host_threads.h"
 #include "tessera/error.h"
 #include "tessera/graph/optimizer.h"
+#include "tessera/host_threads.h"
 #include "tessera/lang/strategy.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
@@ -45,11 +45,11 @@
 #include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/pipeline/stage_log.h"
+#include "tessera/predict/roofline.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/progress.h"
 #include "tessera/size.h"
 #include "tessera/swap/render.h"
-#include "tessera/predict/roofline.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
 
@@ -165,9 +165,7 @@ std::vector<tessera::Plan> make_plans(const PlanRequest &r, const SwapRequest &s
                                       const std::vector<tessera::PartitionStrategy> &strategies, TrainingGraph &tg) {
     using namespace tessera;
     tg.spec = model_spec_str(parse_model_spec(r.model));
-    RunSpec spec = run_spec(r, swap, strategies.at(0));
-    spec.swap.policy = "auto";  // these stages plan no swaps (plan_swapping below does)
-    PartitionPlans p = plan_partitions(spec, strategies, [&](PartitionStrategy s) {
+    PartitionPlans p = plan_partitions(run_spec(r, swap, strategies.at(0)), strategies, [&](PartitionStrategy s) {
         if (isatty(STDERR_FILENO))
             std::cerr << "planning " << tg.spec << " for " << r.machine.devices()
                       << (r.machine.devices() == 1 ? " device (" : " devices (") << partition_strategy_name(s) << ")..."

@@ -20,10 +20,10 @@
 #include "tessera/models/zoo.h"
 #include "environment.h"
 #include "shared_flags.h"
-#include "tessera/train/rank_agreement.h"
 #include "tessera/checkpoint/state_dict.h"
-#include "tessera/train/stop_request.h"
+#include "tessera/train/rank_agreement.h"
 #include "tessera/train/run_training.h"
+#include "tessera/train/stop_request.h"
 
 namespace {
 
@@ -72,10 +72,14 @@ int finish(int code, const Membership &job) {
 }
 
 // The flags whose text names a choice, read into TrainOptions' enums once
-// (errors name the flag).
+// (errors name the flag); each defaults to the name of TrainOptions' default.
 struct Choices {
-    std::string optimizer = "sgd", precision = "fp32", grad_reduce = "fp32", lr_schedule = "cosine",
-                progress = "auto", comm = "auto", host_updates = "off", recompute = "auto";
+    explicit Choices(const tessera::TrainOptions &d)
+        : optimizer(tessera::optimizer_name(d.optimizer.kind)), precision(tessera::precision_name(d.precision)),
+          grad_reduce(tessera::grad_reduce_name(d.grad_reduce)), lr_schedule(tessera::lr_schedule_name(d.lr_schedule)),
+          progress(tessera::progress_mode_name(d.progress)), comm(tessera::comm_choice_name(d.comm_backend)),
+          host_updates(tessera::host_updates_name(d.host_updates)), recompute(d.recompute ? "auto" : "off") {}
+    std::string optimizer, precision, grad_reduce, lr_schedule, progress, comm, host_updates, recompute;
     std::optional<double> lr;
 };
 
@@ -234,7 +238,7 @@ int main(int argc, char **argv) {
                  "mpirun -np N (or srun) on N processes with the model partitioned over them"};
     app.footer(tessera::models_help() +
                "\nSet TESSERA_LOG=model,graph,memory,swap,program (or all) to dump each pipeline stage.");
-    Choices choices;
+    Choices choices(o);
     app.add_option("--model", o.model, "Model spec, e.g. mlp:layers=3,hidden=1024 or cnn")->capture_default_str();
     app.add_option("--data", o.data,
                    "Dataset: fashion-mnist, synthetic, auto (fashion-mnist when the model takes it), or a "

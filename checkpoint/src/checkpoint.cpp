@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/atomic_file.h"
-#include "tessera/error.h"
 #include "tessera/checkpoint/safetensors.h"
+#include "tessera/error.h"
 #include "tessera/json_input.h"
 #include "tessera/models/zoo.h"
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tessera/error.h"
 #include "tessera/checkpoint/safetensors.h"
+#include "tessera/error.h"
 
 namespace tessera {
 

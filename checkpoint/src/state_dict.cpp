@@ -3,9 +3,9 @@
 #include <cstring>
 
 #include "tessera/checkpoint/checkpoint.h"
+#include "tessera/checkpoint/safetensors.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
-#include "tessera/checkpoint/safetensors.h"
 #include "tessera/models/zoo.h"
 
 namespace tessera {

@@ -6,10 +6,10 @@
 #include <sstream>
 
 #include "tessera/error.h"
-#include "tessera/tunables.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/size.h"
 #include "tessera/text.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 

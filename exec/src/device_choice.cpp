@@ -4,10 +4,10 @@
 #include <initializer_list>
 
 #include "tessera/error.h"
-#include "tessera/tunables.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/cuda_device.h"
 #include "tessera/text.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 

@@ -13,8 +13,8 @@
 
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
-#include "tessera/tunables.h"
 #include "tessera/lang/cpu_runtime.h"
+#include "tessera/tunables.h"
 
 namespace tessera {
 namespace {

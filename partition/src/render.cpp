@@ -8,8 +8,8 @@
 //   * an operator's strategy at a level is the text lang/'s analysis gave it;
 //   * bytes are per iteration, received by all devices together, unless a
 //     column says "per device".
-#include "tessera/partition/render.h"
 #include "tessera/html_page.h"
+#include "tessera/partition/render.h"
 #include "tessera/text.h"
 
 #include <algorithm>

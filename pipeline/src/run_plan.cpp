@@ -20,10 +20,14 @@ void check_spec(const RunSpec &spec) {
     const int devices = spec.machine.devices();
     TESSERA_CHECK(spec.rank >= 0 && spec.rank < devices, "rank ", spec.rank, " is not a rank of ", devices,
                   devices == 1 ? " device" : " devices", "; give 0 to ", devices - 1);
+    TESSERA_CHECK(!spec.budget || *spec.budget > 0, "--device-mem must be positive");
+}
+
+// The policies a run may swap with (tessera-plan's ideal is the planner's alone).
+void check_swap_policy(const RunSpec &spec) {
     const std::string &p = spec.swap.policy;
     TESSERA_CHECK(p == "auto" || p == "none" || p == "advisor" || p == "lru" || p == "vdnn", "--swap: unknown policy '",
                   p, "'; valid: advisor, lru, vdnn, none, auto");
-    TESSERA_CHECK(!spec.budget || *spec.budget > 0, "--device-mem must be positive");
 }
 
 // Whether the run swaps: a policy was asked for, or auto and the budget is
@@ -170,6 +174,7 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer) {
     auto log = [&](const char *stage, const std::string &text) {
         if (spec.log_stages) log_stage(stage, text);
     };
+    check_swap_policy(spec);
     RunPlan run;
     run.model = build_training_model(spec);
     if (spec.machine.devices() > 1) {

@@ -75,8 +75,10 @@ private:
 // A rank over its budget runs the swap planner's plan: the advisor with
 // recomputation and host updates, on the roofline's times.
 void swap_to_fit(RankRun &r, const std::vector<NodeId> &order, const BenchContext &ctx) {
-    OpTimes times = roofline_op_times(r.graph, ctx.device, HostUpdates::Auto);
-    times.node_time_s = r.node_s;
+    OpTimes times;
+    times.node_time_s = r.node_s;  // the roofline's, computed once per rank
+    times.host_node_time_s = roofline_host_node_times(r.graph, ctx.device);
+    times.h2d_bytes_per_s = times.d2h_bytes_per_s = ctx.device.host_bytes_per_s;
     const SwapProblem pr = make_swap_problem(r.graph, order, times, ctx.device_mem, HostUpdates::Auto);
     const int64_t least = min_swap_budget(pr, HostUpdates::Auto);
     TESSERA_CHECK(least <= ctx.device_mem, "cannot work: a rank needs at least ", format_bytes(least),

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tessera/report/child_process.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/report/child_process.h"
 #include "tessera/text.h"
 
 namespace tessera {

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "expect_error.h"
-#include "tessera/error.h"
 #include "tessera/checkpoint/safetensors.h"
+#include "tessera/error.h"
 #include "tessera/half.h"
 
 namespace tessera {

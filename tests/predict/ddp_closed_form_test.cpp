@@ -16,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
-#include "tessera/predict/step_predictor.h"
 #include "tessera/partition/partition.h"
 #include "tessera/predict/roofline.h"
+#include "tessera/predict/step_predictor.h"
 
 namespace tessera {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "expect_error.h"
-#include "tessera/swap/render.h"
 #include "tessera/predict/roofline.h"
+#include "tessera/swap/render.h"
 
 namespace tessera {
 namespace {

@@ -10,14 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "tessera/train/gpu_sharing.h"
-#include "tessera/train/job_machine.h"
-#include "tessera/train/op_profile.h"
-#include "tessera/predict/partition_choice.h"
-#include "tessera/train/rank_agreement.h"
-#include "tessera/checkpoint/tensor_store.h"
-#include "tessera/train/trainer.h"
 #include "tessera/atomic_file.h"
+#include "tessera/checkpoint/tensor_store.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
 #include "tessera/exec/cuda_device.h"
@@ -30,10 +24,16 @@
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/plan_file.h"
 #include "tessera/pipeline/run_plan.h"
+#include "tessera/predict/partition_choice.h"
 #include "tessera/progress.h"
 #include "tessera/size.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
+#include "tessera/train/gpu_sharing.h"
+#include "tessera/train/job_machine.h"
+#include "tessera/train/op_profile.h"
+#include "tessera/train/rank_agreement.h"
+#include "tessera/train/trainer.h"
 
 namespace tessera {
 

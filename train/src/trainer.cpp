@@ -21,15 +21,15 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/checkpoint/checkpoint.h"
-#include "tessera/train/checkpoint_identity.h"
 #include "tessera/checkpoint/data_file.h"
-#include "tessera/train/stop_request.h"
 #include "tessera/error.h"
 #include "tessera/exec/init.h"
 #include "tessera/models/zoo.h"
 #include "tessera/progress.h"
 #include "tessera/size.h"
 #include "tessera/text.h"
+#include "tessera/train/checkpoint_identity.h"
+#include "tessera/train/stop_request.h"
 #include "tessera/tunables.h"
 
 namespace tessera {

@@ -12,8 +12,8 @@
 #include <map>
 #include <string>
 
-#include "tessera/checkpoint/tensor_store.h"
 #include "tessera/checkpoint/safetensors.h"
+#include "tessera/checkpoint/tensor_store.h"
 #include "tessera/graph/graph.h"
 #include "tessera/models/zoo.h"
 

@@ -24,8 +24,8 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/predict/step_predictor.h"
 #include "tessera/partition/partition.h"
+#include "tessera/predict/step_predictor.h"
 
 namespace tessera {
 

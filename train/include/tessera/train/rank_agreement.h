@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/train/train_options.h"
 #include "tessera/partition/plan.h"
+#include "tessera/train/train_options.h"
 
 namespace tessera {
 

@@ -7,13 +7,13 @@
 
 #include <cstdint>
 
-#include "tessera/train/loss_scaler.h"
-#include "tessera/train/step_simulation.h"
 #include "tessera/checkpoint/tensor_store.h"
-#include "tessera/train/run_training.h"
 #include "tessera/exec/executor.h"
 #include "tessera/models/data.h"
 #include "tessera/pipeline/run_plan.h"
+#include "tessera/train/loss_scaler.h"
+#include "tessera/train/run_training.h"
+#include "tessera/train/step_simulation.h"
 
 namespace tessera {
 
