@@ -84,36 +84,47 @@ OpDef log_softmax(Ctx &c) {
     return shaped_like_input(c, y, rank);
 }
 
+namespace {
+
+// A row-wise gradient: its operands dy and y, its dims v (the class dim
+// first) and the rest, and the domain over the classes.
+struct RowGrad {
+    int rank;
+    Func dy, y;
+    std::vector<Var> v, rest;
+    RDom r;
+
+    explicit RowGrad(Ctx &c)
+        : rank(c.structural("rank")), dy(c.input(0, Float(32), rank)), y(c.input(1, Float(32), rank)),
+          v(dim_vars(rank)), rest(v.begin() + 1, v.end()), r(classes(c, rank)) {}
+
+    // dx(v) = value, over the row's reduction `reduced` (a stage).
+    OpDef dx(Ctx &c, const Expr &value, const Func &reduced) const {
+        Func dx("dx");
+        dx(v) = value;
+        if (c.scheduling()) schedule_rows(dx, {reduced}, {}, c.target());
+        return shaped_like_input(c, dx, rank);
+    }
+};
+
+}  // namespace
+
 OpDef softmax_grad(Ctx &c) {
-    int rank = c.structural("rank");
-    Func dy = c.input(0, Float(32), rank), y = c.input(1, Float(32), rank);
-    std::vector<Var> v = dim_vars(rank);
-    std::vector<Var> rest(v.begin() + 1, v.end());
-    RDom r = classes(c, rank);
+    RowGrad g(c);
     Func dot("dot");
-    dot(rest) = 0.0f;
-    dot(rest) += dy(at(r.x, rest)) * y(at(r.x, rest));
+    dot(g.rest) = 0.0f;
+    dot(g.rest) += g.dy(at(g.r.x, g.rest)) * g.y(at(g.r.x, g.rest));
     dot = c.stage(dot);
-    Func dx("dx");
-    dx(v) = y(as_exprs(v)) * (dy(as_exprs(v)) - dot(rest));
-    if (c.scheduling()) schedule_rows(dx, {dot}, {}, c.target());
-    return shaped_like_input(c, dx, rank);
+    return g.dx(c, g.y(as_exprs(g.v)) * (g.dy(as_exprs(g.v)) - dot(g.rest)), dot);
 }
 
 OpDef log_softmax_grad(Ctx &c) {
-    int rank = c.structural("rank");
-    Func dy = c.input(0, Float(32), rank), y = c.input(1, Float(32), rank);
-    std::vector<Var> v = dim_vars(rank);
-    std::vector<Var> rest(v.begin() + 1, v.end());
-    RDom r = classes(c, rank);
+    RowGrad g(c);
     Func total("dy_sum");
-    total(rest) = 0.0f;
-    total(rest) += dy(at(r.x, rest));
+    total(g.rest) = 0.0f;
+    total(g.rest) += g.dy(at(g.r.x, g.rest));
     total = c.stage(total);
-    Func dx("dx");
-    dx(v) = dy(as_exprs(v)) - exp(y(as_exprs(v))) * total(rest);
-    if (c.scheduling()) schedule_rows(dx, {total}, {}, c.target());
-    return shaped_like_input(c, dx, rank);
+    return g.dx(c, g.dy(as_exprs(g.v)) - exp(g.y(as_exprs(g.v))) * total(g.rest), total);
 }
 
 // Cross-entropy pieces shared by the loss and its gradient.

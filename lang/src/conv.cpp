@@ -373,6 +373,20 @@ void col2im_channel(const ConvGeo &g, float *col, int64_t ci, int64_t r0, int64_
 
 float *f32(const TensorRef &t) { return static_cast<float *>(t.data); }
 
+// For each block of output rows (for_each_block): its im2col columns, then
+// gemm(n, block, cols, columns) for each image n of the block, whose
+// columns are K = taps rows of `cols`.
+template <typename Gemm>
+void for_each_image_columns(const ConvGeo &g, const float *x, Gemm &&gemm) {
+    const int64_t K = g.taps();
+    for_each_block(g, [&](const Block &k) {
+        const int64_t cols = (k.r1 - k.r0) * g.ow;
+        float *col = column_workspace((k.n1 - k.n0) * K * cols);
+        im2col(g, x, k, col);
+        for (int64_t n = k.n0; n < k.n1; n++) gemm(n, k, cols, col + (n - k.n0) * K * cols);
+    });
+}
+
 void blas_conv2d(const ConvGeo &g, const float *x, const float *w, float *y) {
     const int64_t K = g.taps(), P = g.pixels();
     if (g.pointwise()) {
@@ -381,13 +395,9 @@ void blas_conv2d(const ConvGeo &g, const float *x, const float *w, float *y) {
                         0.0f, y + n * g.co * P, P);
         return;
     }
-    for_each_block(g, [&](const Block &k) {
-        const int64_t cols = (k.r1 - k.r0) * g.ow;
-        float *col = column_workspace((k.n1 - k.n0) * K * cols);
-        im2col(g, x, k, col);
-        for (int64_t n = k.n0; n < k.n1; n++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.co, cols, K, 1.0f, w, K,
-                        col + (n - k.n0) * K * cols, cols, 0.0f, y + n * g.co * P + k.r0 * g.ow, P);
+    for_each_image_columns(g, x, [&](int64_t n, const Block &k, int64_t cols, const float *col) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.co, cols, K, 1.0f, w, K, col, cols, 0.0f,
+                    y + n * g.co * P + k.r0 * g.ow, P);
     });
 }
 
@@ -400,13 +410,9 @@ void blas_conv2d_grad_weight(const ConvGeo &g, const float *dy, const float *x, 
                         x + n * g.ci * P, P, 1.0f, dw, K);
         return;
     }
-    for_each_block(g, [&](const Block &k) {
-        const int64_t cols = (k.r1 - k.r0) * g.ow;
-        float *col = column_workspace((k.n1 - k.n0) * K * cols);
-        im2col(g, x, k, col);
-        for (int64_t n = k.n0; n < k.n1; n++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.co, K, cols, 1.0f, dy + n * g.co * P + k.r0 * g.ow,
-                        P, col + (n - k.n0) * K * cols, cols, 1.0f, dw, K);
+    for_each_image_columns(g, x, [&](int64_t n, const Block &k, int64_t cols, const float *col) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.co, K, cols, 1.0f, dy + n * g.co * P + k.r0 * g.ow, P,
+                    col, cols, 1.0f, dw, K);
     });
 }
 

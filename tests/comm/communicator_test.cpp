@@ -91,11 +91,34 @@ unsigned char pattern(int a, int b, size_t i) { return static_cast<unsigned char
 
 size_t chunk(size_t count, int k, int c) { return count / k + (static_cast<size_t>(c) < count % k ? 1 : 0); }
 
+// What one rank kept of each collective it ran: the buffer and its counters.
 struct RankResult {
     std::vector<std::vector<float>> floats;
     std::vector<std::vector<unsigned char>> bytes;
     std::vector<CommCounters> counters;
+
+    void keep(std::vector<float> out, const Communicator &c) {
+        floats.push_back(std::move(out));
+        counters.push_back(c.counters());
+    }
+    void keep(std::vector<unsigned char> out, const Communicator &c) {
+        bytes.push_back(std::move(out));
+        counters.push_back(c.counters());
+    }
 };
+
+// Each rank of `n` thread communicators that is a member of a group of
+// `layout` runs member(c, its group, its result); the results, by rank. Any
+// rank's error fails the test.
+using Member = std::function<void(Communicator &, const Group &, RankResult &)>;
+std::vector<RankResult> run_groups(int n, const Layout &layout, const Member &member) {
+    Comms comms = make_thread_communicators(n);
+    std::vector<RankResult> res(n);
+    expect_no_errors(run_ranks(comms, [&](Communicator &c) {
+        if (const Group *g = group_of(layout, c.rank())) member(c, *g, res[c.rank()]);
+    }));
+    return res;
+}
 
 class Collectives : public ::testing::TestWithParam<int> {};
 
@@ -105,23 +128,16 @@ TEST_P(Collectives, AllReduceMatchesDoubleSumWithIdenticalBits) {
     for (const Layout &layout : layouts(n)) {
         // Twice on fresh communicators: the bits must not depend on thread timing.
         std::vector<std::vector<RankResult>> runs;
-        for (int run = 0; run < 2; run++) {
-            Comms comms = make_thread_communicators(n);
-            std::vector<RankResult> res(n);
-            expect_no_errors(run_ranks(comms, [&](Communicator &c) {
-                const Group *g = group_of(layout, c.rank());
-                if (!g) return;
+        for (int run = 0; run < 2; run++)
+            runs.push_back(run_groups(n, layout, [&](Communicator &c, const Group &g, RankResult &res) {
                 for (size_t count : counts) {
                     std::vector<float> data(count);
                     for (size_t i = 0; i < count; i++) data[i] = value(c.rank(), i);
                     c.reset_counters();
-                    c.all_reduce(data.data(), count, *g);
-                    res[c.rank()].floats.push_back(data);
-                    res[c.rank()].counters.push_back(c.counters());
+                    c.all_reduce(data.data(), count, g);
+                    res.keep(std::move(data), c);
                 }
             }));
-            runs.push_back(res);
-        }
         for (const Group &g : layout) {
             const int k = g.size();
             for (size_t ci = 0; ci < counts.size(); ci++) {
@@ -203,20 +219,15 @@ TEST_P(Collectives, ReduceScatterGivesMemberJTheSumOfChunkJ) {
     const int n = GetParam();
     const std::vector<size_t> counts = {0, 1, 3, 17};
     for (const Layout &layout : layouts(n)) {
-        Comms comms = make_thread_communicators(n);
-        std::vector<RankResult> res(n);
-        expect_no_errors(run_ranks(comms, [&](Communicator &c) {
-            const Group *g = group_of(layout, c.rank());
-            if (!g) return;
+        const std::vector<RankResult> res = run_groups(n, layout, [&](Communicator &c, const Group &g, RankResult &r) {
             for (size_t ce : counts) {
-                std::vector<float> in(g->size() * ce), out(ce, -1.0f);
+                std::vector<float> in(g.size() * ce), out(ce, -1.0f);
                 for (size_t i = 0; i < in.size(); i++) in[i] = value(c.rank(), i);
                 c.reset_counters();
-                c.reduce_scatter(in.data(), out.data(), ce, *g);
-                res[c.rank()].floats.push_back(out);
-                res[c.rank()].counters.push_back(c.counters());
+                c.reduce_scatter(in.data(), out.data(), ce, g);
+                r.keep(std::move(out), c);
             }
-        }));
+        });
         for (const Group &g : layout) {
             const int k = g.size();
             for (size_t ci = 0; ci < counts.size(); ci++) {
@@ -243,26 +254,21 @@ TEST_P(Collectives, ReduceScatterGivesMemberJTheSumOfChunkJ) {
 TEST_P(Collectives, ReduceScatterWithUnequalChunks) {
     const int n = GetParam();
     for (const Layout &layout : layouts(n)) {
-        Comms comms = make_thread_communicators(n);
-        std::vector<RankResult> res(n);
         auto counts_of = [](int k) {
             std::vector<size_t> c(k);
             for (int j = 0; j < k; j++) c[j] = j == 1 ? 0 : static_cast<size_t>(j % 3 + 4);
             return c;
         };
-        expect_no_errors(run_ranks(comms, [&](Communicator &c) {
-            const Group *g = group_of(layout, c.rank());
-            if (!g) return;
-            const std::vector<size_t> counts = counts_of(g->size());
+        const std::vector<RankResult> res = run_groups(n, layout, [&](Communicator &c, const Group &g, RankResult &r) {
+            const std::vector<size_t> counts = counts_of(g.size());
             size_t total = 0;
             for (size_t x : counts) total += x;
-            std::vector<float> in(total), out(counts[g->index_of(c.rank())], -1.0f);
+            std::vector<float> in(total), out(counts[g.index_of(c.rank())], -1.0f);
             for (size_t i = 0; i < in.size(); i++) in[i] = value(c.rank(), i);
             c.reset_counters();
-            c.reduce_scatter(in.data(), out.data(), counts, *g);
-            res[c.rank()].floats.push_back(out);
-            res[c.rank()].counters.push_back(c.counters());
-        }));
+            c.reduce_scatter(in.data(), out.data(), counts, g);
+            r.keep(std::move(out), c);
+        });
         for (const Group &g : layout) {
             const int k = g.size();
             const std::vector<size_t> counts = counts_of(k);
@@ -290,22 +296,18 @@ TEST_P(Collectives, AllGatherConcatenatesInGroupOrder) {
     const std::vector<size_t> sizes = {0, 1, 5, 64};
     for (const Layout &layout : layouts(n)) {
         for (bool in_place : {false, true}) {
-            Comms comms = make_thread_communicators(n);
-            std::vector<RankResult> res(n);
-            expect_no_errors(run_ranks(comms, [&](Communicator &c) {
-                const Group *g = group_of(layout, c.rank());
-                if (!g) return;
-                const int me = g->index_of(c.rank());
+            const std::vector<RankResult> res = run_groups(n, layout, [&](Communicator &c, const Group &g,
+                                                                          RankResult &r) {
+                const int me = g.index_of(c.rank());
                 for (size_t b : sizes) {
-                    std::vector<unsigned char> in(b), out(g->size() * b, 0xEE);
+                    std::vector<unsigned char> in(b), out(g.size() * b, 0xEE);
                     for (size_t i = 0; i < b; i++) in[i] = pattern(c.rank(), 0, i);
                     if (in_place && b > 0) std::memcpy(out.data() + me * b, in.data(), b);
                     c.reset_counters();
-                    c.all_gather(in_place ? out.data() + me * b : in.data(), out.data(), b, *g);
-                    res[c.rank()].bytes.push_back(out);
-                    res[c.rank()].counters.push_back(c.counters());
+                    c.all_gather(in_place ? out.data() + me * b : in.data(), out.data(), b, g);
+                    r.keep(std::move(out), c);
                 }
-            }));
+            });
             for (const Group &g : layout) {
                 for (size_t si = 0; si < sizes.size(); si++) {
                     const size_t b = sizes[si];
@@ -328,21 +330,16 @@ TEST_P(Collectives, AllToAllDeliversBlockJToMemberJ) {
     const int n = GetParam();
     const std::vector<size_t> sizes = {0, 1, 6, 64};
     for (const Layout &layout : layouts(n)) {
-        Comms comms = make_thread_communicators(n);
-        std::vector<RankResult> res(n);
-        expect_no_errors(run_ranks(comms, [&](Communicator &c) {
-            const Group *g = group_of(layout, c.rank());
-            if (!g) return;
+        const std::vector<RankResult> res = run_groups(n, layout, [&](Communicator &c, const Group &g, RankResult &r) {
             for (size_t b : sizes) {
-                std::vector<unsigned char> in(g->size() * b), out(g->size() * b, 0xEE);
-                for (int j = 0; j < g->size(); j++)
+                std::vector<unsigned char> in(g.size() * b), out(g.size() * b, 0xEE);
+                for (int j = 0; j < g.size(); j++)
                     for (size_t i = 0; i < b; i++) in[j * b + i] = pattern(c.rank(), j, i);
                 c.reset_counters();
-                c.all_to_all(in.data(), out.data(), b, *g);
-                res[c.rank()].bytes.push_back(out);
-                res[c.rank()].counters.push_back(c.counters());
+                c.all_to_all(in.data(), out.data(), b, g);
+                r.keep(std::move(out), c);
             }
-        }));
+        });
         for (const Group &g : layout) {
             for (size_t si = 0; si < sizes.size(); si++) {
                 const size_t b = sizes[si];
@@ -378,24 +375,19 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
         // Every member of every group takes a turn as root.
         size_t turns = 0;
         for (const Group &g : layout) turns = std::max(turns, static_cast<size_t>(g.size()));
-        Comms comms = make_thread_communicators(n);
-        std::vector<RankResult> res(n);
-        expect_no_errors(run_ranks(comms, [&](Communicator &c) {
-            const Group *g = group_of(layout, c.rank());
-            if (!g) return;
+        const std::vector<RankResult> res = run_groups(n, layout, [&](Communicator &c, const Group &g, RankResult &r) {
             for (size_t t = 0; t < turns; t++) {
-                int root = g->ranks[t % g->size()];
+                int root = g.ranks[t % g.size()];
                 for (size_t b : sizes) {
                     std::vector<unsigned char> buf(b, 0xEE);
                     if (c.rank() == root)
                         for (size_t i = 0; i < b; i++) buf[i] = pattern(root, static_cast<int>(t), i);
                     c.reset_counters();
-                    c.broadcast(buf.data(), b, root, *g);
-                    res[c.rank()].bytes.push_back(buf);
-                    res[c.rank()].counters.push_back(c.counters());
+                    c.broadcast(buf.data(), b, root, g);
+                    r.keep(std::move(buf), c);
                 }
             }
-        }));
+        });
         for (const Group &g : layout) {
             const int k = g.size();
             for (size_t t = 0; t < turns; t++) {

@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/graph/builder.h"
-#include "tessera/graph/optimizer.h"
+#include "adam_mlp.h"
 #include "tessera/models/zoo.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/swap/swap_plan.h"
@@ -25,34 +24,12 @@ struct Problem {
 };
 
 void finish(Problem &m, TensorId loss) {
-    OptimizerConfig adam;
-    adam.kind = OptimizerConfig::Kind::Adam;
-    make_training_graph(m.g, loss, adam);
-    m.p.graph = &m.g;
-    m.p.order = default_order(m.g);
-    m.p.node_time_s.assign(m.g.num_nodes(), 1e-3);
-    m.p.host_node_time_s.assign(m.g.num_nodes(), 0.0);
-    for (NodeId n = 0; n < m.g.num_nodes(); n++)
-        if (m.g.node(n).optimizer) m.p.host_node_time_s[n] = 2e-3;
-    m.p.h2d_bytes_per_s = m.p.d2h_bytes_per_s = 4096 / 4e-3;
+    m.p = test::adam_swap_problem(m.g, loss);
     m.p.budget = plan_memory(m.g, m.p.order).arena_bytes;
 }
 
 // Three [32, 32] linear layers without biases on a [16, 32] batch.
-void build_mlp(Problem &m) {
-    Builder bl(m.g);
-    Tensor x = bl.data("images", {16, 32});
-    Tensor labels = bl.data("labels", {16}, DType::I32);
-    Tensor h = x;
-    for (int i = 0; i < 3; i++) {
-        auto scope = bl.scope("fc" + std::to_string(i));
-        h = bl.linear(h, 32, /*bias=*/false);
-        if (i < 2) h = bl.relu(h);
-    }
-    Tensor loss = bl.softmax_xent(h, labels);
-    m.g.set_output("loss", loss.id);
-    finish(m, loss.id);
-}
+void build_mlp(Problem &m) { finish(m, test::mlp_loss(m.g, /*bias=*/false)); }
 
 void build_zoo(Problem &m, const std::string &spec, int64_t batch) {
     Model model = build_model(spec, batch);

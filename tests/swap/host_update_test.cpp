@@ -7,11 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "adam_mlp.h"
 #include "check_message.h"
 #include "expect_error.h"
 #include "tessera/error.h"
-#include "tessera/graph/builder.h"
-#include "tessera/graph/optimizer.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/swap/swap_plan.h"
 
@@ -27,31 +26,7 @@ struct AdamMlp {
     SwapProblem problem;
 };
 
-void build_adam_mlp(AdamMlp &m) {
-    Builder bl(m.g);
-    Tensor x = bl.data("images", {16, 32});
-    Tensor labels = bl.data("labels", {16}, DType::I32);
-    Tensor h = x;
-    for (int i = 0; i < 3; i++) {
-        auto scope = bl.scope("fc" + std::to_string(i));
-        h = bl.linear(h, 32);
-        if (i < 2) h = bl.relu(h);
-    }
-    Tensor loss = bl.softmax_xent(h, labels);
-    m.g.set_output("loss", loss.id);
-    OptimizerConfig adam;
-    adam.kind = OptimizerConfig::Kind::Adam;
-    make_training_graph(m.g, loss.id, adam);
-    SwapProblem &p = m.problem;
-    p.graph = &m.g;
-    p.order = default_order(m.g);
-    p.node_time_s.assign(m.g.num_nodes(), 1e-3);
-    p.host_node_time_s.assign(m.g.num_nodes(), 0.0);
-    for (NodeId n = 0; n < m.g.num_nodes(); n++)
-        if (m.g.node(n).optimizer) p.host_node_time_s[n] = 2e-3;
-    // A slow link: moving a [32, 32] tensor takes 4 ms.
-    p.h2d_bytes_per_s = p.d2h_bytes_per_s = 4096 / 4e-3;
-}
+void build_adam_mlp(AdamMlp &m) { m.problem = test::adam_swap_problem(m.g, test::mlp_loss(m.g, /*bias=*/true)); }
 
 SwapPlan plan_with(const SwapProblem &p, HostUpdates h, int64_t budget) {
     SwapProblem q = p;

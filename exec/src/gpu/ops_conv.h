@@ -75,10 +75,26 @@ struct PackDy {
     }
 };
 
+// Calls f(a, bb, oh, ow) for each tap (a, bb) of a window, at output pixel
+// (oh, ow), that reads input pixel (ih, iw): kernel rows outer, columns
+// inner. Only rows and columns congruent to (ih + ph, iw + pw) modulo the
+// stride reach the pixel, so the loops step by the stride.
+template <typename F>
+TESSERA_HD inline void for_each_tap_reading(const Geo &g, int64_t ih, int64_t iw, F &&f) {
+    const int64_t th0 = ih + g.ph, tw0 = iw + g.pw;
+    for (int64_t a = th0 % g.sh; a < g.kh && a <= th0; a += g.sh) {
+        const int64_t oh = (th0 - a) / g.sh;
+        if (oh >= g.oh) continue;
+        for (int64_t bb = tw0 % g.sw; bb < g.kw && bb <= tw0; bb += g.sw) {
+            const int64_t ow = (tw0 - bb) / g.sw;
+            if (ow < g.ow) f(a, bb, oh, ow);
+        }
+    }
+}
+
 // col2im as a gather: dx element (n0 + b, ci, ih, iw) sums, over the taps (a, bb)
 // whose output pixel (oh, ow) lies in the band [p0, p1), the column entry that
-// tap read from it. Only kernel rows/columns congruent to (ih + ph) modulo the
-// stride can reach the pixel, so the loops step by the stride. `accumulate` adds
+// tap read from it (for_each_tap_reading). `accumulate` adds
 // to dx (a later band of the same image); otherwise dx is overwritten.
 struct Col2imGather {
     const float *col;
@@ -88,19 +104,11 @@ struct Col2imGather {
     bool accumulate;
     TESSERA_HD void operator()(int64_t i) const {
         const int64_t iw = i % g.w, r1 = i / g.w, ih = r1 % g.h, r2 = r1 / g.h, ci = r2 % g.c, b = r2 / g.c;
-        const int64_t th0 = ih + g.ph, tw0 = iw + g.pw;
         float acc = 0.0f;
-        for (int64_t a = th0 % g.sh; a < g.kh && a <= th0; a += g.sh) {
-            const int64_t oh = (th0 - a) / g.sh;
-            if (oh >= g.oh) continue;
-            for (int64_t bb = tw0 % g.sw; bb < g.kw && bb <= tw0; bb += g.sw) {
-                const int64_t ow = (tw0 - bb) / g.sw;
-                if (ow >= g.ow) continue;
-                const int64_t p = oh * g.ow + ow;
-                if (p < p0 || p >= p1) continue;
-                acc += col[((ci * g.kh + a) * g.kw + bb) * L + b * cols + (p - p0)];
-            }
-        }
+        for_each_tap_reading(g, ih, iw, [&](int64_t a, int64_t bb, int64_t oh, int64_t ow) {
+            const int64_t p = oh * g.ow + ow;
+            if (p >= p0 && p < p1) acc += col[((ci * g.kh + a) * g.kw + bb) * L + b * cols + (p - p0)];
+        });
         const int64_t at = (n0 * g.c) * g.h * g.w + i;
         dx[at] = accumulate ? dx[at] + acc : acc;
     }
@@ -180,22 +188,15 @@ struct PoolGradGather {
     TESSERA_HD void operator()(int64_t i) const {
         const int64_t iw = i % g.w, r = i / g.w, ih = r % g.h, plane = pl0 + r / g.h;
         const float *dyp = dy + plane * g.oh * g.ow;
-        const int64_t th0 = ih + g.ph, tw0 = iw + g.pw;
         float acc = 0.0f;
-        for (int64_t a = th0 % g.sh; a < g.kh && a <= th0; a += g.sh) {
-            const int64_t oh = (th0 - a) / g.sh;
-            if (oh >= g.oh) continue;
-            for (int64_t bb = tw0 % g.sw; bb < g.kw && bb <= tw0; bb += g.sw) {
-                const int64_t ow = (tw0 - bb) / g.sw;
-                if (ow >= g.ow) continue;
-                if (max) {
-                    const int64_t tap = arg ? arg[(plane - pl0) * g.oh * g.ow + oh * g.ow + ow]
-                                            : window_argmax(x, g, plane, oh, ow);
-                    if (tap != a * g.kw + bb) continue;
-                }
-                acc += dyp[oh * g.ow + ow];
+        for_each_tap_reading(g, ih, iw, [&](int64_t a, int64_t bb, int64_t oh, int64_t ow) {
+            if (max) {
+                const int64_t tap =
+                    arg ? arg[(plane - pl0) * g.oh * g.ow + oh * g.ow + ow] : window_argmax(x, g, plane, oh, ow);
+                if (tap != a * g.kw + bb) return;
             }
-        }
+            acc += dyp[oh * g.ow + ow];
+        });
         const int64_t at = pl0 * g.h * g.w + i;
         dx[at] = max ? acc : acc / static_cast<float>(g.kh * g.kw);
     }
