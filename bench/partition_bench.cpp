@@ -14,9 +14,8 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
-#include "tessera/graph/optimizer.h"
-#include "tessera/models/zoo.h"
 #include "tessera/partition/partition.h"
+#include "tessera/pipeline/run_plan.h"
 
 using namespace tessera;
 
@@ -26,12 +25,6 @@ struct Config {
     std::string spec;
     int64_t batch;
 };
-
-Graph training_graph(const Config &c) {
-    Model m = build_model(c.spec, c.batch);
-    make_training_graph(m.graph, m.loss, OptimizerConfig{});
-    return std::move(m.graph);
-}
 
 std::string gib(int64_t b) { return fmt::format("{:.2f}", static_cast<double>(b) / (1 << 30)); }
 
@@ -58,7 +51,7 @@ int main(int argc, char **argv) {
     }
     try {
         const Config search_model{quick ? "wresnet:depth=50,width=2" : "wresnet:depth=152,width=10", 32};
-        Graph g = training_graph(search_model);
+        Graph g = build_training_graph(search_model.spec, search_model.batch);
         fmt::print("## Search time: {} (training graph, {} nodes), batch {}\n\n", search_model.spec, g.num_nodes(),
                    search_model.batch);
         fmt::print("| devices | median search time (s) | bar |\n| --- | --- | --- |\n");
@@ -85,7 +78,7 @@ int main(int argc, char **argv) {
         fmt::print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
         bool all_ok = true;
         for (const Config &c : models) {
-            Graph mg = training_graph(c);
+            Graph mg = build_training_graph(c.spec, c.batch);
             std::vector<Plan> plans;
             for (auto s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Owt,
                            PartitionStrategy::EqualChop}) {

@@ -35,11 +35,10 @@
 #include "tessera/error.h"
 #include "tessera/exec/cpu_device.h"
 #include "tessera/exec/profile.h"
-#include "tessera/graph/optimizer.h"
 #include "tessera/host_threads.h"
-#include "tessera/models/zoo.h"
+#include "tessera/pipeline/rank_stages.h"
+#include "tessera/pipeline/run_plan.h"
 #include "tessera/predict/roofline.h"
-#include "tessera/program/memory_plan.h"
 #include "tessera/size.h"
 #include "tessera/swap/swap_plan.h"
 
@@ -166,12 +165,6 @@ std::vector<Case> cases(bool quick) {
             {"wresnet", "wresnet:depth=152,width=1,base=8,image=32", 4}};
 }
 
-Graph training_graph(const std::string &spec, int64_t batch) {
-    Model m = build_model(spec, batch);
-    make_training_graph(m.graph, m.loss, OptimizerConfig{});
-    return std::move(m.graph);
-}
-
 // Node times for `g` and the host link, measured on a CPU device (or taken
 // from a roofline preset).
 struct Timing {
@@ -258,9 +251,10 @@ int run_ratios(const Args &a) {
     bool all_ok = true;
     for (const Case &c : cases(a.quick)) {
         if (!a.models.empty() && std::find(a.models.begin(), a.models.end(), c.name) == a.models.end()) continue;
-        Graph g = training_graph(c.spec, c.batch);
-        std::vector<NodeId> order = default_order(g);
-        int64_t footprint = plan_memory(g, order).arena_bytes;
+        Graph g = build_training_graph(c.spec, c.batch);
+        const RankMemory memory = plan_rank_memory(g);
+        const std::vector<NodeId> &order = memory.order;
+        const int64_t footprint = memory.memory.arena_bytes;
         std::cout << fmt::format("{} (batch {}): {} nodes, footprint {}; measuring node times{}...", c.spec, c.batch,
                                  g.num_nodes(), format_bytes(footprint),
                                  a.roofline.empty() ? " on the CPU device" : " from roofline " + a.roofline)
@@ -301,7 +295,7 @@ std::pair<std::string, Graph> graph_of_size(int want, bool quick) {
     for (int layers = 1; layers <= 400; ++layers) {
         std::string spec = quick ? fmt::format("mlp:layers={},hidden=64", layers)
                                  : fmt::format("transformer:layers={},d_model=128,heads=4,seq=32,vocab=500", layers);
-        Graph g = training_graph(spec, quick ? 16 : 4);
+        Graph g = build_training_graph(spec, quick ? 16 : 4);
         if (g.num_nodes() >= want) return {spec, std::move(g)};
     }
     fail("no model config reaches ", want, " nodes");
@@ -335,8 +329,9 @@ Trace search(const SwapProblem &problem, double limit_s, uint64_t seed, const ch
 
 int run_speed(const Args &a) {
     auto [spec, g] = graph_of_size(1000, a.quick);
-    std::vector<NodeId> order = default_order(g);
-    int64_t footprint = plan_memory(g, order).arena_bytes;
+    const RankMemory memory = plan_rank_memory(g);
+    const std::vector<NodeId> &order = memory.order;
+    const int64_t footprint = memory.memory.arena_bytes;
     std::cout << fmt::format("\nplanner speed: {} ({} nodes), footprint {}, budget footprint / {:.0f}; one core\n",
                              spec, g.num_nodes(), format_bytes(footprint), a.speed_ratio);
     Timing t = measure(g, order, footprint, a);

@@ -32,19 +32,21 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "tessera/predict/step_predictor.h"
-#include "tessera/report/bench_measure.h"
-#include "tessera/report/bench_report.h"
-#include "tessera/report/child_process.h"
 #include "cli_exit.h"
-#include "tessera/predict/partition_choice.h"
 #include "shared_flags.h"
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
 #include "tessera/models/zoo.h"
 #include "tessera/partition/machine.h"
+#include "tessera/pipeline/rank_stages.h"
+#include "tessera/pipeline/run_plan.h"
+#include "tessera/predict/partition_choice.h"
 #include "tessera/predict/roofline.h"
+#include "tessera/predict/step_predictor.h"
 #include "tessera/progress.h"
+#include "tessera/report/bench_measure.h"
+#include "tessera/report/bench_report.h"
+#include "tessera/report/child_process.h"
 #include "tessera/size.h"
 #include "tessera/swap/swap_plan.h"
 #include "tessera/text.h"
@@ -140,7 +142,7 @@ tessera::BenchHeader header_for(const std::string &mode, const std::string &what
 
 // The training graph every mode predicts, at --batch, --precision and --grad-reduce-dtype.
 tessera::Graph training_graph(const BenchArgs &a, const std::string &model) {
-    return tessera::bench_training_graph(model, a.batch, {}, tessera::read_precision(a.precision),
+    return tessera::build_training_graph(model, a.batch, {}, tessera::read_precision(a.precision),
                                          tessera::read_grad_reduce(a.grad_reduce));
 }
 
@@ -316,7 +318,7 @@ std::string run_budgets(const BenchArgs &a) {
     tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
     const tessera::Graph training = training_graph(a, a.model);
-    const int64_t footprint = tessera::footprint_bytes(training);
+    const int64_t footprint = tessera::plan_rank_memory(training).memory.arena_bytes;
     tessera::BenchRow single = tessera::predict_single(model, training, ctx);
     single.strategy = "unlimited";
     std::vector<tessera::BenchRow> rows{single};

@@ -46,7 +46,7 @@
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/pipeline/stage_log.h"
 #include "tessera/predict/roofline.h"
-#include "tessera/program/memory_plan.h"
+#include "tessera/pipeline/rank_stages.h"
 #include "tessera/progress.h"
 #include "tessera/size.h"
 #include "tessera/swap/render.h"
@@ -154,8 +154,8 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     spec.partition.executable = r.executable;
     r.partition.apply(spec.partition);
     if (!s.device_mem.empty()) spec.budget = tessera::parse_size(s.device_mem, "--device-mem");
-    spec.swap.policy = s.policy;
     spec.swap.search = s.options;
+    tessera::read_swap_choice(s.policy, spec.swap.when, spec.swap.search.policy);
     return spec;
 }
 
@@ -232,13 +232,9 @@ private:
 void plan_swapping_with_pipeline(const SwapRequest &s, const tessera::RunSpec &base,
                                  const tessera::Plan &partition_plan, SwapResult &r) {
     using namespace tessera;
-    OpTimer roofline = [&r](const Graph &g, const std::vector<NodeId> &, int64_t) {
-        OpTimes t;
-        t.node_time_s = roofline_node_times(g, r.device);
-        t.host_node_time_s = roofline_host_node_times(g, r.device);
-        t.h2d_bytes_per_s = t.d2h_bytes_per_s = r.host_bytes_per_s;
-        return t;
-    };
+    RooflineDevice linked = r.device;
+    linked.host_bytes_per_s = r.host_bytes_per_s;
+    const OpTimer roofline = roofline_timer(linked, HostUpdates::Auto);
     for (int rank = 0; rank < r.devices; rank++) {
         if (!s.all_ranks && rank != r.rank) continue;
         RunSpec spec = base;
@@ -282,9 +278,9 @@ SwapResult plan_swapping(const SwapRequest &s, const tessera::RunSpec &base, con
     r.graph = r.devices > 1 ? lower(tg.graph, partition_plan, s.rank).graph : tg.graph;
     OpTimes times = roofline_op_times(r.graph, r.device, s.options.host_updates);
     times.h2d_bytes_per_s = times.d2h_bytes_per_s = r.host_bytes_per_s;
-    const SwapProblem problem = make_swap_problem(r.graph, default_order(r.graph), times, r.budget,
-                                                  s.options.host_updates);
-    r.footprint = plan_memory(r.graph, problem.order).arena_bytes;
+    const RankMemory memory = plan_rank_memory(r.graph);
+    r.footprint = memory.memory.arena_bytes;
+    const SwapProblem problem = make_swap_problem(r.graph, memory.order, times, r.budget, s.options.host_updates);
     if (s.policy == "none") {
         r.none = true;
         if (r.footprint > r.budget)

@@ -78,8 +78,9 @@ struct Choices {
         : optimizer(tessera::optimizer_name(d.optimizer.kind)), precision(tessera::precision_name(d.precision)),
           grad_reduce(tessera::grad_reduce_name(d.grad_reduce)), lr_schedule(tessera::lr_schedule_name(d.lr_schedule)),
           progress(tessera::progress_mode_name(d.progress)), comm(tessera::comm_choice_name(d.comm_backend)),
-          host_updates(tessera::host_updates_name(d.host_updates)), recompute(d.recompute ? "auto" : "off") {}
-    std::string optimizer, precision, grad_reduce, lr_schedule, progress, comm, host_updates, recompute;
+          host_updates(tessera::host_updates_name(d.host_updates)), recompute(d.recompute ? "auto" : "off"),
+          swap(tessera::swap_choice_name(d.swap_when, d.swap_search.policy)) {}
+    std::string optimizer, precision, grad_reduce, lr_schedule, progress, comm, host_updates, recompute, swap;
     std::optional<double> lr;
 };
 
@@ -93,6 +94,7 @@ void apply_choices(const Choices &c, tessera::TrainOptions &o) {
     o.comm_backend = tessera::comm_choice_from_name(c.comm);
     o.host_updates = tessera::host_updates_from_name(c.host_updates);
     o.recompute = c.recompute == "auto";
+    tessera::read_swap_choice(c.swap, o.swap_when, o.swap_search.policy);
 }
 
 // --comm-timeout, --threads, --version and --env: how this process runs in
@@ -116,7 +118,7 @@ void add_memory_flags(CLI::App &app, tessera::TrainOptions &o, Choices &choices)
                    "Device arena size, e.g. 512MiB or 2GiB, or auto: the memory available less a reserve "
                    "(default: auto on a CUDA device, what the memory plan needs on the cpu); below what the run "
                    "needs, --swap plans what moves to host memory");
-    app.add_option("--swap", o.swap,
+    app.add_option("--swap", choices.swap,
                    "Under a --device-mem the run does not fit: advisor (plan swaps with SwapAdvisor's search), lru "
                    "or vdnn (baselines), none (fail), or auto (advisor when needed)")
         ->check(CLI::IsMember({"auto", "advisor", "lru", "vdnn", "none"}))

@@ -9,8 +9,8 @@ namespace tessera {
 
 namespace {
 
-constexpr const char *kStages[] = {"model", "graph",   "partition", "lowered", "memory",
-                                   "swap",  "program", "all",       nullptr};
+constexpr const char *kStages[] = {"model", "precision", "graph",   "partition", "lowered", "memory",
+                                   "times", "swap",      "program", "all",       nullptr};
 
 }  // namespace
 

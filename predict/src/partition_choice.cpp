@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/pipeline/run_plan.h"
 #include "tessera/text.h"
 
 namespace tessera {
@@ -144,7 +145,7 @@ std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, co
 
 PartitionChoice choose_partition(const PartitionQuestion &q) {
     const BenchContext ctx = context_of(q);
-    const Graph training = bench_training_graph(q.model, q.batch, q.optimizer);
+    const Graph training = build_training_graph(q.model, q.batch, q.optimizer);
     PartitionChoice choice;
     size_t best = 0;
     std::string reasons;

@@ -236,4 +236,8 @@ OpTimes roofline_op_times(const Graph &g, const RooflineDevice &dev, HostUpdates
     return t;
 }
 
+OpTimer roofline_timer(const RooflineDevice &dev, HostUpdates host) {
+    return [dev, host](const Graph &g, const std::vector<NodeId> &, int64_t) { return roofline_op_times(g, dev, host); };
+}
+
 }  // namespace tessera

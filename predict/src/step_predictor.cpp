@@ -3,21 +3,16 @@
 #include <algorithm>
 #include <exception>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "tessera/error.h"
 #include "tessera/host_threads.h"
-#include "tessera/models/zoo.h"
 #include "tessera/partition/lower.h"
-#include "tessera/pipeline/run_plan.h"
-#include "tessera/program/memory_plan.h"
+#include "tessera/pipeline/rank_stages.h"
 #include "tessera/program/program.h"
 #include "tessera/sim/step_sim.h"
-#include "tessera/swap/swap_program.h"
 #include "tessera/text.h"
 
 namespace tessera {
@@ -34,76 +29,33 @@ struct RankRun {
     int64_t comm_bytes = 0;
 };
 
-// What plan_memory's arena depends on: each node's inputs and outputs, in the
-// order, and each tensor's bytes, storage root and persistence. Ranks of one
-// partition with the same key get the same arena, so it is planned once.
-std::vector<int64_t> memory_key(const Graph &g, const std::vector<NodeId> &order) {
-    std::vector<int64_t> key;
-    const std::vector<bool> persistent = persistent_tensors(g);
-    for (TensorId t = 0; t < g.num_tensors(); t++)
-        key.insert(key.end(), {g.tensor(t).type.bytes(), storage_root(g, t), persistent[t] ? 1 : 0});
-    for (NodeId n : order) {
-        key.push_back(-1);
-        for (TensorId t : g.node(n).inputs) key.push_back(t);
-        key.push_back(-2);
-        for (TensorId t : g.node(n).outputs) key.push_back(t);
-    }
-    return key;
+// The rank's stages (pipeline/rank_stages.h) within the context's budget: a
+// rank over it runs the swap planner's plan, the advisor with recomputation
+// and host updates, on the roofline's times, for the context's search time.
+RankSpec rank_spec(const BenchContext &ctx) {
+    RankSpec s;
+    if (ctx.device_mem > 0) s.budget = ctx.device_mem;
+    s.budget_is_limit = true;
+    s.swap.search.host_updates = HostUpdates::Auto;
+    s.swap.search.time_limit_s = ctx.search_s;
+    s.swap.search.generations = 1000000;  // the time limit alone decides
+    s.swap.search.patience = 0;
+    return s;
 }
 
-// Arenas already planned, by memory_key; shared by the threads lowering ranks.
-class ArenaCache {
-public:
-    int64_t arena(const Graph &g, const std::vector<NodeId> &order) {
-        std::vector<int64_t> key = memory_key(g, order);
-        {
-            std::lock_guard lk(m_);
-            auto it = arenas_.find(key);
-            if (it != arenas_.end()) return it->second;
-        }
-        const int64_t bytes = plan_memory(g, order).arena_bytes;
-        std::lock_guard lk(m_);
-        arenas_.emplace(std::move(key), bytes);
-        return bytes;
-    }
-
-private:
-    std::mutex m_;
-    std::map<std::vector<int64_t>, int64_t> arenas_;
-};
-
-// A rank over its budget runs the swap planner's plan: the advisor with
-// recomputation and host updates, on the roofline's times.
-void swap_to_fit(RankRun &r, const std::vector<NodeId> &order, const BenchContext &ctx) {
-    OpTimes times;
-    times.node_time_s = r.node_s;  // the roofline's, computed once per rank
-    times.host_node_time_s = roofline_host_node_times(r.graph, ctx.device);
-    times.h2d_bytes_per_s = times.d2h_bytes_per_s = ctx.device.host_bytes_per_s;
-    const SwapProblem pr = make_swap_problem(r.graph, order, times, ctx.device_mem, HostUpdates::Auto);
-    const int64_t least = min_swap_budget(pr, HostUpdates::Auto);
-    TESSERA_CHECK(least <= ctx.device_mem, "cannot work: a rank needs at least ", format_bytes(least),
-                  " even with swapping, over the budget of ", format_bytes(ctx.device_mem));
-    SwapOptions so;
-    so.time_limit_s = ctx.search_s;
-    so.generations = 1000000;  // the time limit alone decides
-    so.patience = 0;
-    so.recompute = true;
-    so.host_updates = HostUpdates::Auto;
-    const SwapPlan plan = plan_swaps(pr, so);
-    r.program = build_swap_run(r.graph, plan).train;
-    r.host_node_s = plan.host_node_time_s;
-    r.arena_bytes = ctx.device_mem;
-}
-
-RankRun rank_run(Graph graph, int64_t comm_bytes, const BenchContext &ctx, ArenaCache &arenas) {
+RankRun rank_run(Graph graph, int64_t comm_bytes, const BenchContext &ctx, MemoryPlanCache &plans) {
     RankRun r;
     r.graph = std::move(graph);
-    const std::vector<NodeId> order = default_order(r.graph);
-    r.program = build_program(r.graph, order);
-    r.node_s = roofline_node_times(r.graph, ctx.device);
-    r.arena_bytes = arenas.arena(r.graph, order);
+    RankPlan p = plan_rank(r.graph, rank_spec(ctx), roofline_timer(ctx.device, HostUpdates::Auto), &plans);
+    r.program = std::move(p.train);
+    r.arena_bytes = p.arena;
     r.comm_bytes = comm_bytes;
-    if (ctx.device_mem > 0 && r.arena_bytes > ctx.device_mem) swap_to_fit(r, order, ctx);
+    if (p.swaps) {
+        r.node_s = std::move(p.swaps->times.node_time_s);
+        r.host_node_s = std::move(p.swaps->train.host_node_time_s);
+    } else {
+        r.node_s = roofline_node_times(r.graph, ctx.device);
+    }
     return r;
 }
 
@@ -167,18 +119,6 @@ void say(const BenchContext &ctx, const std::string &text) {
 
 }  // namespace
 
-Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer,
-                           Precision precision, GradReduce grad_reduce) {
-    RunSpec spec;
-    spec.model = model;
-    spec.batch = batch;
-    spec.optimizer = optimizer;
-    spec.precision = precision;
-    spec.grad_reduce = grad_reduce;
-    spec.log_stages = false;
-    return std::move(build_training_model(spec).graph);
-}
-
 // Builds the ranks' runs with `build`; under a device budget, a rank that
 // cannot fit even with swapping makes the row a note instead of an error.
 bool build_runs(const BenchContext &ctx, BenchRow &row, const std::function<void()> &build) {
@@ -196,11 +136,11 @@ bool build_runs(const BenchContext &ctx, BenchRow &row, const std::function<void
 BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx) {
     say(ctx, fmt::format("{} on one device", model));
     std::vector<RankRun> runs;
-    ArenaCache arenas;
+    MemoryPlanCache plans;
     BenchRow row;
     row.model = model;
     row.strategy = "single";
-    if (build_runs(ctx, row, [&] { runs.push_back(rank_run(training, 0, ctx, arenas)); }))
+    if (build_runs(ctx, row, [&] { runs.push_back(rank_run(training, 0, ctx, plans)); }))
         simulate_into(runs, flat_machine(1), ctx, row);
     return row;
 }
@@ -233,7 +173,7 @@ BenchRow predict_plan(const std::string &model, const Graph &training, const Mac
                       const std::string &name, const BenchContext &ctx) {
     const int n = machine.devices();
     std::vector<RankRun> runs(static_cast<size_t>(n));
-    ArenaCache arenas;
+    MemoryPlanCache plans;
     BenchRow row;
     row.model = model;
     row.strategy = name;
@@ -242,7 +182,7 @@ BenchRow predict_plan(const std::string &model, const Graph &training, const Mac
         const PlanLowering lowering(training, plan);
         for_each_rank(n, [&](int r) {
             DeviceGraph dg = lowering.rank(r);
-            runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx, arenas);
+            runs[static_cast<size_t>(r)] = rank_run(std::move(dg.graph), dg.comm_bytes, ctx, plans);
         }, [&](int done) { say(ctx, fmt::format("{} on {} devices: lowered {} of {} ranks", name, n, done, n)); });
     });
     if (!built) return row;
@@ -251,34 +191,32 @@ BenchRow predict_plan(const std::string &model, const Graph &training, const Mac
     return row;
 }
 
-int64_t footprint_bytes(const Graph &training) { return plan_memory(training, default_order(training)).arena_bytes; }
-
 BenchRow predict_swapped(const std::string &model, const Graph &training, int64_t budget, SwapPolicy policy,
                          double search_s, const BenchContext &ctx) {
     say(ctx, fmt::format("{} under {}: planning swaps", swap_policy_name(policy), format_bytes(budget)));
-    const SwapProblem pr = make_swap_problem(training, default_order(training),
-                                             roofline_op_times(training, ctx.device, HostUpdates::Off), budget,
-                                             HostUpdates::Off);
     BenchRow row;
     row.model = model;
     row.strategy = swap_policy_name(policy);
-    const int64_t least = min_swap_budget(pr);
-    if (budget < least) {
+    RankSpec spec;  // the planner's own defaults: updates on the device, no recomputation
+    spec.budget = budget;
+    spec.swap.when = SwapWhen::Always;
+    spec.swap.search = SwapOptions{};
+    spec.swap.search.policy = policy;
+    spec.swap.search.host_updates = HostUpdates::Off;
+    spec.swap.search.time_limit_s = search_s;
+    std::vector<RankRun> runs(1);
+    try {
+        RankPlan p = plan_rank(training, spec, roofline_timer(ctx.device, HostUpdates::Off));
+        runs[0].program = std::move(p.train);
+        runs[0].node_s = std::move(p.swaps->times.node_time_s);
+        runs[0].comm_bytes = p.swaps->train.swap_in_bytes + p.swaps->train.swap_out_bytes;
+    } catch (const Error &e) {  // a budget that cannot work: the row says why
         row.memory_bytes = budget;
-        row.note = fmt::format("cannot work: the smallest budget that can is {}", format_bytes(least));
+        row.note = e.what();
         return row;
     }
-    SwapOptions so;
-    so.policy = policy;
-    so.time_limit_s = search_s;
-    const SwapPlan plan = plan_swaps(pr, so);
-    const SwapRun run = build_swap_run(training, plan);
-    std::vector<RankRun> runs(1);
     runs[0].graph = training;
-    runs[0].program = run.train;
-    runs[0].node_s = pr.node_time_s;
     runs[0].arena_bytes = budget;
-    runs[0].comm_bytes = plan.swap_in_bytes + plan.swap_out_bytes;
     simulate_into(runs, flat_machine(1), ctx, row);
     return row;
 }

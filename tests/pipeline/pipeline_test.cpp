@@ -61,7 +61,8 @@ TEST(PlanRun, UnderABudgetItTimesTheOperatorsOnceAndSwaps) {
     RunSpec spec = small_spec();
     const int64_t footprint = plan_run(spec, nullptr).footprint;
     spec.budget = footprint * 3 / 4;
-    spec.swap.policy = "lru";
+    spec.swap.when = SwapWhen::Always;
+    spec.swap.search.policy = SwapPolicy::Lru;
     int calls = 0;
     const RunPlan run = plan_run(spec, counting_timer(calls));
     EXPECT_EQ(calls, 1);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "tessera/partition/partition.h"
+#include "tessera/pipeline/run_plan.h"
 #include "tessera/predict/roofline.h"
 #include "tessera/predict/step_predictor.h"
 
@@ -74,8 +75,8 @@ TEST(DdpClosedForm, SimulatedStepIsWithinTenPercentOnNvlinkAndPcie) {
     BenchContext ctx;
     ctx.device = roofline_device("h100");
     ctx.batch = kBatch;
-    const Graph training = bench_training_graph(kModel, kBatch);
-    const Graph per_gpu = bench_training_graph(kModel, kBatch / kDevices);
+    const Graph training = build_training_graph(kModel, kBatch);
+    const Graph per_gpu = build_training_graph(kModel, kBatch / kDevices);
     const std::vector<double> node_s = roofline_node_times(per_gpu, ctx.device);
     for (const Machine &m : {eight_gpus(360e9, 3e-6), eight_gpus(25e9, 5e-6)}) {
         const BenchRow row = predict_partitioned(kModel, training, m, PartitionStrategy::Ddp, ctx);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "tessera/pipeline/run_plan.h"
 #include "tessera/predict/partition_choice.h"
 
 namespace tessera {
@@ -53,7 +54,7 @@ TEST(PartitionChoice, PicksTheLeastPredictedStep) {
     BenchContext ctx;
     ctx.device = roofline_device("cpu");
     ctx.batch = 32;
-    const Graph training = bench_training_graph(kLstm, 32);
+    const Graph training = build_training_graph(kLstm, 32);
     std::string least;
     double best = 0;
     for (PartitionStrategy s : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Ddp,
@@ -94,7 +95,7 @@ TEST(PartitionChoice, PerWeightSearchEndsWhereNoSingleChangeHelps) {
     const Machine machine = flat_machine(2);
     PartitionQuestion q = question(machine, 0, 600);
     q.max_weights = 4;
-    const Graph training = bench_training_graph(kLstm, 32);
+    const Graph training = build_training_graph(kLstm, 32);
     std::vector<std::string> names = weights_by_size(training);
     names.resize(4);
     for (PartitionStrategy base : {PartitionStrategy::Tofu, PartitionStrategy::DataParallel, PartitionStrategy::Owt}) {
@@ -142,7 +143,7 @@ TEST(PartitionChoice, PerWeightFixesArePickedOnlyWhenTheyBeatTheBestStrategy) {
 
 // weights_by_size: every weight, largest first.
 TEST(PartitionChoice, WeightsBySize) {
-    const Graph training = bench_training_graph(kLstm, 32);
+    const Graph training = build_training_graph(kLstm, 32);
     const std::vector<std::string> names = weights_by_size(training);
     int64_t params = 0, last = INT64_MAX;
     for (const TensorInfo &t : training.tensors())

@@ -84,7 +84,7 @@ std::vector<std::string> run_arguments(const TrainOptions &o) {
         "--data " + o.data, fmt::format("--shuffle {}", o.shuffle), "--data-dir " + o.data_dir, "--synthetic-size " + std::to_string(o.synthetic_size),
         fmt::format("--optimizer {} --lr {} --momentum {} --weight-decay {}", optimizer_name(opt.kind), opt.lr,
                     opt.momentum, opt.weight_decay),
-        "--lr-schedule " + std::string(lr_schedule_name(o.lr_schedule)), "--device-mem " + o.device_mem, "--swap " + o.swap,
+        "--lr-schedule " + std::string(lr_schedule_name(o.lr_schedule)), "--device-mem " + o.device_mem, "--swap " + swap_choice_name(o.swap_when, o.swap_search.policy),
         fmt::format("--swap-population {} --swap-generations {} --swap-patience {} --swap-time-limit {}",
                     o.swap_search.population, o.swap_search.generations, o.swap_search.patience,
                     o.swap_search.time_limit_s),

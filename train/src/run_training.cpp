@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -23,6 +22,7 @@
 #include "tessera/partition/partition.h"
 #include "tessera/partition/render.h"
 #include "tessera/pipeline/plan_file.h"
+#include "tessera/pipeline/profile_stage.h"
 #include "tessera/pipeline/run_plan.h"
 #include "tessera/predict/partition_choice.h"
 #include "tessera/progress.h"
@@ -38,8 +38,6 @@
 namespace tessera {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
@@ -152,7 +150,7 @@ RunSpec run_spec(const TrainOptions &o, const PartitionPick &pick, const Machine
     if (!pick.weights.empty()) spec.partition.weights = pick.weights;
     spec.budget = budget_bytes(o, derived);
     spec.budget_is_limit = derived && derived->limit;
-    spec.swap.policy = o.swap;
+    spec.swap.when = o.swap_when;
     spec.swap.search = o.swap_search;
     spec.swap.search.seed = o.seed;
     spec.swap.search.host_updates = o.host_updates;
@@ -182,7 +180,7 @@ std::optional<DeviceBudget> derived_budget(const TrainOptions &o, const DeviceCh
     return cuda_default_budget(choice.index, gpus.ranks_on_my_gpu);
 }
 
-// The run's device, made when first needed: by the profiling pass when the
+// The run's device, made when first needed: by the profile stage when the
 // run swaps (its arena is the budget), otherwise once the memory plan has
 // said how large the arena must be.
 class DeviceSlot {
@@ -192,45 +190,24 @@ public:
         if (!device_) device_ = make_device(choice_, arena);
         return *device_;
     }
-    // Times each operator and the host copies on the device (the swap planner's input).
-    OpTimer profiler(bool root) {
-        return [this, root](const Graph &g, const std::vector<NodeId> &order, int64_t budget) {
-            Device &device = get(budget);
-            ProfileOptions po;
-            if (root && stderr_is_terminal()) {
-                auto out = std::make_shared<ProgressLine>(true, 0.1, std::cerr);
-                po.progress = [out](int done, int total) {
-                    out->show(fmt::format("profiling operators {}/{}", done, total), done == total);
-                    if (done == total) out->finish();
-                };
-            }
-            auto t0 = Clock::now();
-            OpTimes t;
-            po.skip_oversized_optimizer = true;  // the planner has checked the budget: those run on the host
-            t.node_time_s = profile_nodes(g, order, device, po);
-            t.host_node_time_s = profile_host_nodes(g, order, po.repeats);
-            const int64_t probe = std::min<int64_t>(device.arena_bytes() / 64 * 64, int64_t{64} << 20);
-            t.h2d_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::HostToDevice, probe);
-            t.d2h_bytes_per_s = measure_copy_bandwidth(device, CopyDirection::DeviceToHost, probe);
-            profile_s = std::chrono::duration<double>(Clock::now() - t0).count();
-            return t;
-        };
+    // The profile stage's device (pipeline/profile_stage.h).
+    DeviceSource source() {
+        return [this](int64_t arena) -> Device & { return get(arena); };
     }
-    double profile_s = 0;
 
 private:
     DeviceChoice choice_;
     std::unique_ptr<Device> device_;
 };
 
-std::string swap_summary(const TrainOptions &o, const RunPlan &run, double profile_s) {
+std::string swap_summary(const TrainOptions &o, const RunPlan &run) {
     const SwapPlan &t = run.swaps->train;
     const OpTimes &times = run.swaps->times;
     const std::string how =
         times.node_time_s.empty()
             ? fmt::format("from --plan {}", o.plan_path)
             : fmt::format("profiled in {:.1f} s (host copies {:.1f} GB/s in, {:.1f} GB/s out), planned in {:.1f} s{}",
-                          profile_s, times.h2d_bytes_per_s / 1e9, times.d2h_bytes_per_s / 1e9,
+                          run.swaps->times_s, times.h2d_bytes_per_s / 1e9, times.d2h_bytes_per_s / 1e9,
                           t.search_s + run.swaps->forward.search_s,
                           t.stopped_by.empty() ? std::string()
                                                : fmt::format(" ({} generations, stopped by {})", t.generations,
@@ -267,13 +244,13 @@ std::string partition_banner(const JobMachine &machine, const RunPlan &run, cons
 
 // What the run will do, printed by rank 0 before the first step.
 void print_banner(const TrainOptions &o, const RunPlan &run, const JobMachine &machine, const DataSplit &data,
-                  const DeviceChoice &choice, bool nccl, double profile_s) {
+                  const DeviceChoice &choice, bool nccl) {
     if (run.swaps)
         std::cout << fmt::format("arena {} (the run needs {}: {:.1f}x) | {}\n", format_bytes(run.arena),
                                  format_bytes(run.footprint),
                                  static_cast<double>(run.footprint) / static_cast<double>(run.arena),
                                  run.model.description)
-                  << swap_summary(o, run, profile_s) << "\n";
+                  << swap_summary(o, run) << "\n";
     else
         std::cout << fmt::format("arena {} (plan {}, lower bound {}) | {}\n", format_bytes(run.arena),
                                  format_bytes(run.memory.arena_bytes), format_bytes(run.memory.lower_bound),
@@ -347,7 +324,8 @@ TrainResult run_training(const TrainOptions &o, const Job &job) {
     const bool use_nccl = choose_nccl(o.comm_backend, sharded, nccl_available(), gpus, shared_gpu_mode);
     DeviceSlot slot(choice);
     const PartitionPick pick = resolve_partition(o, job, machine.machine, budget, choice.cuda);
-    const RunPlan run = plan_run(run_spec(o, pick, machine.machine, rank, root, budget), slot.profiler(root));
+    const RunPlan run = plan_run(run_spec(o, pick, machine.machine, rank, root, budget),
+                                 device_profiler(slot.source(), root && stderr_is_terminal()));
     if (sharded)
         agree_across_ranks(*job.comm, "partition plans", plan_identity(*run.partition),
                            "the ranks' machine files (--machine) or builds differ");
@@ -375,7 +353,7 @@ TrainResult run_training(const TrainOptions &o, const Job &job) {
     if (sharded) store = std::make_unique<ShardedStore>(run.model.graph, *run.lowered, ex, *job.comm);
     else store = std::make_unique<DirectStore>(ex);
     const DataSplit data = load_data(o, run.model);
-    if (root) print_banner(o, run, machine, data, choice, use_nccl, slot.profile_s);
+    if (root) print_banner(o, run, machine, data, choice, use_nccl);
     std::unique_ptr<StepPredictor> predictor;
     if (o.simulate_steps) predictor = std::make_unique<StepPredictor>(run, sharded ? job.comm : nullptr, rank);
     return train(TrainSession{o, run, ex, *store, data, job, timed, predictor.get()});

@@ -13,7 +13,9 @@
 //   graph      make_training_graph: backward pass and optimizer updates
 //   partition  Tofu's search over spec.machine (more than one device only)
 //   lowered    this rank's graph: local shapes and communication nodes
+//   (then the rank's own stages, rank_stages.h:)
 //   memory     operator order and the static memory plan
+//   times      the operator times (op_timer), when the run swaps
 //   swap       SwapAdvisor's plans for the training step and the evaluation
 //              pass, when the budget is below what the memory plan needs
 //   program    the programs the executor runs
@@ -30,36 +32,9 @@
 #include "tessera/partition/lower.h"
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
-#include "tessera/pipeline/op_times.h"
-#include "tessera/program/memory_plan.h"
-#include "tessera/program/program.h"
-#include "tessera/swap/swap_plan.h"
+#include "tessera/pipeline/rank_stages.h"
 
 namespace tessera {
-
-// A run's swap planning: the search (SwapOptions: its defaults are the only
-// ones) over the plan space a run starts from, updates on the device and
-// recomputation allowed, as tessera-train's --host-updates off and
-// --recompute auto. `policy` decides search.policy; search.progress reports
-// the training plan's search (it may be empty).
-SwapOptions run_swap_search();
-
-struct SwapSpec {
-    // advisor (SwapAdvisor's planner), lru or vdnn (the baselines), none (a
-    // budget below the footprint is an error), or auto (advisor when the
-    // budget is too small, nothing otherwise).
-    std::string policy = "auto";
-    SwapOptions search = run_swap_search();
-};
-
-
-struct SwapPlans {
-    SwapPlan train, forward;  // the forward plan keeps the training plan's homes
-    OpTimes times;            // what they were planned with
-    // The least step any plan of the training step could take with these
-    // times (swap_lower_bound); none for plans read from a file.
-    std::optional<SwapBound> bound;
-};
 
 struct RunSpec {
     std::string model = "mlp";  // a zoo spec, "NAME[:key=value,...]"
@@ -82,21 +57,12 @@ struct RunSpec {
     std::optional<SwapPlans> given_swaps;    // for `rank`
 };
 
-// Called only when the run swaps and no swap plans were given: times the
-// operators of `g` (in `order`) on a device whose arena is `budget` bytes.
-using OpTimer = std::function<OpTimes(const Graph &g, const std::vector<NodeId> &order, int64_t budget)>;
-
-struct RunPlan {
+// The rank's plan (rank_stages.h: order, memory plan, swaps, programs), with
+// the model and partition it came from.
+struct RunPlan : RankPlan {
     Model model;                       // its graph is the training graph
     std::optional<Plan> partition;     // more than one device only
     std::optional<DeviceGraph> lowered;
-    std::vector<NodeId> order;         // of graph()
-    MemoryPlan memory;                 // with swapping, the swap run's
-    int64_t footprint = 0;             // arena bytes the default order needs without swapping
-    int64_t arena = 0;                 // the device's arena: the budget, or the footprint (also when it is
-                                       // below a budget that is a limit)
-    std::optional<SwapPlans> swaps;
-    Program train, forward;            // forward: logits and loss, for evaluation
 
     bool sharded() const { return lowered.has_value(); }
     // What this device runs: the lowered graph, or the training graph.
@@ -113,6 +79,9 @@ RunPlan plan_run(const RunSpec &spec, const OpTimer &op_timer);
 // shows partitions with the spec's options as given (plan_run makes them
 // executable), and may compare several strategies for one training graph.
 Model build_training_model(const RunSpec &spec);
+// Its graph alone, from a model spec (no stage logged): what the benchmarks plan.
+Graph build_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer = {},
+                           Precision precision = Precision::FP32, GradReduce grad_reduce = GradReduce::F32);
 Plan plan_partition(const RunSpec &spec, const Graph &training_graph);
 
 // The model and graph stages, then the partition stage once for each of

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "tessera/graph/optimizer.h"
 #include "tessera/partition/partition.h"
 #include "tessera/predict/step_predictor.h"
 
@@ -62,7 +63,7 @@ PartitionChoice choose_partition(const PartitionQuestion &q);
 // The per-weight search alone, from `base`'s plan, whose prediction is
 // `base_row`: the fixes it keeps and their prediction (strategy
 // "per-weight"), never slower than `base_row`. `training` is
-// bench_training_graph's for the question.
+// build_training_graph's for the question.
 std::pair<WeightLayouts, BenchRow> choose_weights(const PartitionQuestion &q, const Graph &training,
                                                   PartitionStrategy base, const BenchRow &base_row);
 

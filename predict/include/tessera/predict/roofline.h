@@ -12,6 +12,7 @@
 #include "tessera/graph/graph.h"
 #include "tessera/graph/precision.h"
 #include "tessera/pipeline/op_times.h"
+#include "tessera/pipeline/rank_stages.h"
 
 namespace tessera {
 
@@ -88,5 +89,9 @@ std::vector<double> roofline_host_node_times(const Graph &g, const RooflineDevic
 // planner takes (pipeline/op_times.h). The host's times only when `host`
 // lets updates run there.
 OpTimes roofline_op_times(const Graph &g, const RooflineDevice &dev, HostUpdates host);
+
+// roofline_op_times as the pipeline's OpTimer (pipeline/rank_stages.h): what
+// tessera-plan and the step predictor swap with.
+OpTimer roofline_timer(const RooflineDevice &dev, HostUpdates host);
 
 }  // namespace tessera

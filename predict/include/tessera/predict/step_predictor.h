@@ -23,7 +23,6 @@
 #include <vector>
 
 #include "tessera/graph/graph.h"
-#include "tessera/graph/optimizer.h"
 #include "tessera/partition/machine.h"
 #include "tessera/partition/partition.h"
 #include "tessera/predict/roofline.h"
@@ -67,11 +66,6 @@ struct BenchContext {
     int64_t bucket_bytes = PartitionOptions::kDefaultBucketBytes;
 };
 
-// The model's training graph (models/ and graph/: the model, its backward pass
-// and SGD's updates), as tessera-plan and tessera-train build it.
-Graph bench_training_graph(const std::string &model, int64_t batch, const OptimizerConfig &optimizer = {},
-                           Precision precision = Precision::FP32, GradReduce grad_reduce = GradReduce::F32);
-
 // One device, no partition.
 BenchRow predict_single(const std::string &model, const Graph &training, const BenchContext &ctx);
 
@@ -94,16 +88,14 @@ BenchRow predict_plan(const std::string &model, const Graph &training, const Mac
                       const std::string &name, const BenchContext &ctx);
 
 // One device under a memory budget of `budget` bytes, swapping by `policy`:
-// the swap planner's plan (roofline operator times, the roofline's host link
-// each way; the genetic search of `advisor` capped at `search_s` seconds), its
-// program (build_swap_run) through simulate_step. memory_bytes is the budget
-// and comm_bytes the bytes swapped per step, in and out together. A budget
-// that cannot work gives a row with no times and a note naming the smallest
-// that can.
+// the pipeline's rank stages (pipeline/rank_stages.h: roofline operator times,
+// the roofline's host link each way; the genetic search of `advisor` capped
+// at `search_s` seconds), its program through simulate_step. memory_bytes is
+// the budget and comm_bytes the bytes swapped per step, in and out together.
+// A budget that cannot work gives a row with no times and the planner's
+// error as its note (it names the operator, or the smallest budget that can).
 BenchRow predict_swapped(const std::string &model, const Graph &training, int64_t budget, SwapPolicy policy,
                          double search_s, const BenchContext &ctx);
-// What one device needs without swapping: the arena of the default order's memory plan.
-int64_t footprint_bytes(const Graph &training);
 
 // Sets every row's speedup (single.step_s / step_s) and efficiency (speedup / devices).
 void fill_speedups(std::vector<BenchRow> &rows, const BenchRow &single);

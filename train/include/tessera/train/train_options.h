@@ -59,10 +59,11 @@ struct TrainOptions {
     // Bytes; auto: a limit from the memory available (exec/device_budget.h);
     // empty: auto on a CUDA device, exactly what the memory plan needs on the cpu.
     std::string device_mem;
-    // Under a --device-mem below what the run needs: advisor (the SwapAdvisor
-    // planner), lru or vdnn (the baselines), none (fail instead), or auto
-    // (advisor when the budget is too small, nothing otherwise).
-    std::string swap = "auto";
+    // --swap: under a --device-mem below what the run needs, swap_search.policy
+    // always (advisor, the SwapAdvisor planner; lru or vdnn, the baselines),
+    // never (none: fail instead), or auto (advisor when the budget is too
+    // small, nothing otherwise).
+    SwapWhen swap_when = SwapWhen::Auto;
     HostUpdates host_updates = HostUpdates::Off;  // optimizer updates the advisor may run on the host
     bool recompute = true;                        // whether the advisor may recompute activations
     // --swap-population, --swap-generations, --swap-patience, --swap-time-limit, and the
