@@ -155,7 +155,8 @@ tessera::RunSpec run_spec(const PlanRequest &r, const SwapRequest &s, tessera::P
     r.partition.apply(spec.partition);
     if (!s.device_mem.empty()) spec.budget = tessera::parse_size(s.device_mem, "--device-mem");
     spec.swap.search = s.options;
-    tessera::read_swap_choice(s.policy, spec.swap.when, spec.swap.search.policy);
+    if (!s.policy.empty())  // empty: no swap planning asked for (the partition views)
+        tessera::read_swap_choice(s.policy, spec.swap.when, spec.swap.search.policy);
     return spec;
 }
 

@@ -134,9 +134,15 @@ OpDef cast_op(Ctx &c) {
     std::vector<Var> v = dim_vars(rank);
     Func y("y");
     Expr value = x(as_exprs(v));
-    // Halide 14 narrows an f32 NaN to an f16 infinity; keep it a (quiet) NaN.
-    if (to == Float(16)) value = select(is_nan(value), reinterpret(to, cast(UInt(16), 0x7e00)), cast(to, value));
-    y(v) = to == Float(16) ? value : cast(to, value);
+    // Halide 14 narrows an f32 NaN to an f16 infinity, and to a bf16 one where
+    // the payload rounds away (0x7f800001) on CPUs without AVX-512 BF16, whose
+    // conversion it does in software; keep every NaN a (quiet) NaN.
+    const bool narrowing = to.bits() == 16;
+    if (narrowing) {
+        const int quiet_nan = to == Float(16) ? 0x7e00 : 0x7fc0;
+        value = select(is_nan(value), reinterpret(to, cast(UInt(16), quiet_nan)), cast(to, value));
+    }
+    y(v) = narrowing ? value : cast(to, value);
     if (c.scheduling()) schedule_elementwise(y, c.target());
     return shaped_like_input(c, y, rank);
 }

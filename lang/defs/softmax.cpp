@@ -57,74 +57,64 @@ RowStats row_stats(Ctx &c, Func x, const std::vector<Var> &v, RDom r) {
     return s;
 }
 
-OpDef softmax(Ctx &c) {
-    int rank = c.structural("rank");
-    Func x = c.input(0, Float(32), rank);
-    std::vector<Var> v = dim_vars(rank);
-    std::vector<Var> rest(v.begin() + 1, v.end());
-    RowStats s = row_stats(c, x, v, classes(c, rank));
-    Func y("y");
-    y(v) = s.e(v) / s.sum(rest);
-    if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.e}, c.target());
-    return shaped_like_input(c, y, rank);
-}
-
-OpDef log_softmax(Ctx &c) {
-    int rank = c.structural("rank");
-    Func x = c.input(0, Float(32), rank);
-    std::vector<Var> v = dim_vars(rank);
-    std::vector<Var> rest(v.begin() + 1, v.end());
-    RowStats s = row_stats(c, x, v, classes(c, rank));
-    // x - max is stored, and log(sum) subtracted from it: left as one expression,
-    // Halide would fold max + log(sum) first, and that sum rounds at the magnitude
-    // of the logits rather than of the result.
-    Func y("y");
-    y(v) = s.shifted(v) - log(s.sum(rest));
-    if (c.scheduling()) schedule_rows(y, {s.max, s.sum}, {s.shifted}, c.target());
-    return shaped_like_input(c, y, rank);
-}
-
-namespace {
-
-// A row-wise gradient: its operands dy and y, its dims v (the class dim
-// first) and the rest, and the domain over the classes.
-struct RowGrad {
+// A row-wise operator over the last axis: its rank, its dims v (the class
+// dim first, as Halide orders them) and the rest, and its output.
+struct RowOp {
     int rank;
-    Func dy, y;
     std::vector<Var> v, rest;
-    RDom r;
 
-    explicit RowGrad(Ctx &c)
-        : rank(c.structural("rank")), dy(c.input(0, Float(32), rank)), y(c.input(1, Float(32), rank)),
-          v(dim_vars(rank)), rest(v.begin() + 1, v.end()), r(classes(c, rank)) {}
+    explicit RowOp(Ctx &c) : rank(c.structural("rank")), v(dim_vars(rank)), rest(v.begin() + 1, v.end()) {}
 
-    // dx(v) = value, over the row's reduction `reduced` (a stage).
-    OpDef dx(Ctx &c, const Expr &value, const Func &reduced) const {
-        Func dx("dx");
-        dx(v) = value;
-        if (c.scheduling()) schedule_rows(dx, {reduced}, {}, c.target());
-        return shaped_like_input(c, dx, rank);
+    Func input(Ctx &c, int i) const { return c.input(i, Float(32), rank); }
+
+    // The output `name`(v) = value, scheduled after the row stages `per_row`,
+    // with the element stages `per_elem` stored (schedule_rows).
+    OpDef output(Ctx &c, const char *name, const Expr &value, const std::vector<Func> &per_row,
+                 const std::vector<Func> &per_elem) const {
+        Func out(name);
+        out(v) = value;
+        if (c.scheduling()) schedule_rows(out, per_row, per_elem, c.target());
+        return shaped_like_input(c, out, rank);
     }
 };
 
-}  // namespace
+OpDef softmax(Ctx &c) {
+    const RowOp op(c);
+    Func x = op.input(c, 0);
+    RowStats s = row_stats(c, x, op.v, classes(c, op.rank));
+    return op.output(c, "y", s.e(op.v) / s.sum(op.rest), {s.max, s.sum}, {s.e});
+}
+
+OpDef log_softmax(Ctx &c) {
+    const RowOp op(c);
+    Func x = op.input(c, 0);
+    RowStats s = row_stats(c, x, op.v, classes(c, op.rank));
+    // x - max is stored, and log(sum) subtracted from it: left as one expression,
+    // Halide would fold max + log(sum) first, and that sum rounds at the magnitude
+    // of the logits rather than of the result.
+    return op.output(c, "y", s.shifted(op.v) - log(s.sum(op.rest)), {s.max, s.sum}, {s.shifted});
+}
 
 OpDef softmax_grad(Ctx &c) {
-    RowGrad g(c);
+    const RowOp op(c);
+    Func dy = op.input(c, 0), y = op.input(c, 1);
+    RDom r = classes(c, op.rank);
     Func dot("dot");
-    dot(g.rest) = 0.0f;
-    dot(g.rest) += g.dy(at(g.r.x, g.rest)) * g.y(at(g.r.x, g.rest));
+    dot(op.rest) = 0.0f;
+    dot(op.rest) += dy(at(r.x, op.rest)) * y(at(r.x, op.rest));
     dot = c.stage(dot);
-    return g.dx(c, g.y(as_exprs(g.v)) * (g.dy(as_exprs(g.v)) - dot(g.rest)), dot);
+    return op.output(c, "dx", y(as_exprs(op.v)) * (dy(as_exprs(op.v)) - dot(op.rest)), {dot}, {});
 }
 
 OpDef log_softmax_grad(Ctx &c) {
-    RowGrad g(c);
+    const RowOp op(c);
+    Func dy = op.input(c, 0), y = op.input(c, 1);
+    RDom r = classes(c, op.rank);
     Func total("dy_sum");
-    total(g.rest) = 0.0f;
-    total(g.rest) += g.dy(at(g.r.x, g.rest));
+    total(op.rest) = 0.0f;
+    total(op.rest) += dy(at(r.x, op.rest));
     total = c.stage(total);
-    return g.dx(c, g.dy(as_exprs(g.v)) - exp(g.y(as_exprs(g.v))) * total(g.rest), total);
+    return op.output(c, "dx", dy(as_exprs(op.v)) - exp(y(as_exprs(op.v))) * total(op.rest), {total}, {});
 }
 
 // Cross-entropy pieces shared by the loss and its gradient.

@@ -40,6 +40,10 @@
 //            (kernels_F_table.cpp and kernels_F.h: the adaptors and the header)
 //        tessera-kernelc --runtime --target T[,T...] --out-dir D
 //            (halide_runtime.o and kernel_targets.cpp: the targets' names and features)
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -163,6 +167,29 @@ private:
     std::map<std::string, Param<float>> floats_;
 };
 
+// Whether this CPU has AVX-512 FP16 (CPUID leaf 7, EDX bit 23).
+bool cpu_has_avx512_fp16() {
+#if defined(__x86_64__)
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 23) & 1u);
+#else
+    return false;
+#endif
+}
+
+// Halide's host target, but for one error of Halide 14's: it takes any CPU
+// with AVX-512 BF16 for a Sapphire Rapids, whose code also uses AVX-512 FP16
+// (vmovw). AMD's Zen 4 and Zen 5 have BF16 and not FP16, and the bf16 kernels
+// built for them as Sapphire Rapids die of SIGILL; on those the host target is
+// the Cannon Lake one. Halide's run-time check (halide_can_use_target_features)
+// still picks these kernels there: Halide detects the same CPU at run time.
+Target host_target() {
+    Target t = get_host_target();
+    if (t.has_feature(Target::AVX512_SapphireRapids) && !cpu_has_avx512_fp16())
+        t = t.without_feature(Target::AVX512_SapphireRapids);
+    return t;
+}
+
 // TESSERA_HALIDE_TARGET resolved: the targets in the order they are tried, and
 // for each the first one identical to it (itself when it is the first).
 struct KernelTargets {
@@ -175,7 +202,7 @@ KernelTargets parse_targets(const std::string &spec) {
     std::stringstream in(spec);
     for (std::string s; std::getline(in, s, ',');) {
         if (s.empty()) throw std::runtime_error("--target '" + spec + "' has an empty target");
-        Target t = s == "host" ? get_host_target() : Target(s);
+        Target t = s == "host" ? host_target() : Target(s);
         if (!ts.list.empty() && (t.os != ts.list[0].os || t.arch != ts.list[0].arch || t.bits != ts.list[0].bits))
             throw std::runtime_error("--target '" + spec + "': every target must have the same arch-bits-os, and " +
                                      t.to_string() + " differs from " + ts.list[0].to_string());

@@ -212,7 +212,7 @@ TESSERA_LOG=partition "$PLAN" --model mlp --devices 2 --format json >"$TMP/out.j
 grep -q "^---- partition ----" "$TMP/err.txt" && grep -q "memory per device" "$TMP/err.txt" \
     && python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$TMP/out.json" \
     && echo "ok   log-partition" || { echo "FAIL log-partition"; fail=1; }
-expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'partiton'; valid: model, graph, partition" -- \
+expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'partiton'; valid: model, precision, graph, partition" -- \
     env TESSERA_LOG=partiton "$PLAN" --model mlp --devices 2
 # Progress goes to a terminal only: none here, where stderr is a file.
 "$PLAN" --model mlp --devices 2 >/dev/null 2>"$TMP/err2.txt" || fail=1

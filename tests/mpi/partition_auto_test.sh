@@ -75,7 +75,7 @@ PY
 # A budget no strategy can work under: every rank stops, exit 1, each reason named.
 timeout 120 mpirun --oversubscribe -np 2 "$TRAIN" "${RUN[@]}" --partition auto --device-mem 4KiB > "$TMP/none.out" 2>&1
 rc=$?
-if [ $rc -eq 1 ] && grep -q "no strategy can work on 2 devices under 4.00 KiB; tofu: cannot work" "$TMP/none.out"; then
+if [ $rc -eq 1 ] && grep -q "no strategy can work on 2 devices under 4.00 KiB; tofu: budget 4.00 KiB (4096 bytes) cannot work: operator" "$TMP/none.out"; then
     echo "ok   partition auto under an impossible budget: exit 1, each strategy's reason"
 else
     echo "FAIL partition auto under an impossible budget: exit $rc"; cat "$TMP/none.out"; fail=1
