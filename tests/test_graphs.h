@@ -11,6 +11,8 @@
 
 namespace tessera::test {
 
+inline TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
+
 // An MLP training graph: "images" [batch, widths[0]] through linear layers of
 // the given widths (ReLU between), softmax cross-entropy, and the optimizer.
 // Outputs "logits" and "loss".

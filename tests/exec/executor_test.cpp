@@ -29,7 +29,7 @@ using test::random_topological_order;
 
 using test::error_of;
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
+using test::f32;
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
     std::mt19937 rng(seed);

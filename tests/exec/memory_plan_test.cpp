@@ -22,7 +22,7 @@ using test::random_topological_order;
 
 using test::error_of;
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
+using test::f32;
 
 // ---- an independent model of the rules ----
 

@@ -15,7 +15,7 @@ namespace {
 
 using test::error_of;
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
+using test::f32;
 
 TEST(Profile, EveryNodeOfTheOrderGetsAPositiveTime) {
     for (auto opt : {OptimizerConfig::Kind::Sgd, OptimizerConfig::Kind::Adam}) {

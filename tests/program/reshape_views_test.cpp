@@ -25,7 +25,7 @@ namespace {
 
 using test::error_of;
 
-TensorType f32(Shape s) { return TensorType{DType::F32, std::move(s)}; }
+using test::f32;
 
 MemoryPlan plan(const Graph &g, bool views) {
     MemoryPlanOptions o;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "adam_mlp.h"
+#include "swap_problems.h"
 #include "tessera/models/zoo.h"
 #include "tessera/program/memory_plan.h"
 #include "tessera/swap/swap_plan.h"

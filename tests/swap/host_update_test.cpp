@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "adam_mlp.h"
+#include "swap_problems.h"
 #include "check_message.h"
 #include "expect_error.h"
 #include "tessera/error.h"

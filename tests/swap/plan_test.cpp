@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "swap_problems.h"
 #include "tessera/error.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
@@ -49,14 +50,7 @@ Case make_case(const std::string &spec, int64_t batch) {
 }
 
 SwapProblem problem_for(const Case &c, int64_t budget) {
-    SwapProblem p;
-    p.graph = &c.g;
-    p.order = default_order(c.g);
-    p.node_time_s = c.times;
-    p.budget = budget;
-    p.h2d_bytes_per_s = kLinkBytesPerS;
-    p.d2h_bytes_per_s = kLinkBytesPerS;
-    return p;
+    return test::timed_problem(c.g, c.times, budget, kLinkBytesPerS);
 }
 
 SwapOptions options_for(SwapPolicy policy) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "swap_problems.h"
 #include "tessera/error.h"
 #include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
@@ -38,15 +39,7 @@ Case training_case(const std::string &spec, int64_t batch) {
     return c;
 }
 
-SwapProblem problem_for(const Case &c, int64_t budget) {
-    SwapProblem p;
-    p.graph = &c.g;
-    p.order = default_order(c.g);
-    p.node_time_s = c.times;
-    p.budget = budget;
-    p.h2d_bytes_per_s = p.d2h_bytes_per_s = 8e9;
-    return p;
-}
+SwapProblem problem_for(const Case &c, int64_t budget) { return test::timed_problem(c.g, c.times, budget, 8e9); }
 
 // A quarter of the footprint, or the least budget that works if more.
 SwapProblem quarter_budget(const Case &c) {
