@@ -98,17 +98,21 @@ SwapPlans plan_swapping(const Graph &g, const RankSpec &spec, const std::vector<
     return s;
 }
 
-// What plan_memory's arena depends on (MemoryPlanCache's key).
+// What plan_memory reads (MemoryPlanCache's key): each tensor's bytes,
+// storage root and persistence, and the order's nodes with their ids, their
+// kinds (a reshape's output may be a view), whether each communicates, and
+// their inputs and outputs.
 std::vector<int64_t> memory_key(const Graph &g, const std::vector<NodeId> &order) {
     std::vector<int64_t> key;
     const std::vector<bool> persistent = persistent_tensors(g);
     for (TensorId t = 0; t < g.num_tensors(); t++)
         key.insert(key.end(), {g.tensor(t).type.bytes(), storage_root(g, t), persistent[t] ? 1 : 0});
     for (NodeId n : order) {
-        key.push_back(-1);
-        for (TensorId t : g.node(n).inputs) key.push_back(t);
+        const Node &node = g.node(n);
+        key.insert(key.end(), {-1, n, static_cast<int64_t>(node.call.kind), node.comm ? 1 : 0});
+        for (TensorId t : node.inputs) key.push_back(t);
         key.push_back(-2);
-        for (TensorId t : g.node(n).outputs) key.push_back(t);
+        for (TensorId t : node.outputs) key.push_back(t);
     }
     return key;
 }

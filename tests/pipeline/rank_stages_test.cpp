@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "tessera/graph/builder.h"
 #include "tessera/graph/optimizer.h"
 #include "tessera/models/zoo.h"
 #include "tessera/pipeline/rank_stages.h"
@@ -141,6 +142,26 @@ TEST(MemoryPlanCache, RanksOfOneShapeShareAPlanAndOthersGetTheirOwn) {
 
     RankSpec spec;
     EXPECT_EQ(plan_rank(c.graph, spec, nullptr, &cache).footprint, pc->arena_bytes);
+}
+
+// Two graphs alike but for one node's kind: a reshape, whose output may be a
+// view of its input, or a ReLU. Each gets its own plan.
+TEST(MemoryPlanCache, ANodesKindIsPartOfTheKey) {
+    auto chain = [](bool reshape) {
+        Graph g;
+        Builder bl(g);
+        Tensor a = bl.relu(bl.data("x", {8, 16}));
+        Tensor y = reshape ? bl.reshape(a, {8, 16}) : bl.relu(a);
+        g.set_output("z", bl.relu(y).id);
+        return g;
+    };
+    const Graph viewed = chain(true), copied = chain(false);
+    const MemoryPlan expect_viewed = plan_memory(viewed, default_order(viewed));
+    const MemoryPlan expect_copied = plan_memory(copied, default_order(copied));
+    ASSERT_NE(expect_viewed, expect_copied) << "the reshape's output is a view, the ReLU's is not";
+    MemoryPlanCache cache;
+    EXPECT_EQ(*cache.plan(viewed, default_order(viewed)), expect_viewed);
+    EXPECT_EQ(*cache.plan(copied, default_order(copied)), expect_copied);
 }
 
 }  // namespace

@@ -98,10 +98,11 @@ struct RankMemory {
 };
 RankMemory plan_rank_memory(const Graph &g);
 
-// Memory plans already made, keyed by what plan_memory depends on: each
-// node's inputs and outputs in the order, and each tensor's bytes, storage
-// root and persistence. The ranks of one partition often share them. Safe to
-// share between threads.
+// Memory plans already made, keyed by everything plan_memory reads: each
+// tensor's bytes, storage root and persistence, and the order's nodes (ids,
+// kinds, whether they communicate, inputs and outputs). Graphs with one key
+// get one plan: the ranks of one partition often share them. Safe to share
+// between threads.
 class MemoryPlanCache {
 public:
     std::shared_ptr<const MemoryPlan> plan(const Graph &g, const std::vector<NodeId> &order);
