@@ -161,12 +161,13 @@ std::vector<TensorId> Graph::add_comm_node(const std::string &name, Attrs attrs,
 
 namespace {
 
-// Tensor t's producer under `nodes`, checked: produced once, by a node after
-// every producer of its inputs.
-void check_replacement(const std::vector<Node> &nodes, const std::vector<TensorInfo> &tensors,
-                       std::vector<NodeId> &producer) {
-    for (NodeId i = 0; i < static_cast<NodeId>(nodes.size()); i++) {
-        const Node &n = nodes[i];
+// Tensor t's producer under the new nodes (node i is node_at(i)), checked:
+// produced once, by a node after every producer of its inputs.
+template <typename NodeAt>
+std::vector<NodeId> check_replacement(NodeId count, const NodeAt &node_at, const std::vector<TensorInfo> &tensors) {
+    std::vector<NodeId> producer(tensors.size(), kNoNode);
+    for (NodeId i = 0; i < count; i++) {
+        const Node &n = node_at(i);
         for (TensorId t : n.inputs)
             TESSERA_CHECK(t >= 0 && t < static_cast<TensorId>(tensors.size()) &&
                               (tensors[t].producer == kNoNode || (producer[t] != kNoNode && producer[t] < i)),
@@ -183,27 +184,78 @@ void check_replacement(const std::vector<Node> &nodes, const std::vector<TensorI
     for (TensorId t = 0; t < static_cast<TensorId>(tensors.size()); t++)
         TESSERA_CHECK(tensors[t].producer == kNoNode || producer[t] != kNoNode, "replacing the graph's nodes: no node ",
                       "produces tensor '", tensors[t].name, "'");
+    return producer;
+}
+
+// Node i's new forward link: the new producer of old forward node's first
+// output. Checked.
+NodeId carried_forward(const Node &n, const std::vector<Node> &old_nodes, const std::vector<NodeId> &producer) {
+    if (n.forward == kNoNode) return kNoNode;
+    TESSERA_CHECK(n.forward >= 0 && n.forward < static_cast<NodeId>(old_nodes.size()) &&
+                      !old_nodes[n.forward].outputs.empty(),
+                  "replacing the graph's nodes: node '", n.call.name, "' names forward node ", n.forward);
+    return producer[old_nodes[n.forward].outputs[0]];
 }
 
 }  // namespace
 
 void Graph::replace_nodes(std::vector<Node> nodes) {
-    std::vector<NodeId> producer(tensors_.size(), kNoNode);
-    check_replacement(nodes, tensors_, producer);
+    const std::vector<NodeId> producer = check_replacement(
+        static_cast<NodeId>(nodes.size()), [&](NodeId i) -> const Node & { return nodes[i]; }, tensors_);
     std::map<std::string, NodeId> names;
     for (NodeId i = 0; i < static_cast<NodeId>(nodes.size()); i++) {
-        Node &n = nodes[i];
-        TESSERA_CHECK(names.emplace(n.call.name, i).second, "replacing the graph's nodes: two nodes are named '",
-                      n.call.name, "'");
-        if (n.forward == kNoNode) continue;
-        TESSERA_CHECK(n.forward >= 0 && n.forward < num_nodes() && !nodes_[n.forward].outputs.empty(),
-                      "replacing the graph's nodes: node '", n.call.name, "' names forward node ", n.forward);
-        n.forward = producer[nodes_[n.forward].outputs[0]];
+        TESSERA_CHECK(names.emplace(nodes[i].call.name, i).second,
+                      "replacing the graph's nodes: two nodes are named '", nodes[i].call.name, "'");
+        nodes[i].forward = carried_forward(nodes[i], nodes_, producer);
     }
-    for (TensorId t = 0; t < num_tensors(); t++)
-        if (tensors_[t].producer != kNoNode) tensors_[t].producer = producer[t];
+    set_producers(producer);
     nodes_ = std::move(nodes);
     node_names_ = std::move(names);
+}
+
+void Graph::rearrange_nodes(std::vector<PlacedNode> placed) {
+    // Checked whole before anything moves, so a refused rearrangement leaves
+    // the graph as it was.
+    std::vector<NodeId> new_id(nodes_.size(), kNoNode);
+    for (NodeId i = 0; i < static_cast<NodeId>(placed.size()); i++) {
+        const NodeId kept = placed[i].kept;
+        if (kept == kNoNode) continue;
+        TESSERA_CHECK(kept >= 0 && kept < num_nodes() && new_id[kept] == kNoNode,
+                      "rearranging the graph's nodes: node ", kept, " does not exist or is placed twice");
+        new_id[kept] = i;
+    }
+    auto node_at = [&](NodeId i) -> const Node & {
+        return placed[i].kept == kNoNode ? placed[i].added : nodes_[placed[i].kept];
+    };
+    const std::vector<NodeId> producer =
+        check_replacement(static_cast<NodeId>(placed.size()), node_at, tensors_);
+    std::map<std::string, NodeId> added_names;
+    for (NodeId i = 0; i < static_cast<NodeId>(placed.size()); i++) {
+        if (placed[i].kept != kNoNode) continue;
+        const std::string &name = placed[i].added.call.name;
+        auto old = node_names_.find(name);
+        TESSERA_CHECK((old == node_names_.end() || new_id[old->second] == kNoNode) &&
+                          added_names.emplace(name, i).second,
+                      "replacing the graph's nodes: two nodes are named '", name, "'");
+    }
+    std::vector<NodeId> forward(placed.size());
+    for (NodeId i = 0; i < static_cast<NodeId>(placed.size()); i++)
+        forward[i] = carried_forward(node_at(i), nodes_, producer);
+    // Kept names change only their ids; dropped names go, added ones come.
+    for (auto it = node_names_.begin(); it != node_names_.end();)
+        it = new_id[it->second] == kNoNode ? node_names_.erase(it) : (it->second = new_id[it->second], ++it);
+    node_names_.merge(added_names);
+    std::vector<Node> nodes;
+    nodes.reserve(placed.size());
+    for (PlacedNode &p : placed) nodes.push_back(std::move(p.kept == kNoNode ? p.added : nodes_[p.kept]));
+    for (NodeId i = 0; i < static_cast<NodeId>(nodes.size()); i++) nodes[i].forward = forward[i];
+    set_producers(producer);
+    nodes_ = std::move(nodes);
+}
+
+void Graph::set_producers(const std::vector<NodeId> &producer) {
+    for (TensorId t = 0; t < num_tensors(); t++)
+        if (tensors_[t].producer != kNoNode) tensors_[t].producer = producer[t];
 }
 
 void Graph::set_output(const std::string &key, TensorId t) {

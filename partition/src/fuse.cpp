@@ -52,7 +52,7 @@ public:
     }
 
     // The graph's nodes with the buckets of `plan` fused.
-    std::vector<Node> fuse(const BucketPlan &plan) {
+    std::vector<Graph::PlacedNode> fuse(const BucketPlan &plan) {
         for (size_t b = 0; b < plan.size(); b++) {
             for (const std::string &name : plan[b]) assigned_[name] = static_cast<int>(b);
             expected_.push_back(plan[b].size());
@@ -101,14 +101,21 @@ private:
     void emit_freed() {
         for (NodeId n : freed_nodes_) {
             for (TensorId t : g_.node(n).outputs) freed_[t] = false;
-            emit(g_.node(n));
+            emit(n);
         }
         freed_nodes_.clear();
     }
 
-    void emit(Node node) {
+    void emit(NodeId n) {
+        for (TensorId t : g_.node(n).outputs) ready_[t] = true;
+        out_.push_back({n, {}});
+    }
+
+    void emit_fused(const Bucket &b) {
+        if (b.members.size() == 1) return emit(b.members[0]);
+        Node node = fused(b);
         for (TensorId t : node.outputs) ready_[t] = true;
-        out_.push_back(std::move(node));
+        out_.push_back({kNoNode, std::move(node)});
     }
 
     void visit(NodeId n) {
@@ -122,7 +129,7 @@ private:
             return;
         }
         if (key.empty()) {
-            emit(node);
+            emit(n);
             return;
         }
         Bucket &b = open_[key];
@@ -140,7 +147,7 @@ private:
             decided_.emplace_back();
             for (NodeId m : b.members) decided_.back().push_back(g_.node(m).call.name);
         }
-        emit(fused(b));
+        emit_fused(b);
         std::vector<NodeId> still;
         for (NodeId n : held_) {
             const Node &node = g_.node(n);
@@ -158,7 +165,6 @@ private:
 
     Node fused(const Bucket &b) const {
         const Node &first = g_.node(b.members[0]);
-        if (b.members.size() == 1) return first;
         Node node = first;
         node.call.name = "fused:" + first.call.name;
         TESSERA_INTERNAL_ASSERT(!g_.has_name(node.call.name), "the graph already has a node named '",
@@ -187,7 +193,7 @@ private:
     std::vector<bool> freed_;  // per tensor: made by a freed node, not emitted yet
     std::vector<NodeId> held_;  // in node order
     std::vector<NodeId> freed_nodes_;  // held nodes that may run, waiting to be needed; in node order
-    std::vector<Node> out_;
+    std::vector<Graph::PlacedNode> out_;
 };
 
 }  // namespace
@@ -200,10 +206,10 @@ BucketPlan decide_buckets(const Graph &rank_graph, int64_t bucket_bytes) {
 
 void fuse_collectives(DeviceGraph &dg, const BucketPlan &buckets) {
     if (buckets.empty()) return;
-    std::vector<Node> nodes = Fuser(dg.graph).fuse(buckets);
+    std::vector<Graph::PlacedNode> placed = Fuser(dg.graph).fuse(buckets);
     int comm = 0;
-    for (const Node &n : nodes) comm += n.comm ? 1 : 0;
-    dg.graph.replace_nodes(std::move(nodes));
+    for (const Graph::PlacedNode &p : placed) comm += p.kept == kNoNode || dg.graph.node(p.kept).comm ? 1 : 0;
+    dg.graph.rearrange_nodes(std::move(placed));
     dg.comm_nodes = comm;
 }
 

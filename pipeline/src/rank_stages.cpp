@@ -139,8 +139,10 @@ RankMemory plan_rank_memory(const Graph &g) {
 }
 
 RankPlan plan_rank(const Graph &g, const RankSpec &spec, const OpTimer &op_timer, MemoryPlanCache *cache) {
-    auto log = [&](const char *stage, const std::string &text) {
-        if (spec.log_stages) log_stage(stage, text);
+    // The text is made only when the stage is logged: a program's listing is
+    // as long as the program, and the predictor plans every rank.
+    auto log = [&](const char *stage, const auto &make_text) {
+        if (spec.log_stages) log_stage(stage, make_text());
     };
     RankPlan r;
     if (cache) {
@@ -153,10 +155,10 @@ RankPlan plan_rank(const Graph &g, const RankSpec &spec, const OpTimer &op_timer
     }
     r.footprint = r.arena = r.memory.arena_bytes;
     if (spec.budget) r.arena = spec.budget_is_limit ? std::min(*spec.budget, r.footprint) : *spec.budget;
-    log("memory", r.memory.summary());
+    log("memory", [&] { return r.memory.summary(); });
     if (needs_swapping(spec, r.footprint)) {
         r.swaps = spec.given_swaps ? *spec.given_swaps : plan_swapping(g, spec, r.order, r.arena, op_timer);
-        log("swap", swap_plan_table(g, r.swaps->train));
+        log("swap", [&] { return swap_plan_table(g, r.swaps->train); });
         const bool forward = !spec.forward_outputs.empty();
         SwapRun swapped = build_swap_run(g, r.swaps->train, forward ? &r.swaps->forward : nullptr);
         r.memory = std::move(swapped.memory);
@@ -166,7 +168,7 @@ RankPlan plan_rank(const Graph &g, const RankSpec &spec, const OpTimer &op_timer
         r.train = build_program(g, r.order);
         if (!spec.forward_outputs.empty()) r.forward = build_program_for(g, r.order, spec.forward_outputs);
     }
-    log("program", r.train.to_string(g));
+    log("program", [&] { return r.train.to_string(g); });
     return r;
 }
 

@@ -148,6 +148,16 @@ public:
     // Throws tessera::Error naming the first node that breaks a rule.
     void replace_nodes(std::vector<Node> nodes);
 
+    // replace_nodes without copying the nodes that stay: node i of the result
+    // is this graph's node placed[i].kept, or placed[i].added where kept is
+    // kNoNode. Nodes not placed are dropped; the same rules hold and a node
+    // may be placed once. For rewrites of large graphs (fused collectives).
+    struct PlacedNode {
+        NodeId kept = kNoNode;
+        Node added;
+    };
+    void rearrange_nodes(std::vector<PlacedNode> placed);
+
     void set_output(const std::string &key, TensorId t);
     TensorId output(const std::string &key) const;  // throws when absent
     bool has_output(const std::string &key) const { return outputs_.count(key) != 0; }
@@ -192,6 +202,7 @@ public:
 
 private:
     TensorId add_tensor(TensorInfo info);
+    void set_producers(const std::vector<NodeId> &producer);  // for every node output
 
     std::vector<TensorInfo> tensors_;
     std::vector<Node> nodes_;
