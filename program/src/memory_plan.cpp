@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <limits>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "tessera/align.h"
@@ -58,6 +60,94 @@ int64_t place(const std::vector<Block> &blocks, const std::vector<int> &order, b
         placed.insert(at, p);
     }
     return arena;
+}
+
+// Free byte ranges of an arena that grows at its top: the best fit of a size
+// in O(log n), freed ranges merged with their neighbours.
+class FreeRanges {
+public:
+    int64_t allocate(int64_t size) {
+        auto fit = by_size_.lower_bound({size, 0});
+        if (fit == by_size_.end()) return grow(size);
+        const auto [have, offset] = *fit;
+        erase(offset);
+        if (have > size) insert(offset + size, have - size);
+        return offset;
+    }
+
+    void release(int64_t offset, int64_t size) {
+        auto next = by_offset_.lower_bound(offset);
+        if (next != by_offset_.end() && next->first == offset + size) {
+            size += next->second;
+            erase(next->first);
+        }
+        next = by_offset_.lower_bound(offset);
+        if (next != by_offset_.begin()) {
+            auto prev = std::prev(next);
+            if (prev->first + prev->second == offset) {
+                offset = prev->first;
+                size += prev->second;
+                erase(offset);
+            }
+        }
+        insert(offset, size);
+    }
+
+    int64_t top() const { return top_; }
+
+private:
+    // A block that fits nowhere starts at the top, or in the free range that
+    // ends there.
+    int64_t grow(int64_t size) {
+        int64_t offset = top_;
+        if (!by_offset_.empty()) {
+            const auto last = std::prev(by_offset_.end());
+            if (last->first + last->second == top_) {
+                offset = last->first;
+                erase(offset);
+            }
+        }
+        top_ = offset + size;
+        return offset;
+    }
+
+    void insert(int64_t offset, int64_t size) {
+        by_offset_.emplace(offset, size);
+        by_size_.emplace(size, offset);
+    }
+
+    void erase(int64_t offset) {
+        auto it = by_offset_.find(offset);
+        by_size_.erase({it->second, offset});
+        by_offset_.erase(it);
+    }
+
+    std::map<int64_t, int64_t> by_offset_;       // offset -> size
+    std::set<std::pair<int64_t, int64_t>> by_size_;  // (size, offset)
+    int64_t top_ = 0;
+};
+
+// An allocator run forward in time: at each position the blocks that ended
+// before it are freed, then the blocks that start there, largest first, take
+// the best-fitting free range. O(b log b), for graphs too large for the
+// greedy passes of `place` (each pass scans every placed block).
+int64_t place_by_time(const std::vector<Block> &blocks, std::vector<int64_t> &out) {
+    std::vector<int> by_start(blocks.size()), by_end(blocks.size());
+    for (size_t i = 0; i < blocks.size(); i++) by_start[i] = by_end[i] = static_cast<int>(i);
+    std::stable_sort(by_start.begin(), by_start.end(), [&](int a, int b) {
+        return blocks[a].start != blocks[b].start ? blocks[a].start < blocks[b].start
+                                                  : blocks[a].size > blocks[b].size;
+    });
+    std::stable_sort(by_end.begin(), by_end.end(), [&](int a, int b) { return blocks[a].end < blocks[b].end; });
+    out.assign(blocks.size(), 0);
+    FreeRanges free;
+    size_t ended = 0;
+    for (int bi : by_start) {
+        for (; ended < by_end.size() && blocks[by_end[ended]].end < blocks[bi].start; ended++)
+            free.release(out[by_end[ended]], blocks[by_end[ended]].size);
+        out[bi] = free.allocate(blocks[bi].size);
+    }
+    return free.top();
 }
 
 std::string node_label(const Graph &g, NodeId n) { return "'" + g.node(n).call.name + "'"; }
@@ -155,7 +245,8 @@ void check_node_order(const Graph &g, const std::vector<NodeId> &order) {
 // offsets (per block) in `best_offsets`.
 // Placement is cheap next to a training step, and no one order wins on every
 // graph.
-int64_t place_smallest(const std::vector<Block> &blocks, std::vector<int64_t> &best_offsets) {
+int64_t place_smallest(const std::vector<Block> &blocks, size_t greedy_blocks, std::vector<int64_t> &best_offsets) {
+    if (blocks.size() > greedy_blocks) return place_by_time(blocks, best_offsets);
     std::vector<int> by_size(blocks.size());
     for (size_t i = 0; i < blocks.size(); i++) by_size[i] = static_cast<int>(i);
     auto larger = [&](int a, int b) {
@@ -317,7 +408,7 @@ MemoryPlan plan_memory(const Graph &g, const std::vector<NodeId> &order, const M
     plan.lower_bound = plan.persistent_bytes + most;
 
     std::vector<int64_t> best_offsets;
-    const int64_t best_arena = place_smallest(blocks, best_offsets);
+    const int64_t best_arena = place_smallest(blocks, options.greedy_blocks, best_offsets);
     plan.arena_bytes = std::max<int64_t>(best_arena, 0);
 
     plan.offset.assign(nt, -1);

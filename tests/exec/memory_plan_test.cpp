@@ -171,12 +171,19 @@ TEST(MemoryPlan, RandomGraphsInRandomOrdersNeverShareBytesWhileLiveTogether) {
         std::vector<NodeId> order = trial % 3 == 0 ? default_order(r.g) : random_topological_order(r.g, rng);
         ASSERT_EQ(static_cast<int>(order.size()), r.g.num_nodes());
         if (trial % 5 == 4) order.resize(order.size() / 2);  // a prefix is an order too
-        MemoryPlan plan = plan_memory(r.g, order);
-        SCOPED_TRACE("trial " + std::to_string(trial) + ": " + plan.summary());
-        expect_valid(r.g, order, plan);
-        EXPECT_NO_THROW(check_memory_plan(r.g, plan));
-        EXPECT_EQ(plan, plan_memory(r.g, order)) << "planning is deterministic";
-        worst = std::max(worst, double(plan.arena_bytes) / double(plan.lower_bound));
+        // Both placements: the greedy passes, and the allocator run in time
+        // that large graphs get.
+        for (size_t greedy_blocks : {size_t{8192}, size_t{0}}) {
+            MemoryPlanOptions options;
+            options.greedy_blocks = greedy_blocks;
+            MemoryPlan plan = plan_memory(r.g, order, options);
+            SCOPED_TRACE("trial " + std::to_string(trial) + ", greedy up to " + std::to_string(greedy_blocks) +
+                         " blocks: " + plan.summary());
+            expect_valid(r.g, order, plan);
+            EXPECT_NO_THROW(check_memory_plan(r.g, plan));
+            EXPECT_EQ(plan, plan_memory(r.g, order, options)) << "planning is deterministic";
+            worst = std::max(worst, double(plan.arena_bytes) / double(plan.lower_bound));
+        }
     }
     // Random graphs are full of tiny tensors that alignment inflates; this is
     // a sanity bound, the real bar is the MLP test below.
@@ -247,6 +254,12 @@ TEST(MemoryPlan, MlpTrainingArenaIsWithinTwentyPercentOfTheLowerBound) {
         std::printf("%s MLP 784-1024-1024-10, batch 128: %s\n", optimizer_name(opt), plan.summary().c_str());
         expect_valid(g, order, plan);
         EXPECT_LE(double(plan.arena_bytes), 1.2 * double(plan.lower_bound)) << plan.summary();
+        MemoryPlanOptions in_time;  // the placement graphs of over 8192 blocks get
+        in_time.greedy_blocks = 0;
+        const MemoryPlan timed = plan_memory(g, order, in_time);
+        std::printf("  placed in time: %s\n", timed.summary().c_str());
+        expect_valid(g, order, timed);
+        EXPECT_LE(double(timed.arena_bytes), 1.2 * double(timed.lower_bound)) << timed.summary();
         int64_t all = 0;
         for (const TensorInfo &t : g.tensors())
             if (t.updates == kNoTensor) all += t.type.bytes();
