@@ -19,6 +19,7 @@
 
 #include "tessera/atomic_file.h"
 #include "tessera/error.h"
+#include "tessera/input_file.h"
 #include "tessera/half.h"
 #include "tessera/json_input.h"
 
@@ -335,12 +336,12 @@ namespace {
 // A file opened for reading at offsets, closed when it goes.
 class PositionalFile {
 public:
-    explicit PositionalFile(const std::string &path) : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-        TESSERA_CHECK(fd_ >= 0, "cannot open safetensors file '", path, "': ", std::strerror(errno));
+    explicit PositionalFile(const std::string &path)
+        : path_(path), fd_(open_regular_file(path, "the safetensors file")) {
         struct stat st {};
-        if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (::fstat(fd_, &st) != 0) {
             ::close(fd_);
-            fail(where(path), "not a regular file");
+            fail(where(path), std::strerror(errno));
         }
         size_ = static_cast<uint64_t>(st.st_size);
     }

@@ -1,9 +1,11 @@
-// Small input files: read whole, but never past their limit.
+// Input files: only regular files, and small ones read whole but never past
+// their limit.
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "expect_error.h"
@@ -23,10 +25,21 @@ TEST(InputFile, ReadsAWholeFile) {
     fs::remove(p);
 }
 
-// /dev/zero never ends: the limit ends it, naming the file and the limit.
-TEST(InputFile, AnEndlessFileStopsAtTheLimit) {
+// Only regular files are read: /dev/zero would never end, and opening a FIFO
+// that no one writes would block forever (and, under a signal handler, swallow
+// the first SIGTERM). Each is refused at once, naming what it is.
+TEST(InputFile, DevicesAndFifosAreRefused) {
     test::expect_error([] { read_input_file("/dev/zero", "the machine description", kMaxMachineFileBytes); },
-                       "the machine description '/dev/zero' is larger than 1.00 MiB");
+                       "cannot read the machine description '/dev/zero': it is a device, not a regular file");
+    const fs::path fifo = fs::temp_directory_path() / ("tessera_fifo_" + std::to_string(::getpid()));
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    test::expect_error([&] { read_input_file(fifo.string(), "the --plan file", kMaxJsonFileBytes); },
+                       "cannot read the --plan file '" + fifo.string() + "': it is a FIFO, not a regular file");
+    test::expect_error([&] { ::close(open_regular_file(fifo.string(), "the safetensors file")); },
+                       "it is a FIFO, not a regular file");
+    test::expect_error([&] { check_regular_file(fifo.string(), "the ONNX model"); },
+                       "cannot read the ONNX model '" + fifo.string() + "': it is a FIFO, not a regular file");
+    fs::remove(fifo);
 }
 
 TEST(InputFile, MissingFilesAndDirectoriesAreNamed) {

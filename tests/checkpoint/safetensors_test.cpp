@@ -233,9 +233,9 @@ TEST_F(SafetensorsCorrupt, HandMadeValidFileReads) {
 
 TEST_F(SafetensorsCorrupt, MissingFile) {
     expect_error([&] { read_safetensors(file("nope.safetensors")); },
-                 {"cannot open safetensors file '" + file("nope.safetensors") + "'",
+                 {"cannot read the safetensors file '" + file("nope.safetensors") + "'",
                   "No such file or directory"});
-    expect_error([&] { read_safetensors(dir_.string()); }, {"not a regular file"});
+    expect_error([&] { read_safetensors(dir_.string()); }, {"it is a directory, not a regular file"});
 }
 
 TEST_F(SafetensorsCorrupt, TooShort) { expect_bad("abc", {"the file is 3 bytes, too short"}); }

@@ -13,6 +13,12 @@ source "$(dirname "${BASH_SOURCE[0]}")/expect.sh"
 MLP=(--model mlp:layers=2,hidden=64 --batch 16)
 
 # ---- scaling ----
+# A FIFO in place of an input file is refused at once, not waited on.
+mkfifo "$TMP/fifo.onnx" "$TMP/fifo.json"
+expect fifo-onnx 1 "cannot read the ONNX model '$TMP/fifo.onnx': it is a FIFO, not a regular file" -- \
+  timeout 20 "$BENCH" scaling --model "$TMP/fifo.onnx" --devices 2
+expect fifo-machine 1 "cannot read the machine description '$TMP/fifo.json': it is a FIFO" -- \
+  timeout 20 "$BENCH" scaling "${MLP[@]}" --devices 2 --machine "$TMP/fifo.json"
 expect scaling-table 0 "tessera-bench scaling: mlp:hidden=64,layers=2, batch 16" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 1,2,4
 expect scaling-table-note 0 "not measurements" -- "$BENCH" scaling "${MLP[@]}" --devices 1,2

@@ -28,6 +28,17 @@ expect partition-auto-weights 1 "--partition auto chooses each weight's layout, 
 expect partition-search-time 1 "--partition-search-time must be non-negative, got -1" -- "$TRAIN" --model mlp --partition auto --partition-search-time -1
 expect gemm-unknown 1 "TESSERA_GEMM: unknown GEMM kernel 'blass'; valid: blas, halide" -- env TESSERA_GEMM=blass "$TRAIN" --model mlp --steps 1
 expect log-unknown-stage 1 "TESSERA_LOG: unknown stage 'memroy'" -- env TESSERA_LOG=graph,memroy "$TRAIN" --model mlp --steps 1
+# A FIFO in place of an input file is refused at once (opening one with no
+# writer used to block forever, and the first SIGTERM with it).
+mkfifo "$TMP/fifo.onnx" "$TMP/fifo.safetensors" "$TMP/fifo.json"
+expect fifo-onnx 1 "cannot read the ONNX model '$TMP/fifo.onnx': it is a FIFO, not a regular file" -- \
+  timeout 20 "$TRAIN" --model "$TMP/fifo.onnx" --steps 1
+expect fifo-data 1 "cannot read the safetensors file '$TMP/fifo.safetensors': it is a FIFO" -- \
+  timeout 20 "$TRAIN" --model mlp --data "$TMP/fifo.safetensors" --steps 1
+expect fifo-plan 1 "cannot read the --plan file '$TMP/fifo.json': it is a FIFO" -- \
+  timeout 20 "$TRAIN" "${SMALL[@]}" --plan "$TMP/fifo.json" --steps 1
+expect fifo-machine 1 "cannot read the machine description '$TMP/fifo.json': it is a FIFO" -- \
+  timeout 20 "$TRAIN" "${SMALL[@]}" --machine "$TMP/fifo.json" --steps 1
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
 expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
 expect bad-precision 1 "--precision: unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16" -- "$TRAIN" "${SMALL[@]}" --precision fp8

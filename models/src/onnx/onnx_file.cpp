@@ -7,6 +7,7 @@
 #include <iterator>
 
 #include "tessera/error.h"
+#include "tessera/input_file.h"
 #include "tessera/models/onnx_import.h"
 
 namespace tessera {
@@ -14,6 +15,7 @@ namespace tessera {
 bool is_onnx_model(const ModelSpec &spec) { return spec.name.size() > 5 && spec.name.ends_with(".onnx"); }
 
 std::string onnx_file_fingerprint(const std::string &path) {
+    check_regular_file(path, "the ONNX model");
     std::ifstream in(path, std::ios::binary);
     TESSERA_CHECK(in.good(), "ONNX model '", path, "': cannot open the file (", std::strerror(errno), ")");
     uint64_t h = 14695981039346656037ull;  // FNV-1a: the same on every host and build

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "importer.h"
+#include "tessera/input_file.h"
 #include "zoo_internal.h"
 
 namespace tessera {
@@ -21,6 +22,7 @@ namespace {
 constexpr int64_t kMinOpset = 13, kMaxOpset = 17;
 
 onnx::ModelProto read_model_file(const std::string &path) {
+    check_regular_file(path, "the ONNX model");
     std::ifstream in(path, std::ios::binary);
     TESSERA_CHECK(in.good(), "ONNX model '", path, "': cannot open the file (", std::strerror(errno), ")");
     onnx::ModelProto proto;
