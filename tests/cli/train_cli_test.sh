@@ -90,7 +90,7 @@ PY
 python3 - "$TMP/nan.safetensors" <<'PY'
 import json, struct, sys
 n, d = 64, 20
-values = struct.pack(f"<{n * d}f", *([float("nan")] * (n * d)))
+values = struct.pack(f"<{n * d}f", *([1e30] * (n * d)))  # finite in f32, infinite in fp16
 labels = struct.pack(f"<{n}i", *([1] * n))
 header = {"input": {"dtype": "F32", "shape": [n, d], "data_offsets": [0, len(values)]},
           "labels": {"dtype": "I32", "shape": [n], "data_offsets": [len(values), len(values) + len(labels)]}}
@@ -133,6 +133,54 @@ expect bad-device 1 "--device: unknown device 'gpu'; valid: auto, cpu, cuda, cud
 # Bring your own model and data (docs/onnx.md); the importer's own errors are in tests/models/onnx_import_test.cpp.
 expect onnx-missing 1 "ONNX model '$TMP/none.onnx'" -- "$TRAIN" --model "$TMP/none.onnx"
 expect data-file-missing 1 "$TMP/none.safetensors" -- "$TRAIN" --model mlp --data "$TMP/none.safetensors"
+# Data files are checked where they are read, the test split as the training
+# split: each of these once crashed, corrupted the heap, or trained on garbage.
+# write_data FILE TENSOR=DTYPE:SHAPE:FILL... writes a data file; FILL is a
+# number, or "nan@K" (zeros with a NaN at element K).
+write_data() {
+  python3 - "$@" <<'PY'
+import json, struct, sys
+header, blobs, off = {}, b"", 0
+for spec in sys.argv[2:]:
+    name, rest = spec.split("=")
+    dtype, shape, fill = rest.split(":")
+    shape = [int(d) for d in shape.split("x")]
+    n = 1
+    for d in shape: n *= d
+    if fill.startswith("nan@"):
+        vals = [0.0] * n; vals[int(fill[4:])] = float("nan")
+    else:
+        vals = [float(fill) if dtype == "F32" else int(fill)] * n
+    blob = struct.pack(f"<{n}{'f' if dtype == 'F32' else 'i'}", *vals)
+    header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(blob)]}
+    blobs += blob; off += len(blob)
+text = json.dumps(header).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + blobs)
+PY
+}
+D4=(--model mlp:layers=2,hidden=8,input=20,classes=4 --batch 32 --steps 1)
+write_data "$TMP/d-nan.safetensors" input=F32:64x20:nan@65 labels=I32:64:1
+expect data-nan 1 "'input' holds nan in sample 3 (element 5); the data must be finite" -- \
+  "$TRAIN" "${D4[@]}" --data "$TMP/d-nan.safetensors"
+write_data "$TMP/d-big.safetensors" input=F32:64x20:1 labels=I32:64:2147483647
+expect label-int-max 1 "has labels in [0, 2147483648)" -- "$TRAIN" "${D4[@]}" --data "$TMP/d-big.safetensors"
+write_data "$TMP/d-neg.safetensors" input=I32:64x20:-3 labels=I32:64:1
+expect token-negative 1 "'input' holds the negative token id -3 in sample 0" -- \
+  "$TRAIN" "${D4[@]}" --data "$TMP/d-neg.safetensors"
+write_data "$TMP/t-wide.safetensors" input=F32:64x20:1 labels=I32:64:1 test_input=F32:16x30:1 test_labels=I32:16:1
+expect test-split-wide 1 "(test split) gives 30" -- "$TRAIN" "${D4[@]}" --data "$TMP/t-wide.safetensors"
+write_data "$TMP/t-2d.safetensors" input=F32:64x20:1 labels=I32:64:1 test_input=F32:16x20:1 test_labels=I32:16x2:1
+expect test-split-2d-labels 1 "takes 1 labels per sample but $TMP/t-2d.safetensors (test split) gives 2" -- \
+  "$TRAIN" "${D4[@]}" --data "$TMP/t-2d.safetensors"
+write_data "$TMP/t-empty.safetensors" input=F32:64x20:1 labels=I32:64:1 test_input=F32:0x20:1 test_labels=I32:0:1
+expect test-split-empty 1 "'test_input' [0, 20] holds no samples" -- "$TRAIN" "${D4[@]}" --data "$TMP/t-empty.safetensors"
+write_data "$TMP/t-i32.safetensors" input=F32:64x20:1 labels=I32:64:1 test_input=I32:16x20:1 test_labels=I32:16:1
+expect test-split-i32 1 "(test split) gives i32 token ids" -- "$TRAIN" "${D4[@]}" --data "$TMP/t-i32.safetensors"
+write_data "$TMP/t-range.safetensors" input=F32:64x20:1 labels=I32:64:1 test_input=F32:16x20:1 test_labels=I32:16:9
+expect test-split-labels 1 "(test split) has labels in [0, 10)" -- "$TRAIN" "${D4[@]}" --data "$TMP/t-range.safetensors"
+write_data "$TMP/t-nan.safetensors" input=F32:64x20:1 labels=I32:64:1 test_input=F32:16x20:nan@0 test_labels=I32:16:1
+expect test-split-nan 1 "'test_input' holds nan in sample 0 (element 0)" -- \
+  "$TRAIN" "${D4[@]}" --data "$TMP/t-nan.safetensors"
 expect export-needs-checkpoint 1 "--export-state-dict needs --checkpoint DIR" -- \
   "$TRAIN" "${SMALL[@]}" --export-state-dict "$TMP/w.safetensors"
 

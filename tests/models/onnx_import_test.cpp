@@ -3,6 +3,7 @@
 // in PyTorch's layout, and every user-facing error with a test of its own.
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -250,6 +251,22 @@ TEST(OnnxImportError, UnsupportedOperatorNamesTheNodeAndListsTheSupported) {
     EXPECT_NE(e.find("Gemm"), std::string::npos) << e;
 }
 
+// A NaN or a value beyond f32's range in a weight is the file's fault, named
+// as such (it once surfaced as "training diverged; lower --lr").
+TEST(OnnxImportError, NonFiniteInitializersBlameTheModelFile) {
+    for (float bad : {std::nanf(""), std::numeric_limits<float>::infinity()}) {
+        OnnxFile f;
+        f.input("input", {4, 3});
+        f.initializer("fc.weight", {2, 3}, {0, 0, 0, 0, bad, 0});
+        f.initializer("fc.bias", {2}, {0, 0});
+        set_int(f.node("Gemm", {"input", "fc.weight", "fc.bias"}, {"logits"}, "/fc/Gemm"), "transB", 1);
+        f.output("logits");
+        const std::string e = error_of([&] { build_model(f.write("nonfinite"), 4); });
+        EXPECT_NE(e.find("initializer 'fc.weight' holds "), std::string::npos) << e;
+        EXPECT_NE(e.find(" at element 4: non-finite values in the model file (as f32)"), std::string::npos) << e;
+    }
+}
+
 TEST(OnnxImportError, UnknownAttributeNamesItAndTheSupportedOnes) {
     onnx::NodeProto *conv;
     OnnxFile f = conv_model(&conv);
@@ -411,7 +428,13 @@ TEST(OnnxImportError, UnknownSpecParameter) {
 
 TEST(OnnxImportError, MissingFile) {
     expect_error([] { build_model("/nonexistent/net.onnx", 4); },
-                 "ONNX model '/nonexistent/net.onnx': cannot open the file");
+                 "cannot read the ONNX model '/nonexistent/net.onnx': No such file or directory");
+    // A directory named like a model is said to be one (it once failed to parse).
+    const std::string dir = temp_path("dir.onnx");
+    std::filesystem::create_directories(dir);
+    expect_error([&] { build_model(dir, 4); },
+                 "cannot read the ONNX model '" + dir + "': it is a directory, not a regular file");
+    std::filesystem::remove(dir);
 }
 
 TEST(OnnxImportError, NotAnOnnxFile) {

@@ -518,8 +518,11 @@ DataSplit load_data(const TrainOptions &o, const Model &m) {
         fail("--data: unknown dataset '", o.data, "'; valid: fashion-mnist, synthetic, auto, or FILE.safetensors");
     }
     const TensorInfo &labels = m.graph.tensor(m.labels);
-    check_fits(d.train, input.type, labels.type, o.model, m.num_classes,
-               input.type.dtype == DType::I32 ? m.num_classes : 0);
+    // The test split is checked as the training split: evaluation feeds it to
+    // the same model.
+    for (const Dataset *split : {&d.train, &d.test})
+        check_fits(*split, input.type, labels.type, o.model, m.num_classes,
+                   input.type.dtype == DType::I32 ? m.num_classes : 0);
     TESSERA_CHECK(d.train.size >= o.batch, "--batch ", o.batch, " is larger than the ", d.train.name,
                   " training set (", d.train.size, " samples)");
     return d;

@@ -5,6 +5,7 @@
 #include "tessera/models/onnx_import.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -65,6 +66,16 @@ std::set<std::string> running_statistics(const onnx::GraphProto &g) {
     return names;
 }
 
+// A NaN, an infinity or a value beyond f32's range in a weight would
+// surface much later as divergence; it is the model file's fault, said so.
+void check_finite_initializer(const Importer &im, const std::string &name, const Const &c) {
+    if (!c.is_float) return;
+    for (size_t i = 0; i < c.v.size(); i++)
+        if (!std::isfinite(static_cast<float>(c.v[i])))
+            im.fail_model("initializer '", name, "' holds ", c.v[i], " at element ", i,
+                          ": non-finite values in the model file (as f32)");
+}
+
 // Initializers: floating-point ones are parameters, except running statistics
 // (state the step updates) and PyTorch's generated constants ("onnx::...");
 // integer ones are constants for shape computations.
@@ -72,6 +83,7 @@ void add_initializers(Importer &im, const onnx::GraphProto &g) {
     const std::set<std::string> stats = running_statistics(g);
     for (const auto &t : g.initializer()) {
         Const c = const_from_proto(t, "initializer '" + t.name() + "'");
+        check_finite_initializer(im, t.name(), c);
         const bool generated = t.name().rfind("onnx::", 0) == 0;
         if (c.is_float && (stats.count(t.name()) || !generated)) {
             add_persistent(im, t, c, stats.count(t.name()) != 0);
