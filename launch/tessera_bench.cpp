@@ -545,10 +545,16 @@ int main(int argc, char **argv) {
         return app.exit(e) == 0 ? 0 : 2;  // --help is success; any usage error exits 2
     }
     return tessera::exit_code_of("tessera-bench", [&] {
+        // Opened before any work: an unwritable -o fails at once, not after
+        // every measurement has run.
+        std::optional<tessera::AtomicFile> out;
+        if (!a.out_path.empty()) out.emplace(a.out_path, "");
         const std::string text = scaling->parsed()  ? run_scaling(a)
                                  : models->parsed() ? run_models(a)
                                  : measure->parsed() ? run_measure(a)
                                                      : run_budgets(a);
-        tessera::write_output(a.out_path, text);
+        if (!out) return tessera::write_output("", text);
+        out->write(text);
+        out->commit();
     });
 }

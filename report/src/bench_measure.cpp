@@ -231,6 +231,14 @@ std::vector<MeasureRow> measure_at(const std::string &model, const std::string &
         }
         c.budget_bytes = static_cast<int64_t>(std::floor(static_cast<double>(unconstrained.footprint_bytes) *
                                                          b.fraction / 64)) * 64;
+        if (c.budget_bytes <= 0) {  // a budget of 0 would be no budget at all, under a row that names one
+            rows.push_back(row_of(c, RunResult{{}, fmt::format("not run: {} of the footprint ({}) is below 64 "
+                                                               "bytes, the smallest budget",
+                                                               b.label, format_bytes(unconstrained.footprint_bytes))},
+                                  0, o.batch));
+            rows.back().footprint_bytes = unconstrained.footprint_bytes;
+            continue;
+        }
         const int this_run = ++run;
         const RunResult r = run_once(c, o, this_run);
         rows.push_back(row_of(c, r, this_run, o.batch));

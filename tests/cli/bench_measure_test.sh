@@ -86,6 +86,19 @@ expect measure-html 0 "stroke-dasharray" -- "$BENCH" measure "${MLP[@]}" --devic
     { echo "FAIL measure html: want a measured and a predicted line"; fail=1; }
 ls -a "$TMP" | grep -q '\.tmp\.' && { echo "FAIL temporary file left behind"; fail=1; }
 
+# An unwritable -o fails before anything is measured (it once ran every
+# measurement, then threw them away).
+out="$("$BENCH" measure "${MLP[@]}" --devices 1 -o "$TMP/no/such/dir/m.json" 2>&1)"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "cannot write" <<<"$out" && ! grep -q "run 1" <<<"$out"; then
+  echo "ok   measure-output-checked-first"
+else
+  echo "FAIL measure-output-checked-first: exit $rc: $out"; fail=1
+fi
+# A budget that rounds below 64 bytes is a row saying so, not a run with no budget.
+expect measure-budget-too-small 0 "not run: 1e-9 of the footprint" -- \
+  "$BENCH" measure "${MLP[@]}" --devices 1 --budgets 1e-9 --format json
+
 # A run past --timeout is ended (mpirun passes SIGTERM on to its ranks) and is a row saying so.
 expect measure-timeout 0 "N=2 budget none: failed: the run took longer than 0.5 s (--timeout) and was ended" -- \
     "$BENCH" measure --model transformer:layers=4,d_model=128,heads=4,seq=32,vocab=256 --batch 32 --devices 1,2 \
