@@ -85,4 +85,15 @@ std::string json_preview(const json &value, size_t max_chars) {
     return out.size() > max_chars ? out.substr(0, max_chars > 3 ? max_chars - 3 : 0) + "..." : out;
 }
 
+void check_known_keys(const json &j, std::initializer_list<const char *> known, const std::string &where) {
+    for (const auto &[key, value] : j.items()) {
+        bool found = false;
+        for (const char *k : known) found = found || key == k;
+        if (found) continue;
+        std::string list;
+        for (const char *k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+        fail(where, ": unknown field '", key, "' (expected ", list, ")");
+    }
+}
+
 }  // namespace tessera

@@ -72,6 +72,7 @@ std::string optional_string(const json &j, const char *key, const std::string &f
 Machine machine_from_json_text(const std::string &text, const std::string &source) {
     const json j = parse_json_input(text, source);
     TESSERA_CHECK(j.is_object(), source, ": a machine description must be a JSON object with 'levels'");
+    check_known_keys(j, {"name", "levels", "comment"}, source);
     Machine m;
     m.name = optional_string(j, "name", "machine", source);
     TESSERA_CHECK(j.contains("levels") && j.at("levels").is_array() && !j.at("levels").empty(), source,
@@ -91,11 +92,15 @@ Machine machine_from_json_text(const std::string &text, const std::string &sourc
         int64_t count = e.at("count").get<int64_t>();
         TESSERA_CHECK(count >= 1 && count <= 65536, where, ": 'count' must be in [1, 65536], got ", count);
         l.count = static_cast<int>(count);
+        check_known_keys(e, {"name", "count", "bandwidth_gbps", "latency_us", "comment"}, where);
+        // Bounds a real link keeps (1 MB/s to 100 TB/s; under a second), so
+        // that the simulator's times stay finite and positive.
         double gbps = number<double>(e, "bandwidth_gbps", where);
-        TESSERA_CHECK(gbps > 0, where, ": 'bandwidth_gbps' must be positive, got ", gbps);
+        TESSERA_CHECK(gbps >= 1e-3 && gbps <= 1e5, where, ": 'bandwidth_gbps' must be in [0.001, 100000], got ",
+                      gbps);
         l.bandwidth = gbps * 1e9;
         double us = e.contains("latency_us") ? number<double>(e, "latency_us", where) : kDefaultLatency * 1e6;
-        TESSERA_CHECK(us >= 0, where, ": 'latency_us' must not be negative, got ", us);
+        TESSERA_CHECK(us >= 0 && us <= 1e6, where, ": 'latency_us' must be in [0, 1000000], got ", us);
         l.latency = us * 1e-6;
         devices *= count;
         TESSERA_CHECK(devices <= 65536, source, ": more than 65536 devices in all");

@@ -411,7 +411,7 @@ grep -q "^---- swap ----" "$TMP/log.txt" && grep -q "^(advisor)" "$TMP/log.txt" 
 python3 -c "print('{\"name\": ' + '[' * 200000)" >"$TMP/deep.json"
 expect machine-deep 1 "$TMP/deep.json: JSON nested deeper than 64 levels (at byte 72)" -- \
     "$PLAN" --model mlp --machine "$TMP/deep.json"
-expect machine-endless 1 "the machine description '/dev/zero' is larger than 1.00 MiB" -- \
+expect machine-device 1 "cannot read the machine description '/dev/zero': it is a device, not a regular file" -- \
     "$PLAN" --model mlp --machine /dev/zero
 # Values quoted in errors are cut short.
 python3 -c "print('{\"name\": [' + ','.join(['1'] * 100000) + '], \"levels\": []}')" >"$TMP/long.json"

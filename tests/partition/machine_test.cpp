@@ -203,14 +203,26 @@ TEST(MachineJson, Errors) {
 
     expect_error(parse(R"({"levels": [{"count": 2}]})"), "cluster.json: levels[0]: missing field 'bandwidth_gbps'");
     expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 0}]})"),
-                 "levels[0]: 'bandwidth_gbps' must be positive, got 0");
-    expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": -1.5}]})"), "'bandwidth_gbps' must be positive");
+                 "levels[0]: 'bandwidth_gbps' must be in [0.001, 100000], got 0");
+    expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": -1.5}]})"), "'bandwidth_gbps' must be in");
+    // Absurd links once gave negative step times.
+    expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 1e-300}]})"),
+                 "'bandwidth_gbps' must be in [0.001, 100000], got 1e-300");
+    expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 1e308}]})"), "'bandwidth_gbps' must be in");
+    expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 1, "latency_us": 1e300}]})"),
+                 "levels[0]: 'latency_us' must be in [0, 1000000], got 1e+300");
+    // A misspelt field is named, not ignored.
+    expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 1, "latency": 5}]})"),
+                 "cluster.json: levels[0]: unknown field 'latency' (expected name, count, bandwidth_gbps, latency_us, "
+                 "comment)");
+    expect_error(parse(R"({"level": [], "levels": [{"count": 2, "bandwidth_gbps": 1}]})"),
+                 "cluster.json: unknown field 'level' (expected name, levels, comment)");
     expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": "fast"}]})"),
                  "levels[0]: 'bandwidth_gbps' must be a number, got \"fast\"");
     expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": null}]})"), "'bandwidth_gbps' must be a number");
 
     expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 1, "latency_us": -1}]})"),
-                 "levels[0]: 'latency_us' must not be negative, got -1");
+                 "levels[0]: 'latency_us' must be in [0, 1000000], got -1");
     expect_error(parse(R"({"levels": [{"count": 2, "bandwidth_gbps": 1, "latency_us": "slow"}]})"),
                  "'latency_us' must be a number");
 

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -32,5 +33,10 @@ nlohmann::json parse_json_input(const std::string &text, const std::string &sour
 // (with "...") and at two levels of nesting ("[1, [2, [...]]]"). Printing it
 // visits at most about `max_chars` elements, however large or deep the value.
 std::string json_preview(const nlohmann::json &value, size_t max_chars = 60);
+
+// Refuses a key of the object `j` that is not in `known`: tessera::Error
+// "WHERE: unknown field 'KEY' (expected A, B, C)". A misspelt optional field
+// would otherwise be silently ignored.
+void check_known_keys(const nlohmann::json &j, std::initializer_list<const char *> known, const std::string &where);
 
 }  // namespace tessera
