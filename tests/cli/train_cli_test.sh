@@ -39,6 +39,12 @@ expect fifo-plan 1 "cannot read the --plan file '$TMP/fifo.json': it is a FIFO" 
   timeout 20 "$TRAIN" "${SMALL[@]}" --plan "$TMP/fifo.json" --steps 1
 expect fifo-machine 1 "cannot read the machine description '$TMP/fifo.json': it is a FIFO" -- \
   timeout 20 "$TRAIN" "${SMALL[@]}" --machine "$TMP/fifo.json" --steps 1
+# --metrics in a directory not made yet (the checkpoint's, made by the run).
+expect metrics-new-dir 0 "step 2" -- "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval \
+  --metrics "$TMP/newrun/m.jsonl" --checkpoint "$TMP/newrun"
+[ "$(grep -c '"step"' "$TMP/newrun/m.jsonl" 2>/dev/null)" = 2 ] || { echo "FAIL metrics-new-dir lines"; fail=1; }
+expect metrics-is-checkpoint 1 "--metrics $TMP/ck/checkpoint.safetensors is where --checkpoint $TMP/ck keeps its checkpoint" -- \
+  "$TRAIN" "${SMALL[@]}" --steps 2 --metrics "$TMP/ck/checkpoint.safetensors" --checkpoint "$TMP/ck"
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
 expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
 expect bad-precision 1 "--precision: unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16" -- "$TRAIN" "${SMALL[@]}" --precision fp8

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "tessera/atomic_file.h"
+#include "tessera/checkpoint/checkpoint.h"
 #include "tessera/checkpoint/tensor_store.h"
 #include "tessera/comm/communicator.h"
 #include "tessera/error.h"
@@ -39,6 +41,22 @@ namespace tessera {
 
 namespace {
 
+// --metrics may not be the checkpoint file, nor one of its temporaries
+// (a run removes stale ones): its lines would be lost at the first checkpoint.
+void check_metrics_path(const TrainOptions &o) {
+    if (o.metrics_path.empty() || o.checkpoint_dir.empty()) return;
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path metrics = fs::weakly_canonical(o.metrics_path, ec);
+    const fs::path checkpoint = fs::weakly_canonical(checkpoint_path(o.checkpoint_dir), ec);
+    const bool clash = metrics == checkpoint || (metrics.parent_path() == checkpoint.parent_path() &&
+                                                 metrics.filename().string().rfind(
+                                                     atomic_temp_prefix(checkpoint.string()), 0) == 0);
+    TESSERA_CHECK(!clash, "--metrics ", o.metrics_path, " is where --checkpoint ", o.checkpoint_dir,
+                  " keeps its checkpoint; give another file, e.g. ",
+                  (fs::path(o.checkpoint_dir) / "metrics.jsonl").string());
+}
+
 void check_options(const TrainOptions &o) {
     TESSERA_CHECK(o.batch >= 1, "--batch must be at least 1, got ", o.batch);
     const bool scaled = loss_scaled(o.precision);
@@ -56,6 +74,7 @@ void check_options(const TrainOptions &o) {
     TESSERA_CHECK(!o.epochs || *o.epochs >= 1, "--epochs must be at least 1, got ", *o.epochs);
     TESSERA_CHECK(!o.resume || !o.checkpoint_dir.empty(), "--resume needs --checkpoint DIR");
     TESSERA_CHECK(o.checkpoint_every >= 0, "--checkpoint-every must be non-negative");
+    check_metrics_path(o);
     TESSERA_CHECK(o.partition != "auto" || o.plan_path.empty(), "--partition auto chooses a strategy, and --plan ",
                   o.plan_path, " gives one; use either");
     TESSERA_CHECK(o.partition != "auto" || o.partition_flags.weights.empty(), "--partition auto chooses each "

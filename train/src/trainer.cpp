@@ -82,6 +82,11 @@ class MetricsWriter {
 public:
     MetricsWriter(const std::string &path, bool append) : path_(path) {
         if (path.empty()) return;
+        // Its directory is made as --checkpoint's is (often the same one).
+        std::error_code ec;
+        const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+        if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+        TESSERA_CHECK(!ec, "--metrics: cannot create the directory '", parent.string(), "': ", ec.message());
         errno = 0;
         out_.open(path, append ? std::ios::app : std::ios::trunc);
         TESSERA_CHECK(out_.good(), "--metrics: cannot open '", path, "' for writing: ", reason(errno));
