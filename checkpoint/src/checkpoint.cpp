@@ -1,11 +1,16 @@
 #include "tessera/checkpoint/checkpoint.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -88,11 +93,52 @@ bool checkpoint_exists(const std::string &dir) {
     return std::filesystem::exists(checkpoint_path(dir), ec);
 }
 
-void prepare_checkpoint_dir(const std::string &dir) {
+CheckpointDirLock &CheckpointDirLock::operator=(CheckpointDirLock &&o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+}
+
+CheckpointDirLock::~CheckpointDirLock() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// Locks DIR/.tessera.lock and writes this process into it; when another
+// process holds it, an error naming that process (as it wrote itself).
+CheckpointDirLock lock_checkpoint_dir(const std::string &dir) {
+    const std::string path = (std::filesystem::path(dir) / ".tessera.lock").string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    TESSERA_CHECK(fd >= 0, "--checkpoint: cannot create the lock file '", path, "': ", std::strerror(errno));
+    CheckpointDirLock lock(fd);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int error = errno;
+        char holder[256] = {};
+        const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+        std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "another process";
+        while (!who.empty() && who.back() == '\n') who.pop_back();
+        TESSERA_CHECK(error != EWOULDBLOCK, "--checkpoint ", dir, " is in use by another run (", who,
+                      "); give each run a directory of its own");
+        fail("--checkpoint: cannot lock '", path, "': ", std::strerror(error));
+    }
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string me = "process " + std::to_string(::getpid()) + " on " + host + "\n";
+    if (::ftruncate(fd, 0) == 0 && ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+        // The lock holds without its note; the note only names the holder.
+    }
+    return lock;
+}
+
+}  // namespace
+
+CheckpointDirLock prepare_checkpoint_dir(const std::string &dir) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     TESSERA_CHECK(!ec, "--checkpoint: cannot create the directory '", dir, "': ", ec.message());
+    CheckpointDirLock lock = lock_checkpoint_dir(dir);
     remove_stale_checkpoint_temporaries(dir);
+    return lock;
 }
 
 void remove_stale_checkpoint_temporaries(const std::string &dir) {

@@ -45,6 +45,17 @@ expect metrics-new-dir 0 "step 2" -- "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval 
 [ "$(grep -c '"step"' "$TMP/newrun/m.jsonl" 2>/dev/null)" = 2 ] || { echo "FAIL metrics-new-dir lines"; fail=1; }
 expect metrics-is-checkpoint 1 "--metrics $TMP/ck/checkpoint.safetensors is where --checkpoint $TMP/ck keeps its checkpoint" -- \
   "$TRAIN" "${SMALL[@]}" --steps 2 --metrics "$TMP/ck/checkpoint.safetensors" --checkpoint "$TMP/ck"
+# Two runs never share a checkpoint directory: the second is refused, naming
+# the first, before it touches the directory or its metrics.
+"$TRAIN" "${SMALL[@]}" --steps 100000 --no-eval --checkpoint "$TMP/shared" --metrics "$TMP/shared/m.jsonl" \
+  >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -s "$TMP/shared/m.jsonl" ] && break; sleep 0.1; done
+expect checkpoint-dir-locked 1 "--checkpoint $TMP/shared is in use by another run (process $first on " -- \
+  "$TRAIN" "${SMALL[@]}" --steps 2 --checkpoint "$TMP/shared" --metrics "$TMP/shared/m2.jsonl"
+[ ! -e "$TMP/shared/m2.jsonl" ] || { echo "FAIL checkpoint-dir-locked: the refused run opened its metrics"; fail=1; }
+kill "$first"; wait "$first" 2>/dev/null
+expect checkpoint-dir-free-again 0 "checkpoint $TMP/shared/checkpoint.safetensors" -- "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --checkpoint "$TMP/shared"
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
 expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
 expect bad-precision 1 "--precision: unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16" -- "$TRAIN" "${SMALL[@]}" --precision fp8

@@ -239,6 +239,10 @@ public:
           train_batches_(s.data.train, o_.batch, o_.seed, o_.shuffle), test_batches_(s.data.test, o_.batch, o_.seed, false),
           per_epoch_(train_batches_.batches_per_epoch()), total_(total_steps(o_, per_epoch_)),
           info_(checkpoint_info(o_, per_epoch_)), buf_(m_.graph, m_.input, m_.labels), faults_(s.job.rank),
+          // Taken before the metrics file is opened: a second run on this
+          // directory must not truncate the first's metrics either.
+          checkpoint_lock_(root_ && !o_.checkpoint_dir.empty() ? prepare_checkpoint_dir(o_.checkpoint_dir)
+                                                               : CheckpointDirLock()),
           metrics_(root_ ? o_.metrics_path : std::string(), o_.resume),
           progress_(root_ ? o_.progress : ProgressMode::None, total_,
                     o_.log_every > 0 ? o_.log_every : std::max<int64_t>(1, per_epoch_ / 10)),
@@ -287,7 +291,6 @@ private:
         }
         TESSERA_CHECK(start <= total_, "the checkpoint is at step ", start, " but this run has only ", total_,
                       " steps; raise --steps or --epochs to continue");
-        if (!o_.checkpoint_dir.empty() && root_) prepare_checkpoint_dir(o_.checkpoint_dir);
         return start;
     }
 
@@ -487,6 +490,7 @@ private:
     const CheckpointInfo info_;
     BatchBuffers buf_;
     FaultHooks faults_;
+    CheckpointDirLock checkpoint_lock_;  // held for the run: no second run writes the directory meanwhile
     MetricsWriter metrics_;
     Progress progress_;
     LossScaler scaler_;

@@ -28,10 +28,26 @@ struct CheckpointInfo {
 std::string checkpoint_path(const std::string &dir);
 bool checkpoint_exists(const std::string &dir);
 
-// Creates the checkpoint directory `dir` if missing and clears what a killed
-// run left in it; tessera::Error naming --checkpoint when `dir` is a file,
-// lies under one, or cannot be created (a read-only file system).
-void prepare_checkpoint_dir(const std::string &dir);
+// A run's hold on its checkpoint directory: an exclusive flock on
+// DIR/.tessera.lock, released when this goes (or the process ends, however).
+class CheckpointDirLock {
+public:
+    CheckpointDirLock() = default;
+    explicit CheckpointDirLock(int fd) : fd_(fd) {}
+    CheckpointDirLock(CheckpointDirLock &&o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    CheckpointDirLock &operator=(CheckpointDirLock &&o) noexcept;
+    ~CheckpointDirLock();
+
+private:
+    int fd_ = -1;
+};
+
+// Creates the checkpoint directory `dir` if missing, takes its lock, and
+// clears what a killed run left in it. tessera::Error naming --checkpoint when
+// `dir` is a file, lies under one, or cannot be created (a read-only file
+// system), and naming the other process when another run holds the lock (two
+// runs writing one directory would replace each other's checkpoints).
+CheckpointDirLock prepare_checkpoint_dir(const std::string &dir);
 
 // Removes temporary files that a run killed while writing a checkpoint left in
 // `dir` (".checkpoint.safetensors.tmp.*"); the checkpoint itself is never
