@@ -25,12 +25,33 @@ void check_swap_policy(const RunSpec &spec) {
 }
 
 // A partition plan given to the run must be for this training graph.
+std::string layouts_str(const std::vector<Layout> &layouts) {
+    std::string s;
+    for (const Layout &l : layouts) s += (s.empty() ? "" : ", ") + l.str();
+    return s;
+}
+
+// A plan from a file is user input: its operators and tensors must be the
+// graph's, and every weight (or optimizer state) laid out as the update that
+// replaces it in place, which the search always gives and lowering assumes.
 void check_plan_fits(const Plan &p, const Graph &g) {
     TESSERA_CHECK(static_cast<int64_t>(p.ops.size()) == g.num_nodes(), "the given partition plan has ", p.ops.size(),
                   " operators but the training graph has ", g.num_nodes());
     for (NodeId n = 0; n < g.num_nodes(); n++)
         TESSERA_CHECK(p.ops[n].node == g.node(n).call.name, "the given partition plan's operator ", n, " is '",
                       p.ops[n].node, "' but the training graph's is '", g.node(n).call.name, "'");
+    TESSERA_CHECK(static_cast<int64_t>(p.tensors.size()) == g.num_tensors(), "the given partition plan has ",
+                  p.tensors.size(), " tensors but the training graph has ", g.num_tensors());
+    for (TensorId t = 0; t < g.num_tensors(); t++) {
+        TESSERA_CHECK(p.tensors[t].tensor == g.tensor(t).name, "the given partition plan's tensor ", t, " is '",
+                      p.tensors[t].tensor, "' but the training graph's is '", g.tensor(t).name, "'");
+        const TensorId target = g.tensor(t).updates;
+        if (target == kNoTensor) continue;
+        TESSERA_CHECK(p.tensors[t].layout == p.tensors[target].layout, "the given partition plan lays out '",
+                      g.tensor(target).name, "' as ", layouts_str(p.tensors[target].layout), " but its update '",
+                      g.tensor(t).name, "' as ", layouts_str(p.tensors[t].layout),
+                      "; a tensor updated in place keeps its layout (was the plan edited?)");
+    }
 }
 
 }  // namespace

@@ -64,6 +64,19 @@ expect missing-rank 1 "has no swap plan for rank 0; make it with tessera-plan ..
 "$PLAN" "${MODEL[@]}" --devices 4 --format json -o "$TMP/search.json" >/dev/null
 expect not-executable 1 "is not a plan tessera-train can run; make it with tessera-plan --executable" -- \
     mpirun --oversubscribe -np 4 "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/search.json"
+# An edited layout is named, not an internal error (exit 3) in lowering.
+"$PLAN" --model mlp:layers=2,hidden=16,input=20,classes=4 --batch 24 --devices 2 --executable --format json \
+    -o "$TMP/mlp2.json" >/dev/null
+python3 - "$TMP/mlp2.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+w = next(t for t in p["tensors"] if t["tensor"] == "fc1.w")
+w["layout"] = ["split(0)"] if w["layout"] != ["split(0)"] else ["split(1)"]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+expect edited-layout 1 "the given partition plan lays out 'fc1.w' as split(" -- \
+    mpirun --oversubscribe -np 2 "$TRAIN" --model mlp:layers=2,hidden=16,input=20,classes=4 --batch 24 "${RUN[@]}" \
+    --plan "$TMP/mlp2.json"
 expect missing-file 1 "cannot read the --plan file '$TMP/nope.json'" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/nope.json"
 echo '{"run": ' > "$TMP/bad.json"
 expect not-json 1 "bad.json: not valid JSON" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/bad.json"
