@@ -138,6 +138,30 @@ RankMemory plan_rank_memory(const Graph &g) {
     return m;
 }
 
+namespace {
+
+// Swap plans given from a file are user input: the evaluation plan must run
+// only what the forward outputs need (a training plan copied over it would
+// update the weights on the test set).
+void check_forward_swap_plan(const Graph &g, const SwapPlan &forward, const std::vector<TensorId> &outputs) {
+    std::vector<bool> needed(static_cast<size_t>(g.num_nodes()), false);
+    std::vector<TensorId> stack = outputs;
+    while (!stack.empty()) {
+        const NodeId p = g.tensor(stack.back()).producer;
+        stack.pop_back();
+        if (p == kNoNode || needed[p]) continue;
+        needed[p] = true;
+        for (TensorId t : g.node(p).inputs) stack.push_back(t);
+    }
+    for (NodeId n : forward.order)
+        TESSERA_CHECK(n >= 0 && n < g.num_nodes() && needed[n], "--plan: the evaluation's swap plan runs ",
+                      n >= 0 && n < g.num_nodes() ? "'" + g.node(n).call.name + "'" : "node " + std::to_string(n),
+                      ", which the forward pass does not need; the evaluation may not run the training step "
+                      "(was the plan edited?)");
+}
+
+}  // namespace
+
 RankPlan plan_rank(const Graph &g, const RankSpec &spec, const OpTimer &op_timer, MemoryPlanCache *cache) {
     // The text is made only when the stage is logged: a program's listing is
     // as long as the program, and the predictor plans every rank.
@@ -158,6 +182,8 @@ RankPlan plan_rank(const Graph &g, const RankSpec &spec, const OpTimer &op_timer
     log("memory", [&] { return r.memory.summary(); });
     if (needs_swapping(spec, r.footprint)) {
         r.swaps = spec.given_swaps ? *spec.given_swaps : plan_swapping(g, spec, r.order, r.arena, op_timer);
+        if (spec.given_swaps && !spec.forward_outputs.empty())
+            check_forward_swap_plan(g, r.swaps->forward, spec.forward_outputs);
         log("swap", [&] { return swap_plan_table(g, r.swaps->train); });
         const bool forward = !spec.forward_outputs.empty();
         SwapRun swapped = build_swap_run(g, r.swaps->train, forward ? &r.swaps->forward : nullptr);

@@ -77,6 +77,18 @@ PY
 expect edited-layout 1 "the given partition plan lays out 'fc1.w' as split(" -- \
     mpirun --oversubscribe -np 2 "$TRAIN" --model mlp:layers=2,hidden=16,input=20,classes=4 --batch 24 "${RUN[@]}" \
     --plan "$TMP/mlp2.json"
+# A training swap plan copied over the evaluation's is refused: it once
+# updated the weights on the test set and exited 0.
+"$PLAN" "${MODEL[@]}" --devices 1 --device-mem 1MiB --format json -o "$TMP/swap1.json" >/dev/null
+python3 - "$TMP/swap1.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["swap_ranks"][0]["forward"] = p["swap_ranks"][0]["train"]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+expect forward-runs-training 1 "--plan: the evaluation's swap plan runs '" -- \
+    "$TRAIN" "${MODEL[@]}" --data synthetic --synthetic-size 480 --steps 2 --progress none --device-mem 1MiB \
+    --plan "$TMP/swap1.json"
 expect missing-file 1 "cannot read the --plan file '$TMP/nope.json'" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/nope.json"
 echo '{"run": ' > "$TMP/bad.json"
 expect not-json 1 "bad.json: not valid JSON" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/bad.json"
