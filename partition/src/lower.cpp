@@ -350,8 +350,8 @@ TensorId Lowerer::add_stage_reduction(TensorId stage, DType dtype, const std::ve
     int64_t mine = 0;
     // Every rank's bytes for the count-only pass; a build needs its own.
     for (int r = build_ ? rank_ : 0; r < (build_ ? rank_ + 1 : n_); r++) {
-        std::vector<int64_t> grp = group_of(coords_, r, levels);
-        int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
+        const std::vector<int64_t> &grp = groups_.members(r, levels);
+        const int i = groups_.position(r, levels);
         int64_t sent = all_reduce_sent(counts[r], static_cast<int>(grp.size()), i) *
                        static_cast<int64_t>(dtype_size(dtype));
         bytes_[r] += sent;
@@ -360,7 +360,7 @@ TensorId Lowerer::add_stage_reduction(TensorId stage, DType dtype, const std::ve
     if (!build_) return kNoTensor;
     CommAttrs a;
     a.kind = CommNodeKind::AllReduce;
-    const std::vector<int64_t> grp = group_of(coords_, rank_, levels);
+    const std::vector<int64_t> &grp = groups_.members(rank_, levels);
     a.ranks.assign(grp.begin(), grp.end());
     a.bytes = mine;
     a.reduce = reduce;

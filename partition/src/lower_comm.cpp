@@ -136,7 +136,7 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
     std::vector<char> checked(static_cast<size_t>(n_), 0);
     for (int r = 0; r < n_ && scatter; r++) {
         if (checked[r]) continue;
-        std::vector<int64_t> grp = group_of(coords_, r, partial);
+        const std::vector<int64_t> &grp = groups_.members(r, partial);
         for (int64_t q : grp) checked[static_cast<size_t>(q)] = 1;
         Box sum = box_in(shape, st, cuts_, coords_[r], why);
         int64_t covered = 0;
@@ -152,9 +152,9 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
     const Box in_box = box_in(shape, st, cuts_, coords_[std::max(rank_, 0)], why);
     // Every rank's bytes for the count-only pass; a build needs its own.
     for (int r = build_ ? rank_ : 0; r < (build_ ? rank_ + 1 : n_); r++) {
-        std::vector<int64_t> grp = group_of(coords_, r, partial);
+        const std::vector<int64_t> &grp = groups_.members(r, partial);
         int k = static_cast<int>(grp.size());
-        int i = static_cast<int>(std::find(grp.begin(), grp.end(), r) - grp.begin());
+        int i = groups_.position(r, partial);
         int64_t count = box_in(shape, st, cuts_, coords_[r], why).elements();
         // The ring reduce-scatter sends every chunk but the member's own.
         bytes_[r] += scatter ? (count - target[r].elements()) * static_cast<int64_t>(elem)
@@ -162,9 +162,9 @@ TensorId Lowerer::add_reduction(TensorId src, const Shape &shape, State &st, con
     }
     TensorId out = kNoTensor;
     if (build_) {
-        std::vector<int64_t> grp = group_of(coords_, rank_, partial);
+        const std::vector<int64_t> &grp = groups_.members(rank_, partial);
         int k = static_cast<int>(grp.size());
-        int i = static_cast<int>(std::find(grp.begin(), grp.end(), rank_) - grp.begin());
+        int i = groups_.position(rank_, partial);
         CommAttrs a;
         a.ranks.assign(grp.begin(), grp.end());
         if (scatter) {

@@ -1,5 +1,7 @@
 #include "lower_state.h"
 
+#include <algorithm>
+
 #include "tessera/partition/lower.h"
 
 #include "tessera/error.h"
@@ -42,16 +44,32 @@ bool same_cuts(const State &a, const State &b) {
     return true;
 }
 
-// The ranks that differ from r only on the levels in `levels`.
-std::vector<int64_t> group_of(const std::vector<std::vector<int>> &coords, int r, const std::vector<bool> &levels) {
-    std::vector<int64_t> g;
-    for (size_t q = 0; q < coords.size(); q++) {
-        bool same = true;
-        for (size_t l = 0; l < levels.size(); l++)
-            if (!levels[l] && coords[q][l] != coords[r][l]) same = false;
-        if (same) g.push_back(static_cast<int64_t>(q));
+const RankGroups::Table &RankGroups::table(const std::vector<bool> &levels) {
+    auto found = tables_.find(levels);
+    if (found != tables_.end()) return found->second;
+    // A group is named by its coordinates on the other levels, read as a
+    // mixed-radix number (the radices found from the coordinates themselves).
+    const size_t ranks = coords_.size(), nl = levels.size();
+    std::vector<int64_t> radix(nl, 1);
+    for (size_t r = 0; r < ranks; r++)
+        for (size_t l = 0; l < nl; l++) radix[l] = std::max<int64_t>(radix[l], coords_[r][l] + 1);
+    Table t;
+    std::vector<int> of_key;
+    for (size_t r = 0; r < ranks; r++) {
+        int64_t key = 0;
+        for (size_t l = 0; l < nl; l++)
+            if (!levels[l]) key = key * radix[l] + coords_[r][l];
+        if (static_cast<size_t>(key) >= of_key.size()) of_key.resize(static_cast<size_t>(key) + 1, -1);
+        int &g = of_key[static_cast<size_t>(key)];
+        if (g < 0) {
+            g = static_cast<int>(t.groups.size());
+            t.groups.emplace_back();
+        }
+        t.group.push_back(g);
+        t.position.push_back(static_cast<int>(t.groups[g].size()));
+        t.groups[g].push_back(static_cast<int64_t>(r));
     }
-    return g;
+    return tables_.emplace(levels, std::move(t)).first->second;
 }
 
 // Elements member `i` of comm/'s ring all-reduce over k members sends for
