@@ -201,9 +201,18 @@ void add_member(Sim &sim, std::map<std::string, int> &index, int r, int i) {
                   " runs node '", node.call.name, "' as a collective, but it is not a communication node");
     const TensorType &type = rk.g->tensor(node.inputs[0]).type;
     const CommAttrs a = read_comm_attrs(node.call, static_cast<int>(type.shape.size()));
-    const std::vector<int> members = collective_members(a, r, static_cast<int>(sim.ranks.size()), node.call.name);
-    auto [it, fresh] = index.try_emplace(node.call.name + "@" + ranks_str(members), static_cast<int>(sim.collectives.size()));
+    const int world = static_cast<int>(sim.ranks.size());
+    // A redistribution spans every rank: its members and its key are made
+    // once, not once per rank (O(N^2) at 1024 ranks).
+    const bool everyone = a.kind == CommNodeKind::Redistribute;
+    std::vector<int> members;
+    if (everyone) TESSERA_CHECK(a.world == world, "step simulator: communication node '", node.call.name, "' on rank ",
+                                r, " was lowered for ", a.world, " ranks, but ", world, " were given");
+    else members = collective_members(a, r, world, node.call.name);
+    auto [it, fresh] = index.try_emplace(node.call.name + "@" + (everyone ? std::string("every rank") : ranks_str(members)),
+                                         static_cast<int>(sim.collectives.size()));
     if (fresh) {
+        if (everyone) members = collective_members(a, r, world, node.call.name);
         SimCollective c;
         c.name = node.call.name;
         c.kind = a.kind;
@@ -215,11 +224,11 @@ void add_member(Sim &sim, std::map<std::string, int> &index, int r, int i) {
         sim.collectives.push_back(std::move(c));
     }
     SimCollective &c = sim.collectives[it->second];
-    const size_t m = std::find(members.begin(), members.end(), r) - members.begin();
+    const size_t m = everyone ? static_cast<size_t>(r) : std::find(members.begin(), members.end(), r) - members.begin();
     TESSERA_CHECK(c.instruction[m] < 0, "step simulator: rank ", r, " runs communication node '", c.name,
                   "' twice (instructions ", c.instruction[m], " and ", i, ")");
     TESSERA_CHECK(c.kind == a.kind, "step simulator: communication node '", c.name, "' is a ", comm_kind_name(c.kind),
-                  " on some members of ", ranks_str(members), " but a ", comm_kind_name(a.kind), " on rank ", r);
+                  " on some members of ", ranks_str(c.members), " but a ", comm_kind_name(a.kind), " on rank ", r);
     c.instruction[m] = i;
     c.attrs[m] = a;
     c.elem[m] = static_cast<int64_t>(dtype_size(type.dtype));
