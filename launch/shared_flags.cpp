@@ -3,9 +3,39 @@
 #include <cctype>
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "tessera/error.h"
 
 namespace tessera {
+
+namespace {
+
+// A validator for a finite number above `low` (or at least it, unless strict).
+CLI::Validator number_from(double low, bool strict, const std::string &description) {
+    return CLI::Validator(
+        [low, strict](std::string &text) -> std::string {
+            double v = 0;
+            size_t used = 0;
+            try {
+                v = std::stod(text, &used);
+            } catch (const std::exception &) {
+                used = 0;
+            }
+            if (used == 0 || used != text.size()) return "'" + text + "' is not a number";
+            if (!std::isfinite(v)) return "must be a finite number, got " + text;
+            if (strict ? v <= low : v < low)
+                return fmt::format("must be {} {:g}, got {}", strict ? "above" : "at least", low, text);
+            return "";
+        },
+        description);
+}
+
+}  // namespace
+
+CLI::Validator positive_number() { return number_from(0, true, "POSITIVE"); }
+CLI::Validator non_negative_number() { return number_from(0, false, "NONNEGATIVE"); }
+
 
 void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string &when) {
     // "Under mpirun: fix ..." or "Fix ...".
@@ -49,16 +79,16 @@ std::vector<CLI::Option *> add_swap_search_flags(CLI::App &app, int &population,
                 ->capture_default_str(),
             app.add_option("--swap-generations,--generations", generations,
                            "Generations of the swap planner's search, at most")
-                ->check(CLI::PositiveNumber)
+                ->check(tessera::positive_number())
                 ->capture_default_str(),
             app.add_option("--swap-patience", patience,
                            "Stop the swap planner's search once this many generations in a row have not improved "
                            "its best predicted step by 0.1% (0: only --swap-generations and --swap-time-limit stop "
                            "it)")
-                ->check(CLI::NonNegativeNumber)
+                ->check(tessera::non_negative_number())
                 ->capture_default_str(),
             app.add_option("--swap-time-limit,--time-limit", time_limit_s, "Seconds the swap planner may search")
-                ->check(CLI::PositiveNumber)
+                ->check(tessera::positive_number())
                 ->capture_default_str()};
 }
 

@@ -15,6 +15,12 @@
 namespace tessera {
 
 // `when` starts each help text: "Under mpirun: " for tessera-train, "" for tessera-plan.
+// Number checks whose errors give the bounds people type ("--threads: must
+// be above 0, got 0"), where CLI11's own print 300-digit limits; NaN and
+// infinities are refused by both.
+CLI::Validator positive_number();
+CLI::Validator non_negative_number();
+
 void add_partition_flags(CLI::App &app, PartitionFlags &flags, const std::string &when);
 
 // The swap search's flags, the same in both programs: --swap-population,

@@ -76,7 +76,9 @@ struct BenchArgs {
     double bucket_mb = 25;   // scaling, models: fused all-reduces' bucket (PartitionOptions::bucket_bytes)
 };
 
-int parse_positive(const std::string &text, const std::string &flag) {
+// A positive integer up to 65536 for `flag`, which names what it counts in
+// its error ("a device count").
+int parse_positive(const std::string &text, const std::string &flag, const std::string &what) {
     size_t used = 0;
     long v = 0;
     try {
@@ -85,7 +87,7 @@ int parse_positive(const std::string &text, const std::string &flag) {
         used = 0;
     }
     TESSERA_CHECK(used == text.size() && !text.empty() && v >= 1 && v <= 65536, flag, ": '", text,
-                  "' is not a device count (a positive integer up to 65536)");
+                  "' is not ", what, " (a positive integer up to 65536)");
     return static_cast<int>(v);
 }
 
@@ -169,7 +171,8 @@ tessera::BenchContext bench_context(const BenchArgs &a, BenchProgress &progress)
 std::vector<tessera::Machine> scaling_machines(const BenchArgs &a) {
     std::vector<int> counts;
     if (!a.devices_text.empty())
-        for (const std::string &item : tessera::split_list(a.devices_text)) counts.push_back(parse_positive(item, "--devices"));
+        for (const std::string &item : tessera::split_list(a.devices_text))
+            counts.push_back(parse_positive(item, "--devices", "a device count"));
     if (a.machine_path.empty()) {
         std::vector<tessera::Machine> out;
         for (int n : counts) out.push_back(tessera::flat_machine(n));
@@ -249,12 +252,13 @@ std::vector<std::string> family_models(const std::string &family_text, const std
     for (const std::string &item : items) {
         tessera::ModelSpec spec{wresnet ? "wresnet" : "lstm", {}};
         if (wresnet) {
-            spec.params = {{"depth", "152"}, {"width", std::to_string(parse_positive(item, "--sizes"))}};
+            const int width = parse_positive(item, "--sizes", "a WResNet width");
+            spec.params = {{"depth", "152"}, {"width", std::to_string(width)}};
         } else {
             size_t x = item.find('x');
             TESSERA_CHECK(x != std::string::npos, "--sizes: '", item, "' is not LAYERSxHIDDEN (e.g. 6x4096)");
-            spec.params = {{"layers", std::to_string(parse_positive(item.substr(0, x), "--sizes"))},
-                           {"hidden", std::to_string(parse_positive(item.substr(x + 1), "--sizes"))}};
+            spec.params = {{"layers", std::to_string(parse_positive(item.substr(0, x), "--sizes", "a layer count"))},
+                           {"hidden", std::to_string(parse_positive(item.substr(x + 1), "--sizes", "a hidden size"))}};
         }
         for (const auto &[k, v] : given.params) spec.params[k] = v;
         out.push_back(tessera::model_spec_str(spec));
@@ -263,9 +267,10 @@ std::vector<std::string> family_models(const std::string &family_text, const std
 }
 
 tessera::Machine models_machine(const BenchArgs &a) {
-    if (a.machine_path.empty()) return tessera::flat_machine(parse_positive(a.devices_text, "--devices"));
+    if (a.machine_path.empty())
+        return tessera::flat_machine(parse_positive(a.devices_text, "--devices", "a device count"));
     tessera::Machine m = tessera::load_machine(a.machine_path);
-    if (!a.devices_text.empty() && parse_positive(a.devices_text, "--devices") != m.devices())
+    if (!a.devices_text.empty() && parse_positive(a.devices_text, "--devices", "a device count") != m.devices())
         throw UsageError{fmt::format("--devices {} disagrees with --machine {}, which has {} devices; omit "
                                      "--devices or make them agree",
                                      a.devices_text, a.machine_path, m.devices())};
@@ -313,7 +318,8 @@ std::string run_budgets(const BenchArgs &a) {
                          "other modes"};
     const auto policies = parse_policies(a.policies);
     std::vector<int> ratios;
-    for (const std::string &item : tessera::split_list(a.ratios)) ratios.push_back(parse_positive(item, "--ratios"));
+    for (const std::string &item : tessera::split_list(a.ratios))
+        ratios.push_back(parse_positive(item, "--ratios", "a budget ratio"));
     BenchProgress progress;
     tessera::BenchContext ctx = bench_context(a, progress);
     const std::string model = tessera::model_spec_str(tessera::parse_model_spec(a.model));
@@ -337,7 +343,7 @@ std::string run_budgets(const BenchArgs &a) {
 std::vector<int> measure_devices(const BenchArgs &a, int cores) {
     std::vector<int> out;
     for (const std::string &item : tessera::split_list(a.devices_text.empty() ? cores > 1 ? "1,2" : "1" : a.devices_text))
-        out.push_back(parse_positive(item, "--devices"));
+        out.push_back(parse_positive(item, "--devices", "a device count"));
     const int most = *std::max_element(out.begin(), out.end());
     TESSERA_CHECK(most <= cores || a.oversubscribe, "--devices: ", most, " ranks need ", most,
                   " cores, one each, and this process may use ", tessera::count_of(cores, "core"), "; give at most ",
@@ -437,7 +443,7 @@ void add_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("--devices", a.devices_text, "scaling: device counts (1,2,4,8); models: one count");
     app.add_option("--machine", a.machine_path, "Machine description (JSON: levels of links, outermost first)");
     app.add_option("--batch", a.batch, "Global batch size (samples per step of the whole job)")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
     app.add_option("--roofline", a.roofline, "Roofline preset for operator times and the host link: cpu or h100")
         ->capture_default_str();
@@ -447,7 +453,7 @@ void add_flags(CLI::App &app, BenchArgs &a) {
                    "scaling, models: after the strategies, seconds for the per-weight search from the best of them "
                    "(that strategy with each of its largest weights fixed replicated or split, as tessera-train "
                    "--partition auto searches under a budget); 0: none")
-        ->check(CLI::NonNegativeNumber);
+        ->check(tessera::non_negative_number());
     app.add_option("--strategies", a.strategies,
                    "Partition strategies, comma separated (scaling: tofu,data,owt,equalchop; models: tofu,data,owt)");
     app.add_option("--format", a.format, "Output format: table, json or html (a page with plots)")
@@ -462,7 +468,7 @@ void add_memory_flags(CLI::App &app, BenchArgs &a) {
                    "Memory per device (e.g. 16GiB): a rank that needs more swaps, recomputes and updates on the "
                    "host to fit (the swap planner), and the strategies compare on their steps under it");
     app.add_option("--search-time", a.search_s, "With --device-mem: seconds the swap planner may search, per rank")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
     app.add_option("--bucket-mb", a.bucket_mb,
                    "Fuse each device's all-reduces into buckets of this many MiB (as tessera-train --bucket-mb); 0: "
@@ -477,7 +483,7 @@ void add_budget_flags(CLI::App &app, BenchArgs &a) {
     app.add_option("--policies", a.policies, "budgets: swap policies, comma separated (advisor, lru, vdnn, ideal)")
         ->capture_default_str();
     app.add_option("--search-time", a.search_s, "budgets: seconds the advisor's genetic search may take per budget")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
 }
 
@@ -493,17 +499,17 @@ void add_measure_flags(CLI::App &app, BenchArgs &a) {
                    "Memory budgets per rank: none, or fractions of the footprint of the run without one (1/4, 0.3)")
         ->capture_default_str();
     app.add_option("--batch", a.batch, "Global batch size (samples per step of the whole job)")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
     app.add_option("--steps", a.steps, "Steps per run; the medians are over the steps after the first")
         ->check(CLI::Range(int64_t{2}, int64_t{1000000}))
         ->capture_default_str();
-    app.add_option("--threads", a.threads, "CPU threads per rank")->check(CLI::PositiveNumber)->capture_default_str();
+    app.add_option("--threads", a.threads, "CPU threads per rank")->check(tessera::positive_number())->capture_default_str();
     app.add_option("--search-time", a.search_s, "Seconds the swap planner may search, per run under a budget")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
     app.add_option("--timeout", a.timeout_s, "Seconds a run may take before it is ended (and is a row saying so)")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
     app.add_flag("--oversubscribe", a.oversubscribe, "Allow more ranks than cores (unbound; with a warning)");
     app.add_option("--metrics-dir", a.metrics_dir, "Keep each run's metrics lines there, as run-NN.jsonl");

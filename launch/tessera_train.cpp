@@ -102,12 +102,12 @@ void apply_choices(const Choices &c, tessera::TrainOptions &o) {
 void add_process_flags(CLI::App &app, double &comm_timeout, int &threads, bool &env) {
     app.add_option("--comm-timeout", comm_timeout,
                    "Seconds a rank waits for a peer in a collective before the job fails, naming both")
-        ->check(CLI::PositiveNumber)
+        ->check(tessera::positive_number())
         ->capture_default_str();
     app.add_option("--threads", threads,
                    "CPU threads per rank for OpenBLAS and Halide (default: this process's cores divided among the "
                    "ranks that share them; OPENBLAS_NUM_THREADS, HL_NUM_THREADS or OMP_NUM_THREADS also set them)")
-        ->check(CLI::PositiveNumber);
+        ->check(tessera::positive_number());
     app.set_version_flag("--version", tessera::version_line("tessera-train"));
     app.add_flag("--env", env, "Print the versions of Tessera and its libraries, the GPUs and the launcher, and exit");
 }
@@ -141,7 +141,8 @@ void add_output_flags(CLI::App &app, tessera::TrainOptions &o, Choices &choices)
     app.add_option("--progress", choices.progress, "auto (a bar on a terminal), bar, lines, or none")
         ->check(CLI::IsMember({"auto", "bar", "lines", "none"}))
         ->capture_default_str();
-    app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)");
+    app.add_option("--log-every", o.log_every, "Steps between plain progress lines (default: ten per epoch)")
+        ->check(tessera::non_negative_number());
 }
 
 // --export-state-dict FILE: writes the --checkpoint's weights as a PyTorch
@@ -181,7 +182,7 @@ void add_parallel_flags(CLI::App &app, tessera::TrainOptions &o, Choices &choice
     app.add_option("--nodes", o.nodes,
                    "Plan on K nodes of consecutive ranks (ranks 0..R/K-1 on node 0), whatever hosts they run on: "
                    "the two-level path on one host (default: the nodes the launch spans)")
-        ->check(CLI::PositiveNumber);
+        ->check(tessera::positive_number());
     app.add_option("--machine", o.machine_path,
                    "Link levels and speeds to plan with (a tessera-plan machine file); its devices must be the "
                    "job's ranks, its outermost level the nodes (the launch's, or --nodes K)");
@@ -267,7 +268,9 @@ int main(int argc, char **argv) {
     app.add_option("--momentum", o.optimizer.momentum, "SGD momentum")->capture_default_str();
     app.add_option("--weight-decay", o.optimizer.weight_decay, "Weight decay (L2 for sgd, decoupled for adam)")
         ->capture_default_str();
-    app.add_option("--seed", o.seed, "Seed of the initialisers and the data order")->capture_default_str();
+    app.add_option("--seed", o.seed, "Seed of the initialisers and the data order")
+        ->check(tessera::non_negative_number())
+        ->capture_default_str();
     app.add_option("--device", o.device,
                    "auto (cuda when a GPU is present, cpu otherwise), cpu, cuda or cuda:N; the first line of output "
                    "says which")

@@ -129,6 +129,13 @@ expect unknown-family 1 "--family: unknown family 'vgg'; give wresnet or rnn" --
 expect unknown-strategy 1 "--strategies: unknown" -- "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies tofu,magic
 expect brute-strategy 1 "--strategies: brute tries every assignment" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 2 --strategies brute
+expect ratio-not-a-count 1 "--ratios: '0.5' is not a budget ratio (a positive integer up to 65536)" -- \
+    "$BENCH" budgets --model mlp:hidden=16 --ratios 0.5
+expect sizes-zero 1 "--sizes: '0' is not a WResNet width" -- \
+    "$BENCH" models --family wresnet --sizes 0 --devices 2
+expect search-time-nan 2 "--search-time: must be a finite number, got nan" -- \
+    "$BENCH" scaling "${MLP[@]}" --devices 2 --search-time nan
+expect threads-zero 2 "--threads: must be above 0, got 0" -- "$BENCH" measure "${MLP[@]}" --devices 1 --threads 0
 expect zero-devices 1 "--devices: '0' is not a device count (a positive integer up to 65536)" -- \
     "$BENCH" scaling "${MLP[@]}" --devices 1,0
 expect word-devices 1 "--devices: 'two' is not a device count" -- "$BENCH" scaling "${MLP[@]}" --devices two

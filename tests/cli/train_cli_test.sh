@@ -56,6 +56,11 @@ expect checkpoint-dir-locked 1 "--checkpoint $TMP/shared is in use by another ru
 [ ! -e "$TMP/shared/m2.jsonl" ] || { echo "FAIL checkpoint-dir-locked: the refused run opened its metrics"; fail=1; }
 kill "$first"; wait "$first" 2>/dev/null
 expect checkpoint-dir-free-again 0 "checkpoint $TMP/shared/checkpoint.safetensors" -- "$TRAIN" "${SMALL[@]}" --steps 2 --no-eval --checkpoint "$TMP/shared"
+# Range errors give the bounds people type, not CLI11's 300-digit ones.
+expect range-positive 2 "--swap-generations: must be above 0, got 0" -- "$TRAIN" "${SMALL[@]}" --swap-generations 0
+expect range-finite 2 "--comm-timeout: must be a finite number, got inf" -- "$TRAIN" "${SMALL[@]}" --comm-timeout inf
+expect seed-negative 2 "--seed: must be at least 0, got -1" -- "$TRAIN" "${SMALL[@]}" --seed -1
+expect log-every-negative 2 "--log-every: must be at least 0, got -1" -- "$TRAIN" "${SMALL[@]}" --log-every -1
 expect steps-and-epochs 2 "excludes" -- "$TRAIN" "${SMALL[@]}" --steps 3 --epochs 1
 expect bad-optimizer 1 "valid optimizers: sgd (with momentum), adam" -- "$TRAIN" "${SMALL[@]}" --optimizer lbfgs
 expect bad-precision 1 "--precision: unknown precision 'fp8'; valid: fp32|tf32|bf16|fp16" -- "$TRAIN" "${SMALL[@]}" --precision fp8
