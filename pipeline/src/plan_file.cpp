@@ -68,12 +68,24 @@ PlanFile read_plan_file(const std::string &path) {
                   "with tessera-plan ... --format json -o FILE");
     f.run = j.at("run");
     f.partition = plan_from_json(text, path);
-    if (j.contains("swap_ranks"))
-        for (const auto &e : j.at("swap_ranks")) {
-            TESSERA_CHECK(e.contains("rank") && e.at("rank").is_number_integer(), "--plan: '", path,
-                          "': a \"swap_ranks\" entry has no integer \"rank\"");
-            f.swaps[e.at("rank").get<int>()] = swap_plans_from_json(e, path);
+    if (j.contains("swap_ranks")) {
+        const nlohmann::json &ranks = j.at("swap_ranks");
+        TESSERA_CHECK(ranks.is_array() && !ranks.empty(), "--plan: '", path, "': \"swap_ranks\" must be a non-empty "
+                      "list of each rank's swap plans (leave it out for a plan without a budget), got ",
+                      json_preview(ranks));
+        const int64_t devices = f.partition.devices;
+        for (const auto &e : ranks) {
+            TESSERA_CHECK(e.is_object() && e.contains("rank") && e.at("rank").is_number_integer(), "--plan: '",
+                          path, "': a \"swap_ranks\" entry has no integer \"rank\"");
+            const nlohmann::json &rank = e.at("rank");
+            const bool in_range = rank.is_number_unsigned() ? rank.get<uint64_t>() < static_cast<uint64_t>(devices)
+                                                             : rank.get<int64_t>() >= 0 && rank.get<int64_t>() < devices;
+            TESSERA_CHECK(in_range, "--plan: '", path, "': a \"swap_ranks\" entry is for rank ", json_preview(rank),
+                          "; the plan has ranks 0 to ", devices - 1);
+            TESSERA_CHECK(f.swaps.emplace(rank.get<int>(), swap_plans_from_json(e, path)).second, "--plan: '", path,
+                          "': \"swap_ranks\" has two entries for rank ", json_preview(rank));
         }
+    }
     return f;
 }
 

@@ -89,6 +89,21 @@ PY
 expect forward-runs-training 1 "--plan: the evaluation's swap plan runs '" -- \
     "$TRAIN" "${MODEL[@]}" --data synthetic --synthetic-size 480 --steps 2 --progress none --device-mem 1MiB \
     --plan "$TMP/swap1.json"
+# Swap ranks out of range, or none at all, are named (4294967296 once read as
+# rank 0, and an empty list silently planned again).
+for edit in "rank=4294967296" "rank=-1" "empty"; do
+  python3 - "$TMP/swap1.json" "$TMP/edit.json" "$edit" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+if sys.argv[3] == "empty": p["swap_ranks"] = []
+else: p["swap_ranks"][0]["rank"] = int(sys.argv[3].split("=")[1])
+json.dump(p, open(sys.argv[2], "w"))
+PY
+  want="is for rank ${edit#rank=}; the plan has ranks 0 to 0"
+  [ "$edit" = empty ] && want='"swap_ranks" must be a non-empty list'
+  expect "swap-ranks-$edit" 1 "$want" -- "$TRAIN" "${MODEL[@]}" --data synthetic --synthetic-size 480 --steps 2 \
+    --progress none --device-mem 1MiB --plan "$TMP/edit.json"
+done
 expect missing-file 1 "cannot read the --plan file '$TMP/nope.json'" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/nope.json"
 echo '{"run": ' > "$TMP/bad.json"
 expect not-json 1 "bad.json: not valid JSON" -- "$TRAIN" "${MODEL[@]}" "${RUN[@]}" --plan "$TMP/bad.json"
