@@ -28,9 +28,9 @@ int parse_threads(const char *name, const std::string &value) {
     errno = 0;
     char *end = nullptr;
     long v = std::strtol(first.c_str(), &end, 10);
-    TESSERA_CHECK(!first.empty() && errno == 0 && *end == '\0' && v >= 1 && v <= INT_MAX, name, "='", value,
-                  "' is not a number of threads (a whole number >= 1); set it to one, or unset it to give each rank "
-                  "its share of the host's cores");
+    TESSERA_CHECK(!first.empty() && errno == 0 && *end == '\0' && v >= 1 && v <= kMaxCpuKernelThreads, name, "='",
+                  value, "' is not a number of threads (a whole number from 1 to ", kMaxCpuKernelThreads,
+                  "); set it to one, or unset it to give each rank its share of the host's cores");
     return static_cast<int>(v);
 }
 
@@ -41,6 +41,8 @@ struct Choice {
 
 // One library's count: --threads, then its own variable, then OMP_NUM_THREADS, then the share.
 Choice choose(const ThreadRequest &r, const char *own_name, const std::string &own_value, const Choice &share) {
+    TESSERA_CHECK(r.flag <= kMaxCpuKernelThreads, "--threads ", r.flag, " is more than ", kMaxCpuKernelThreads,
+                  ", the most threads a rank's CPU kernels run");
     if (r.flag > 0) return {r.flag, "--threads"};
     if (!own_value.empty()) return {parse_threads(own_name, own_value), own_name};
     if (!r.omp_env.empty()) return {parse_threads("OMP_NUM_THREADS", r.omp_env), "OMP_NUM_THREADS"};

@@ -48,7 +48,7 @@ expect threads-run 0 "summary:" -- "$TRAIN" "${SMALL[@]}" --threads 2
 expect threads-zero 2 "--threads" -- "$TRAIN" "${SMALL[@]}" --threads 0
 expect threads-word 2 "--threads" -- "$TRAIN" "${SMALL[@]}" --threads many
 expect omp-threads-run 0 "summary:" -- env OMP_NUM_THREADS=2,1 "$TRAIN" "${SMALL[@]}"
-expect bad-omp-threads 1 "OMP_NUM_THREADS='lots' is not a number of threads (a whole number >= 1); set it to one, or unset it to give each rank its share of the host's cores" -- \
+expect bad-omp-threads 1 "OMP_NUM_THREADS='lots' is not a number of threads (a whole number from 1 to 1024); set it to one, or unset it to give each rank its share of the host's cores" -- \
   env OMP_NUM_THREADS=lots "$TRAIN" "${SMALL[@]}"
 expect bad-openblas-threads 1 "OPENBLAS_NUM_THREADS='0' is not a number of threads" -- \
   env OPENBLAS_NUM_THREADS=0 "$TRAIN" "${SMALL[@]}"

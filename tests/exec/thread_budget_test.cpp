@@ -62,8 +62,8 @@ TEST(ThreadBudget, MalformedVariablesAreErrors) {
     ThreadRequest r = request(4, 1);
     r.openblas_env = "many";
     expect_error([&] { plan_thread_budget(r); },
-                 "OPENBLAS_NUM_THREADS='many' is not a number of threads (a whole number >= 1); set it to one, or "
-                 "unset it to give each rank its share of the host's cores");
+                 "OPENBLAS_NUM_THREADS='many' is not a number of threads (a whole number from 1 to 1024); set it to "
+                 "one, or unset it to give each rank its share of the host's cores");
     r.openblas_env.clear();
     r.halide_env = "0";
     expect_error([&] { plan_thread_budget(r); }, "HL_NUM_THREADS='0' is not a number of threads");
@@ -72,6 +72,12 @@ TEST(ThreadBudget, MalformedVariablesAreErrors) {
     expect_error([&] { plan_thread_budget(r); }, "OMP_NUM_THREADS=',4' is not a number of threads");
     r.omp_env = "4x";
     expect_error([&] { plan_thread_budget(r); }, "OMP_NUM_THREADS='4x' is not a number of threads");
+    // A typo's thousands of threads are refused, not started.
+    r.omp_env = "100000";
+    expect_error([&] { plan_thread_budget(r); }, "OMP_NUM_THREADS='100000' is not a number of threads (a whole "
+                                                 "number from 1 to 1024)");
+    r.flag = 5000;
+    expect_error([&] { plan_thread_budget(r); }, "--threads 5000 is more than 1024");
     r.flag = 2;  // --threads wins, so the variables are not read
     EXPECT_EQ(plan_thread_budget(r).openblas, 2);
 }

@@ -25,6 +25,10 @@ namespace tessera {
 class Communicator;
 
 // What decides the budget.
+// The most threads either library is given (a typo such as
+// OMP_NUM_THREADS=100000 would otherwise start that many).
+inline constexpr int kMaxCpuKernelThreads = 1024;
+
 struct ThreadRequest {
     int flag = 0;              // --threads; 0: not given
     std::string openblas_env;  // OPENBLAS_NUM_THREADS; empty: unset
