@@ -16,6 +16,7 @@
 // report it).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -590,12 +591,16 @@ std::vector<tessera::PartitionStrategy> read_machine_and_strategies(PlanArgs &a)
     // Swapping plans one rank's lowered graph, and only executable plans lower.
     req.executable = a.executable || (a.swapping() && req.machine.devices() > 1);
     std::vector<tessera::PartitionStrategy> strategies;
-    for (const std::string &name : a.compare.empty() ? std::vector<std::string>{a.strategy} : tessera::split_list(a.compare)) {
+    const std::vector<std::string> names =
+        a.compare.empty() ? std::vector<std::string>{a.strategy} : tessera::split_list(a.compare);
+    for (const std::string &name : names) {
         try {
             strategies.push_back(tessera::partition_strategy_from_name(name));
         } catch (const tessera::Error &e) {
             tessera::fail(a.compare.empty() ? "--strategy: " : "--compare: ", e.what());
         }
+        TESSERA_CHECK(std::count(strategies.begin(), strategies.end(), strategies.back()) == 1, "--compare: '", name,
+                      "' is given twice; name each strategy once");
     }
     return strategies;
 }

@@ -411,6 +411,9 @@ grep -q "^---- swap ----" "$TMP/log.txt" && grep -q "^(advisor)" "$TMP/log.txt" 
 python3 -c "print('{\"name\": ' + '[' * 200000)" >"$TMP/deep.json"
 expect machine-deep 1 "$TMP/deep.json: JSON nested deeper than 64 levels (at byte 72)" -- \
     "$PLAN" --model mlp --machine "$TMP/deep.json"
+expect compare-twice 1 "--compare: 'tofu' is given twice; name each strategy once" -- \
+    "$PLAN" --model mlp --devices 2 --compare tofu,data,tofu
+expect time-limit-nan 2 "must be a finite number, got nan" -- "$PLAN" --model mlp --time-limit nan
 expect machine-device 1 "cannot read the machine description '/dev/zero': it is a device, not a regular file" -- \
     "$PLAN" --model mlp --machine /dev/zero
 # Values quoted in errors are cut short.
