@@ -206,11 +206,9 @@ BucketPlan decide_buckets(const Graph &rank_graph, int64_t bucket_bytes) {
 
 void fuse_collectives(DeviceGraph &dg, const BucketPlan &buckets) {
     if (buckets.empty()) return;
-    std::vector<Graph::PlacedNode> placed = Fuser(dg.graph).fuse(buckets);
-    int comm = 0;
-    for (const Graph::PlacedNode &p : placed) comm += p.kept == kNoNode || dg.graph.node(p.kept).comm ? 1 : 0;
-    dg.graph.rearrange_nodes(std::move(placed));
-    dg.comm_nodes = comm;
+    dg.graph.rearrange_nodes(Fuser(dg.graph).fuse(buckets));
+    dg.comm_nodes = 0;
+    for (const Node &n : dg.graph.nodes()) dg.comm_nodes += n.comm ? 1 : 0;
 }
 
 }  // namespace tessera

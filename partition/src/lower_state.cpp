@@ -1,7 +1,5 @@
 #include "lower_state.h"
 
-#include <algorithm>
-
 #include "tessera/partition/lower.h"
 
 #include "tessera/error.h"
@@ -48,17 +46,14 @@ const RankGroups::Table &RankGroups::table(const std::vector<bool> &levels) {
     auto found = tables_.find(levels);
     if (found != tables_.end()) return found->second;
     // A group is named by its coordinates on the other levels, read as a
-    // mixed-radix number (the radices found from the coordinates themselves).
+    // mixed-radix number whose radices are the levels' cuts.
     const size_t ranks = coords_.size(), nl = levels.size();
-    std::vector<int64_t> radix(nl, 1);
-    for (size_t r = 0; r < ranks; r++)
-        for (size_t l = 0; l < nl; l++) radix[l] = std::max<int64_t>(radix[l], coords_[r][l] + 1);
     Table t;
     std::vector<int> of_key;
     for (size_t r = 0; r < ranks; r++) {
         int64_t key = 0;
         for (size_t l = 0; l < nl; l++)
-            if (!levels[l]) key = key * radix[l] + coords_[r][l];
+            if (!levels[l]) key = key * cuts_[l] + coords_[r][l];
         if (static_cast<size_t>(key) >= of_key.size()) of_key.resize(static_cast<size_t>(key) + 1, -1);
         int &g = of_key[static_cast<size_t>(key)];
         if (g < 0) {

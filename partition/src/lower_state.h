@@ -43,8 +43,9 @@ bool same_cuts(const State &a, const State &b);
 // rank's group costs O(N), not O(N^2) (1024 devices took minutes).
 class RankGroups {
 public:
-    explicit RankGroups(const std::vector<std::vector<int>> &coords) : coords_(coords) {}
-    RankGroups(const RankGroups &) = delete;  // it refers to its owner's coordinates
+    RankGroups(const std::vector<std::vector<int>> &coords, const std::vector<int> &cuts)
+        : coords_(coords), cuts_(cuts) {}
+    RankGroups(const RankGroups &) = delete;  // it refers to its owner's coordinates and cuts
     RankGroups &operator=(const RankGroups &) = delete;
     const std::vector<int64_t> &members(int r, const std::vector<bool> &levels) {
         const Table &t = table(levels);
@@ -60,6 +61,7 @@ private:
     const Table &table(const std::vector<bool> &levels);
 
     const std::vector<std::vector<int>> &coords_;
+    const std::vector<int> &cuts_;  // per level: its count, the radix of its coordinate
     std::map<std::vector<bool>, Table> tables_;
 };
 

@@ -181,7 +181,7 @@ private:
     std::vector<int> cuts_;
     int n_ = 1;
     std::vector<std::vector<int>> coords_;
-    RankGroups groups_{coords_};
+    RankGroups groups_{coords_, cuts_};
     // Per tensor of the plan: its layout as a State, and how errors name it.
     std::vector<State> held_state_;
     std::vector<std::string> held_what_;

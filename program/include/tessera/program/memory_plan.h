@@ -97,8 +97,7 @@ struct MemoryPlanOptions {
     bool reshape_views = reshape_views_default();
     // Blocks of storage are placed by a few greedy passes, each quadratic in
     // the blocks, up to this many; above it by an allocator run forward in
-    // time, O(b log b) (greedily, a chain of 8192 blocks takes 0.04 s and one
-    // of 20,000 0.24 s; in time, 0.001 and 0.003 s).
+    // time, O(b log b) (program_large_graph_test prints its times).
     size_t greedy_blocks = 8192;
 
     static bool reshape_views_default();
